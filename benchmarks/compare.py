@@ -1,0 +1,248 @@
+"""Time value-and-gradient of tapegrad against PyTorch on the same workloads.
+
+    python benchmarks/compare.py [--repeat N] [--warmup N] [--only chain,mlp,rosen] [--json PATH]
+
+Every workload builds its graph from scratch and calls ``backward()`` once per
+repetition.  Both libraries run in float64 on one thread, so the arithmetic is the
+same; the table shows median milliseconds, the tapegrad/torch ratio and whether it
+meets the workload's target.  Without torch only tapegrad's times are shown.
+
+To add a workload, write ``make_inputs(rng) -> dict of numpy arrays`` and
+``fn(lib, inputs) -> (loss, leaves)`` and register them in ``WORKLOADS``.  ``lib``
+is ``tapegrad`` or ``torch``: the two share the PyTorch spelling, so one function
+usually serves both; pass two different functions where they must differ.
+"""
+import os
+
+if __name__ == "__main__":
+    # One thread everywhere (torch is pinned in main()).  BLAS and Numba read these
+    # at import, so they must be set before numpy is imported below.
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
+import argparse
+import gc
+import importlib
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Callable
+
+import numpy as np
+
+# Names here avoid asv's prefixes (time_, peakmem_, mem_, track_, timeraw_):
+# asv imports every module in benchmarks/, and bench_core.py reuses this one.
+
+
+@dataclass(frozen=True)
+class Workload:
+    make_inputs: Callable      # (np.random.Generator) -> dict of numpy arrays
+    tapegrad_fn: Callable      # (lib, inputs) -> (loss, leaves)
+    torch_fn: Callable
+    target: float              # largest acceptable tapegrad/torch median ratio
+
+
+# --- workloads ---------------------------------------------------------------
+
+def chain_inputs(rng, steps=500):
+    return {"y0": rng.standard_normal(1), "w": rng.standard_normal(1), "steps": steps}
+
+
+def chain(lib, inp):
+    """Long chain of tiny ops: measures per-op overhead, not arithmetic."""
+    y0 = lib.tensor(inp["y0"], requires_grad=True)
+    w = lib.tensor(inp["w"], requires_grad=True)
+    y = y0
+    for _ in range(inp["steps"]):
+        y = y.sin() * w + y.cos() * 0.5
+    loss = y.sum()
+    loss.backward()
+    return loss, [y0, w]
+
+
+def mlp_inputs(rng, batch=64, n_in=64, hidden=128, n_out=10):
+    return {
+        "x": rng.standard_normal((batch, n_in)),
+        "labels": rng.integers(0, n_out, batch),
+        "rows": np.arange(batch),
+        "W1": rng.standard_normal((n_in, hidden)) / np.sqrt(n_in),
+        "b1": np.zeros(hidden),
+        "W2": rng.standard_normal((hidden, n_out)) / np.sqrt(hidden),
+        "b2": np.zeros(n_out),
+    }
+
+
+def mlp(lib, inp):
+    """64->128->10 ReLU MLP with mean cross-entropy over class-index labels."""
+    params = [lib.tensor(inp[k], requires_grad=True) for k in ("W1", "b1", "W2", "b2")]
+    W1, b1, W2, b2 = params
+    x = lib.tensor(inp["x"])
+    logits = (x @ W1 + b1).relu() @ W2 + b2
+    loss = -logits.log_softmax(1)[inp["rows"], inp["labels"]].mean()
+    loss.backward()
+    return loss, params
+
+
+def rosen_inputs(rng, n=1_000_000):
+    return {"x": rng.uniform(-2.0, 2.0, n)}
+
+
+def rosen(lib, inp):
+    """Rosenbrock on a long vector: a few big elementwise ops, memory bound."""
+    x = lib.tensor(inp["x"], requires_grad=True)
+    head = x[:-1]
+    loss = (100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum()
+    loss.backward()
+    return loss, [x]
+
+
+WORKLOADS = {
+    "chain": Workload(chain_inputs, chain, chain, target=0.25),
+    "mlp": Workload(mlp_inputs, mlp, mlp, target=1.0),
+    "rosen": Workload(rosen_inputs, rosen, rosen, target=1.0),
+}
+
+
+# --- measurement -------------------------------------------------------------
+
+def _to_numpy(t):
+    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t.numpy())
+
+
+def value_and_grads(fn, lib, inputs):
+    loss, leaves = fn(lib, inputs)
+    return _to_numpy(loss), [_to_numpy(leaf.grad) for leaf in leaves]
+
+
+def compare_grads(name, ours, theirs):
+    """Mismatch lines (empty when tapegrad and torch agree)."""
+    lines = []
+    pairs = [("value", ours[0], theirs[0])] + [
+        (f"grad[{i}]", a, b) for i, (a, b) in enumerate(zip(ours[1], theirs[1]))]
+    for label, a, b in pairs:
+        if a.shape != b.shape or not np.allclose(a, b):
+            diff = np.max(np.abs(a - b)) if a.shape == b.shape else "shape"
+            lines.append(f"MISMATCH {name}: {label} tapegrad vs torch, "
+                         f"shapes {a.shape} vs {b.shape}, max |diff| = {diff}")
+    return lines
+
+
+def _sample(fn, lib, inputs):
+    """Seconds for one call.  The result is dropped inside the timed region so graph
+    teardown counts.  The collector is off, as in timeit, so a pause triggered by
+    the other library's garbage does not land in this sample; no gc.collect() in
+    between, as walking the heap evicts the caches (it doubled the mlp times)."""
+    gc.disable()
+    try:
+        t0 = perf_counter()
+        fn(lib, inputs)
+        return perf_counter() - t0
+    finally:
+        gc.enable()
+
+
+def run_workload(name, wl, tg, torch, repeat, warmup, seed=0):
+    inputs = wl.make_inputs(np.random.default_rng(seed))
+    sides = [("tapegrad", wl.tapegrad_fn, tg)]
+    if torch is not None:
+        sides.append(("torch", wl.torch_fn, torch))
+
+    # The first tapegrad call compiles Numba kernels; these checks double as warm-up.
+    results = {side: value_and_grads(fn, lib, inputs) for side, fn, lib in sides}
+    mismatches = compare_grads(name, results["tapegrad"], results["torch"]) \
+        if torch is not None else []
+    for _ in range(warmup):
+        for _side, fn, lib in sides:
+            fn(lib, inputs)
+
+    # Alternate the libraries (and which goes first) so drift and noise on the
+    # shared cores hit both sides alike.
+    times = {side: [] for side, _, _ in sides}
+    for i in range(repeat):
+        for side, fn, lib in (sides if i % 2 == 0 else sides[::-1]):
+            times[side].append(_sample(fn, lib, inputs))
+
+    row = {"workload": name, "target": wl.target, "mismatches": mismatches,
+           "tapegrad_ms": 1e3 * statistics.median(times["tapegrad"])}
+    if torch is not None:
+        row["torch_ms"] = 1e3 * statistics.median(times["torch"])
+        row["ratio"] = row["tapegrad_ms"] / row["torch_ms"]
+        row["pass"] = row["ratio"] <= wl.target
+    return row
+
+
+def format_table(rows, with_torch):
+    head = ["workload", "tapegrad ms"]
+    if with_torch:
+        head += ["torch ms", "ratio", "target", "result"]
+    body = []
+    for r in rows:
+        line = [r["workload"], f"{r['tapegrad_ms']:.3f}"]
+        if with_torch:
+            line += [f"{r['torch_ms']:.3f}", f"{r['ratio']:.3f}", f"<= {r['target']:g}",
+                     "PASS" if r["pass"] else "FAIL"]
+        body.append(line)
+    widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head))]
+
+    def fmt(cells):  # workload name left-aligned, numbers right-aligned
+        return "  ".join(c.rjust(w) if i else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=21, help="timed runs per library (median)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs after the check")
+    p.add_argument("--only", default=",".join(WORKLOADS),
+                   help="comma-separated workloads (default: all)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = p.parse_args(argv)
+    args.only = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in args.only if n not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    tg = importlib.import_module("tapegrad")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("torch is not installed: showing tapegrad times only, no ratios.")
+    else:
+        torch.set_num_threads(1)
+
+    rows = []
+    for name in args.only:
+        row = run_workload(name, WORKLOADS[name], tg, torch, args.repeat, args.warmup)
+        for line in row["mismatches"]:
+            print(line)
+        rows.append(row)
+
+    print(f"median of {args.repeat} runs, float64, 1 thread"
+          + (f", torch {torch.__version__}" if torch is not None else ""))
+    print(format_table(rows, torch is not None))
+
+    if args.json:
+        meta = {"repeat": args.repeat, "numpy": np.__version__,
+                "torch": getattr(torch, "__version__", None),
+                "tapegrad": getattr(tg, "__version__", None)}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": rows}, f, indent=2)
+    # Wrong gradients make the timings meaningless: fail loudly.
+    return 1 if any(r["mismatches"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    # Run as a file, sys.path[0] is benchmarks/; make the checkout's tapegrad importable.
+    sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""tapegrad: reverse-mode automatic differentiation on a flat Wengert tape.
+
+Operations run eagerly on NumPy arrays and append one entry each to a per-thread
+tape; ``backward()`` walks the tape once in compiled (Numba) code.
+"""
+import operator
+
+import numpy as np
+
+from . import autograd
+from .autograd import gradcheck  # noqa: F401
+from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from .functions import *  # noqa: F401,F403
+from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to, cat, clamp, clone,  # noqa: F401
+                        concat, cos, diagonal, div, dot, exp, expm1, flatten, floor, log, log1p, log_softmax,
+                        logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
+                        prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
+                        sum, t, tan, tanh, transpose, unsqueeze, var, where)
+from .tape import Tape  # noqa: F401
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+float64 = double = np.dtype(np.float64)
+float32 = float = np.dtype(np.float32)
+float16 = half = np.dtype(np.float16)
+int64 = long = np.dtype(np.int64)
+int32 = int = np.dtype(np.int32)
+bool = np.dtype(np.bool_)
+
+clip = clamp
+_rng = np.random.default_rng()
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (float64 unless ``dtype`` says otherwise)."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+
+
+def from_numpy(arr):
+    """A tensor sharing memory with ``arr``."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
+    if arr.dtype == object:
+        raise TypeError("can't convert np.ndarray of type numpy.object_.")
+    t = Tensor._wrap(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+    return t
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(operator.index(s) for s in size)
+
+
+def _make(arr, requires_grad):
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad_(True, _creation=True)
+    return t
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return _make(np.zeros(_shape(size), dtype or np.float64), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    return _make(np.ones(_shape(size), dtype or np.float64), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False):
+    return _make(np.empty(_shape(size), dtype or np.float64), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        dtype = np.asarray(fill_value).dtype
+        if dtype.kind == "f":
+            dtype = np.float64
+    return _make(np.full(_shape((size,)), fill_value, dtype), requires_grad)
+
+
+def zeros_like(x, dtype=None, requires_grad=False):
+    return _make(np.zeros(x.shape, dtype or x.dtype), requires_grad)
+
+
+def ones_like(x, dtype=None, requires_grad=False):
+    return _make(np.ones(x.shape, dtype or x.dtype), requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    return _make(np.full(x.shape, fill_value, dtype or x.dtype), requires_grad)
+
+
+def empty_like(x, dtype=None, requires_grad=False):
+    return _make(np.empty(x.shape, dtype or x.dtype), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    arr = np.arange(start, end, step)
+    if dtype is not None:
+        arr = arr.astype(dtype)
+    elif arr.dtype.kind == "f":
+        arr = arr.astype(np.float64)
+    return _make(arr, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False):
+    return _make(np.linspace(start, end, steps, dtype=dtype or np.float64), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False):
+    return _make(np.eye(n, m, dtype=dtype or np.float64), requires_grad)
+
+
+def manual_seed(seed):
+    """Seed tapegrad's random generator (a NumPy Generator)."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+    return _rng
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    return _make(_rng.standard_normal(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    return _make(_rng.random(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None):
+    if high is None:
+        low, high = 0, low
+    return Tensor._wrap(_rng.integers(low, high, size=size).astype(dtype or np.int64))
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(x):
+    return x.numel()

@@ -1,0 +1,290 @@
+"""Backward over one or several tapes.
+
+The whole idea, per tape (``_sweep_tape``):
+  1. ``mark``: which entries the roots reach (compiled);
+  2. gather the values those entries saved into one arena (large arrays by address);
+  3. seed the roots' adjoints, ``run`` the compiled sweep (pausing only for hooks);
+  4. hand the adjoints of leaves to ``.grad``, of EXT entries to their older tape,
+     and free what a non-retained backward consumed.
+Tapes are processed newest first, since a newer tape only ever refers to older ones.
+"""
+import numpy as np
+
+from .. import tape as _tp
+from ..kernels import sweep as K
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
+from ..tensor import Tensor, _TYPE_NAME
+
+BIG = 1 << 14           # slots with at least this many elements are passed by address
+
+SECOND_TIME = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they "
+    "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
+    "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time "
+    "or if you need to access saved tensors after calling backward.")
+
+_EMPTY_I = np.zeros(0, np.int64)
+
+
+def _addr(a):
+    return a.__array_interface__["data"][0]
+
+
+class _Slots:
+    """Locators of a set of flat float64 arrays: small ones packed in one arena."""
+    __slots__ = ("loc", "ptr", "arena", "keep", "big")
+
+    def __init__(self, n):
+        self.loc = np.full(n, -1, np.int64)
+        self.ptr = np.zeros(n, np.int64)
+        self.arena = np.zeros(0)
+        self.keep = []
+        self.big = {}
+
+    def view(self, s, size):
+        l = self.loc[s]
+        if l >= 0:
+            return self.arena[l:l + size]
+        if l == -2:
+            return self.big[s]
+        return None
+
+
+def _pack_values(T, slots, sizes):
+    P = _Slots(len(sizes))
+    if slots.size == 0:
+        return P
+    sz = sizes[slots]
+    small = sz < BIG
+    ss = slots[small]
+    if ss.size:
+        vals = T.vals
+        arrs = [vals[s] for s in ss.tolist()]
+        P.arena = np.concatenate(arrs, axis=None, dtype=np.float64, casting="unsafe")
+        offs = np.cumsum(sz[small]) - sz[small]
+        P.loc[ss] = offs
+    for s in slots[~small].tolist():
+        a = np.ascontiguousarray(T.vals[s], dtype=np.float64).reshape(-1)
+        P.keep.append(a)
+        P.big[s] = a
+        P.loc[s] = -2
+        P.ptr[s] = _addr(a)
+    return P
+
+
+def _alloc_adjoints(slots, sizes, n):
+    A = _Slots(n)
+    if slots.size == 0:
+        return A
+    sz = sizes[slots]
+    small = sz < BIG
+    ss = slots[small]
+    A.arena = np.zeros(int(sz[small].sum()))
+    A.loc[ss] = np.cumsum(sz[small]) - sz[small]
+    for s in slots[~small].tolist():
+        a = np.zeros(int(sizes[s]))
+        A.keep.append(a)
+        A.big[s] = a
+        A.loc[s] = -2
+        A.ptr[s] = _addr(a)
+    return A
+
+
+def _version_error(T, s, ints):
+    op = ints[s, 0]
+    ver = T.vobj[s]
+    arr = T.vals[s]
+    desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
+    if op in (LEAF, CONST, EXT):
+        where = ""
+    else:
+        name = GRAD_FN_NAMES[ints[s, 6]]
+        where = ", which is output 0 of %s," % (name[:-len("Backward0")] if name.endswith("Backward0") else name)
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        "%s%s is at version %d; expected version %d instead. Hint: enable anomaly detection to find the "
+        "operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
+        % (desc, where, ver[0], T.vnum[s]))
+
+
+def _run_hooks(hooks, g, shape, dtype):
+    """Apply tensor hooks in registration order; returns the final gradient Tensor."""
+    gt = Tensor._wrap(g.reshape(shape).astype(dtype, copy=False))
+    for h in list(hooks):
+        r = h(gt)
+        if r is None:
+            continue
+        if not isinstance(r, Tensor):
+            raise TypeError("expected Variable, but hook returned '%s'" % type(r).__name__)
+        name = getattr(h, "__name__", type(h).__name__)
+        if r.shape != gt.shape:
+            raise RuntimeError("hook '%s' has changed the size of value" % name)
+        if r.dtype != gt.dtype:
+            raise RuntimeError("hook '%s' has changed the type of value (was tapegrad.%s got tapegrad.%s)"
+                               % (name, _TYPE_NAME.get(gt.dtype, gt.dtype.name), _TYPE_NAME.get(r.dtype, r.dtype.name)))
+        gt = r
+    return gt
+
+
+def run_backward(seeds, retain_graph, targets=None, accumulate=True):
+    """Differentiate.  ``seeds``: list of (non-leaf tensor, float64 seed array).
+    ``targets``: tensors whose gradient to return (``grad``/``inputs=``), or None
+    for all leaves.  Returns {id(target): ndarray or None} when targets are given."""
+    _tp.rotate()        # anything recorded from here on (hooks) goes to a new tape
+    pending = {}
+    for t, g in seeds:
+        pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
+    results = {} if targets is not None else None
+    tgt_ids = None
+    if targets is not None:
+        tgt_ids = {id(t): t for t in targets}
+        older = min((T.id for T in pending), default=0)
+        ext_leads = any((t._tape is not None and t._tape.id < older) or t._tape is None for t in targets)
+    while pending:
+        T = max(pending, key=lambda tp: tp.id)
+        slot_seeds = pending.pop(T)
+        _sweep_tape(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending,
+                    ext_leads if targets is not None else False)
+    return results
+
+
+def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+    n = len(T)
+    ints = np.frombuffer(T.ints, dtype=np.int64).reshape(n, 7)
+    flts = np.frombuffer(T.flts, dtype=np.float64).reshape(n, 2)
+    sizes = np.frombuffer(T.sizes, dtype=np.int64)
+    if T.freed.size < n:
+        T.freed = np.concatenate((T.freed, np.zeros(n - T.freed.size, np.uint8)))
+    roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
+
+    # target slots on this tape
+    tslots = {}
+    if tgt_ids is not None:
+        for tid, t in tgt_ids.items():
+            if t._tape is T:
+                tslots.setdefault(t._slot, []).append(t)
+            elif t._tape is None:
+                for s, leaf in T.leaves.items():
+                    if leaf is t:
+                        tslots.setdefault(s, []).append(t)
+    targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
+
+    process, reach, needval, err = K.mark(ints, _aux(T), K.SAVES_TABLE, T.freed, roots, targets,
+                                          tgt_ids is not None, ext_leads)
+    if err >= 0:
+        raise RuntimeError(SECOND_TIME)
+    vslots = np.flatnonzero(needval)
+    if _tp.inplace_counter[0] != T.inplace_mark:
+        vobj, vnum = T.vobj, T.vnum
+        for s in vslots.tolist():
+            if vobj[s][0] != vnum[s]:
+                raise _version_error(T, s, ints)
+    V = _pack_values(T, vslots, sizes)
+    aslots = np.flatnonzero(reach & (ints[:, 0] != CONST))
+    A = _alloc_adjoints(aslots, sizes, n)
+    for s, gs in slot_seeds.items():
+        view = A.view(s, sizes[s])
+        for g in gs:
+            view += g.reshape(-1)
+
+    # slots where control returns to Python: hooks and retain_grad on non-leaves
+    stops = np.zeros(n, np.uint8)
+    for s, h in T.hooks.items():
+        if h[0]:
+            stops[s] = 1
+    for s in T.retained:
+        stops[s] = 1
+    aux = _aux(T)
+    hi = int(roots.max())
+    e = K.run(ints, flts, sizes, process, reach, stops, V.loc, V.ptr, V.arena, A.loc, A.ptr, A.arena,
+              aux, hi, -1)
+    while e >= 0:
+        _at_stop(T, e, A.view(e, sizes[e]))
+        e = K.run(ints, flts, sizes, process, reach, stops, V.loc, V.ptr, V.arena, A.loc, A.ptr, A.arena,
+                  aux, e, e)
+
+    # results: targets, leaves, and EXT entries (handed to their older tape)
+    if tgt_ids is not None:
+        for s, ts in tslots.items():
+            if not reach[s]:
+                continue
+            g = A.view(s, sizes[s])
+            for t in ts:
+                if t._tape is None and t._x is not None and t._x.hooks:
+                    gt = _run_hooks(t._x.hooks, g, t.shape, t.dtype)._data
+                else:
+                    gt = g.reshape(t.shape)
+                prev = results.get(id(t))
+                results[id(t)] = gt.astype(t.dtype) if prev is None else prev + gt
+    if accumulate and tgt_ids is None:
+        for s, leaf in T.leaves.items():
+            if reach[s]:
+                _accumulate(leaf, A.view(s, sizes[s]), s in A.big)
+    for s, t in T.ext.items():
+        if reach[s] and (tgt_ids is None or ext_leads):
+            pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(A.view(s, sizes[s]).copy())
+
+    if not retain:
+        _free(T, ints, process)
+    del ints, flts, sizes
+
+
+def _aux(T):
+    if len(T.aux) > 1:
+        T.aux = [np.concatenate(T.aux)]
+    return T.aux[0] if T.aux else _EMPTY_I
+
+
+def _at_stop(T, s, view):
+    """Run the hooks of slot ``s`` on its finished adjoint; store retain_grad's copy."""
+    hooks, shape, dtype = T.hooks.get(s, (None, None, None))
+    ref = T.retained.get(s)
+    t = ref() if ref is not None else None
+    if hooks:
+        gt = _run_hooks(hooks, view, shape, dtype)
+        view[:] = gt._data.reshape(-1)
+    if t is not None:
+        g = view.reshape(t.shape).astype(t.dtype)
+        x = t._extra()
+        if x.grad is None:
+            x.grad = Tensor._wrap(g)
+        else:
+            x.grad._data += g
+
+
+def _accumulate(leaf, g, owned):
+    x = leaf._extra()
+    if x.hooks:
+        g = _run_hooks(x.hooks, g, leaf.shape, leaf.dtype)._data
+    else:
+        g = g.reshape(leaf.shape)
+    if x.grad is None:
+        if owned and g.dtype == leaf.dtype:
+            x.grad = Tensor._wrap(g)             # a fresh array nobody else holds: no copy
+        else:
+            x.grad = Tensor._wrap(np.array(g, dtype=leaf.dtype))
+    else:
+        gd = x.grad._data
+        np.add(gd, g, out=gd, casting="unsafe")
+    if x.post_hooks:
+        for h in list(x.post_hooks):
+            h(leaf)
+
+
+def _free(T, ints, process):
+    """Mark processed entries that saved values as freed, and drop values no live
+    entry needs any more."""
+    sv = K.SAVES_TABLE[ints[:, 0]]
+    T.freed[(process != 0) & (sv != 0)] = 1
+    live = (T.freed[:len(sv)] == 0) & (sv != 0) & (ints[:, 0] >= 64)
+    if not live.any():
+        T.vals = [None] * len(T.vals)
+        return
+    keep = np.zeros(len(sv), bool)
+    for bit, col in ((1, 1), (2, 2), (4, 3)):
+        sel = live & ((sv & bit) != 0) & (ints[:, col] >= 0)
+        keep[ints[sel, col]] = True
+    keep |= live & ((sv & 8) != 0)
+    vals = T.vals
+    for s in np.flatnonzero(~keep).tolist():
+        vals[s] = None

@@ -1,0 +1,73 @@
+"""Compare the reverse sweep with central finite differences."""
+import numpy as np
+
+from ..tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    pass
+
+
+def _outputs(fn, inputs):
+    out = fn(*inputs)
+    return (out,) if isinstance(out, Tensor) else tuple(out)
+
+
+def _numerical(fn, inputs, i, eps):
+    """d(outputs)/d(inputs[i]) as a list of (n_in, n_out_k) matrices, by central differences."""
+    x = inputs[i]
+    flat = x._data.reshape(-1)
+    from .grad_mode import no_grad
+    cols = []
+    with no_grad():
+        base = [o._data for o in _outputs(fn, inputs)]
+        jac = [np.zeros((flat.size, b.size)) for b in base]
+        for j in range(flat.size):
+            orig = flat[j].item()
+            flat[j] = orig + eps
+            plus = [np.array(o._data, dtype=np.float64).reshape(-1) for o in _outputs(fn, inputs)]
+            flat[j] = orig - eps
+            minus = [np.array(o._data, dtype=np.float64).reshape(-1) for o in _outputs(fn, inputs)]
+            flat[j] = orig
+            for k in range(len(base)):
+                jac[k][j] = (plus[k] - minus[k]) / (2 * eps)
+    del cols
+    return jac
+
+
+def _analytical(fn, inputs, i):
+    from . import grad
+    outs = _outputs(fn, inputs)
+    x = inputs[i]
+    jac = []
+    for o in outs:
+        J = np.zeros((x._data.size, o._data.size))
+        if o.requires_grad:
+            for j in range(o._data.size):
+                seed = np.zeros(o._data.size)
+                seed[j] = 1.0
+                g, = grad(o, x, Tensor._wrap(seed.reshape(o.shape).astype(o.dtype)), retain_graph=True,
+                          allow_unused=True)
+                if g is not None:
+                    J[:, j] = g._data.reshape(-1)
+        jac.append(J)
+    return jac
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """True when every gradient of ``fn`` with respect to each input that requires
+    grad matches central finite differences (float64 inputs recommended)."""
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor) or not x.requires_grad:
+            continue
+        num = _numerical(fn, inputs, i, eps)
+        ana = _analytical(fn, inputs, i)
+        for k, (n, a) in enumerate(zip(num, ana)):
+            if not np.allclose(a, n, atol=atol, rtol=rtol, equal_nan=True):
+                if raise_exception:
+                    raise GradcheckError(
+                        "Jacobian mismatch for output %d with respect to input %d,\nnumerical:%s\nanalytical:%s\n"
+                        % (k, i, n, a))
+                return False
+    return True

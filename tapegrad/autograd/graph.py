@@ -1,0 +1,88 @@
+"""grad_fn objects: a read-only view of tape entries, shaped like PyTorch's graph."""
+import weakref
+
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
+from ..ops.shape import VARIADIC
+
+
+class Node:
+    """The entry that produced a tensor (``tensor.grad_fn``)."""
+    __slots__ = ("_tape", "_slot", "__weakref__")
+
+    def __init__(self, tape, slot):
+        self._tape, self._slot = tape, slot
+
+    def name(self):
+        return GRAD_FN_NAMES[self._tape.ints[self._slot * 7 + 6]]
+
+    def _inputs(self):
+        T, s = self._tape, self._slot
+        ints = T.ints
+        if ints[s * 7 + 3] == VARIADIC:
+            at = ints[s * 7 + 4]
+            aux = T.aux[0] if len(T.aux) == 1 else __import__("numpy").concatenate(T.aux)
+            return [int(v) for v in aux[at + 1:at + 1 + aux[at]]]
+        return [ints[s * 7 + k] for k in (1, 2, 3) if ints[s * 7 + k] >= 0]
+
+    @property
+    def next_functions(self):
+        T = self._tape
+        out = []
+        for i in self._inputs():
+            op = T.ints[i * 7] if i >= 0 else CONST
+            if i < 0 or op == CONST:
+                out.append((None, 0))
+            elif op == LEAF:
+                out.append((accumulate_node(T.leaves[i]), 0))
+            elif op == EXT:
+                t = T.ext[i]
+                out.append((node_for(t._tape, t._slot), 0))
+            else:
+                out.append((node_for(T, i), 0))
+        return tuple(out)
+
+    @property
+    def metadata(self):
+        return {}
+
+    def __repr__(self):
+        return "<%s object at %#x>" % (self.name(), id(self))
+
+    def __eq__(self, other):
+        return isinstance(other, Node) and other._tape is self._tape and other._slot == self._slot
+
+    def __hash__(self):
+        return hash((id(self._tape), self._slot))
+
+
+class AccumulateGrad:
+    """The node that accumulates into a leaf's ``.grad``."""
+    __slots__ = ("variable", "__weakref__")
+    next_functions = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self):
+        return "<AccumulateGrad object at %#x>" % id(self)
+
+
+def accumulate_node(leaf):
+    x = leaf._extra()
+    node = x.accnode() if x.accnode is not None else None
+    if node is None:
+        node = AccumulateGrad(leaf)
+        x.accnode = weakref.ref(node)
+    return node
+
+
+def node_for(tape, slot):
+    if tape.nodes is None:
+        tape.nodes = weakref.WeakValueDictionary()
+    node = tape.nodes.get(slot)
+    if node is None:
+        node = tape.nodes[slot] = Node(tape, slot)
+    return node

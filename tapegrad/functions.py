@@ -1,0 +1,375 @@
+"""The public operations (``tg.sin``, ``tg.cat``...) and the Tensor methods and
+operators that call them.  Each forwards to its op family in ``tapegrad/ops``."""
+import numbers
+
+import numpy as np
+
+from .ops import inplace as _ip
+from .ops import linalg as _la
+from .ops import reduce as _rd
+from .ops import shape as _sh
+from .ops.elementwise import BINARY_BY_NAME as _B
+from .ops.elementwise import UNARY_BY_NAME as _U
+from .ops.elementwise import binary as _binary
+from .ops.elementwise import unary as _unary
+from .ops.registry import name_id
+from .tensor import Tensor
+
+_SCALARS = (int, float, bool, np.number)
+_NM = {k: name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
+                              "ToCopyBackward0", "AddBackward0", "MulBackward0")}
+
+
+def _tensor(v, like=None):
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, np.ndarray):
+        return Tensor._wrap(v)
+    dt = like.dtype if (like is not None and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
+    return Tensor._wrap(np.asarray(v, dtype=dt))
+
+
+def _is_scalar(v):
+    return isinstance(v, _SCALARS) and not isinstance(v, np.ndarray)
+
+
+# -- arithmetic -------------------------------------------------------------------
+def add(a, b, alpha=1):
+    if alpha != 1:
+        b = mul(b, alpha)
+    if type(b) is Tensor:
+        if type(a) is Tensor:
+            return _binary(_B["add"], a, b)
+        return _unary(_U["add_s"], b, a)
+    if _is_scalar(b):
+        return _unary(_U["add_s"], a, b)
+    return _binary(_B["add"], _tensor(a), _tensor(b, a))
+
+
+def sub(a, b, alpha=1):
+    if alpha != 1:
+        b = mul(b, alpha)
+    if type(b) is Tensor:
+        if type(a) is Tensor:
+            return _binary(_B["sub"], a, b)
+        if _is_scalar(a):
+            return _unary(_U["rsub_s"], b, a)
+    elif _is_scalar(b) and type(a) is Tensor:
+        return _unary(_U["add_s"], a, -b, name=_NM["SubBackward0"])
+    return _binary(_B["sub"], _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+
+
+def mul(a, b):
+    if type(b) is Tensor:
+        if type(a) is Tensor:
+            return _binary(_B["mul"], a, b)
+        if _is_scalar(a):
+            return _unary(_U["mul_s"], b, a)
+    elif _is_scalar(b) and type(a) is Tensor:
+        return _unary(_U["mul_s"], a, b)
+    return _binary(_B["mul"], _tensor(a), _tensor(b, a))
+
+
+def div(a, b):
+    if type(b) is Tensor:
+        if type(a) is Tensor:
+            return _binary(_B["div"], a, b)
+        if _is_scalar(a):
+            return _unary(_U["rdiv_s"], b, a)
+    elif _is_scalar(b) and type(a) is Tensor:
+        return _unary(_U["div_s"], a, b)
+    return _binary(_B["div"], _tensor(a), _tensor(b, a))
+
+
+def pow(a, b):
+    if type(b) is Tensor:
+        if type(a) is Tensor:
+            return _binary(_B["pow"], a, b)
+        if _is_scalar(a):
+            return _unary(_U["rpow_s"], b, a)
+    elif _is_scalar(b) and type(a) is Tensor:
+        return _unary(_U["pow_s"], a, b)
+    return _binary(_B["pow"], _tensor(a), _tensor(b, a))
+
+
+def neg(x):
+    return _unary(_U["neg"], x)
+
+
+def maximum(a, b):
+    return _binary(_B["maximum"], _tensor(a), _tensor(b, a))
+
+
+def minimum(a, b):
+    return _binary(_B["minimum"], _tensor(a), _tensor(b, a))
+
+
+def where(condition, x, y):
+    c = _tensor(condition)
+    if c.dtype != np.bool_:
+        c = Tensor._wrap(c._data.astype(bool))
+    like = x if isinstance(x, Tensor) else (y if isinstance(y, Tensor) else None)
+    return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
+
+
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # tensor bounds: the bound that is active receives the gradient
+        out = x
+        if min is not None:
+            m = _tensor(min, x)
+            out = where(x._data < m._data, m, out)
+        if max is not None:
+            m = _tensor(max, x)
+            out = where(x._data > m._data, m, out)
+        return out
+    lo = -np.inf if min is None else float(min)
+    hi = np.inf if max is None else float(max)
+    return _unary(_U["clamp"], x, lo, hi)
+
+
+def _u(name):
+    op = _U[name]
+
+    def f(x):
+        return _unary(op, x)
+    f.__name__ = name
+    f.__doc__ = "Elementwise %s (reverse: ``%s``)." % (name, op.rule)
+    return f
+
+
+abs = _u("abs")
+exp = _u("exp")
+log = _u("log")
+log1p = _u("log1p")
+expm1 = _u("expm1")
+sqrt = _u("sqrt")
+sin = _u("sin")
+cos = _u("cos")
+tan = _u("tan")
+tanh = _u("tanh")
+sigmoid = _u("sigmoid")
+relu = _u("relu")
+sign = _u("sign")
+floor = _u("floor")
+round = _u("round")
+
+
+def clone(x):
+    return _sh._record(_sh.RESHAPE, x, x._data.copy(), "CloneBackward0")
+
+
+def to_dtype(x, dtype):
+    dt = np.dtype(dtype)
+    if dt == x.dtype:
+        return x
+    out = x._data.astype(dt)
+    if dt.kind != "f":
+        return Tensor._wrap(out)
+    return _sh._record(_sh.RESHAPE, x, out, "ToCopyBackward0")
+
+
+# -- reductions and shape ops (re-exported) ----------------------------------------
+sum = _rd.sum
+mean = _rd.mean
+prod = _rd.prod
+var = _rd.var
+std = _rd.std
+amax = _rd.amax
+amin = _rd.amin
+logsumexp = _rd.logsumexp
+softmax = _rd.softmax
+log_softmax = _rd.log_softmax
+reshape = _sh.reshape
+flatten = _sh.flatten
+squeeze = _sh.squeeze
+unsqueeze = _sh.unsqueeze
+permute = _sh.permute
+transpose = _sh.transpose
+t = _sh.t
+broadcast_to = _sh.broadcast_to
+diagonal = _sh.diagonal
+cat = _sh.cat
+concat = _sh.cat
+stack = _sh.stack
+matmul = _la.matmul
+mm = _la.mm
+mv = _la.mv
+dot = _la.dot
+bmm = _la.bmm
+
+
+def max(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    if dim is None:
+        _rd._check_nonempty(x, "max", None)
+        return _rd._record(_rd.EXTREMUM, x, x._data.max(), tuple(range(x.ndim)), "MaxBackward1")
+    return _rd.max_dim(x, dim, keepdim, True)
+
+
+def min(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    if dim is None:
+        _rd._check_nonempty(x, "min", None)
+        return _rd._record(_rd.EXTREMUM, x, x._data.min(), tuple(range(x.ndim)), "MinBackward1")
+    return _rd.max_dim(x, dim, keepdim, False)
+
+
+def argmax(x, dim=None, keepdim=False):
+    d = x._data
+    if dim is None:
+        return Tensor._wrap(np.asarray(d.argmax(), np.int64))
+    return Tensor._wrap(np.asarray(d.argmax(axis=_rd.normalize_dims(dim, x.ndim)[0], keepdims=keepdim), np.int64))
+
+
+def argmin(x, dim=None, keepdim=False):
+    d = x._data
+    if dim is None:
+        return Tensor._wrap(np.asarray(d.argmin(), np.int64))
+    return Tensor._wrap(np.asarray(d.argmin(axis=_rd.normalize_dims(dim, x.ndim)[0], keepdims=keepdim), np.int64))
+
+
+# -- Tensor methods and operators -----------------------------------------------------
+def _cmp(ufunc):
+    def f(self, other):
+        o = other._data if isinstance(other, Tensor) else other
+        return Tensor._wrap(np.asarray(ufunc(self._data, o)))
+    return f
+
+
+def _inplace(fn):
+    def f(self, *args, **kw):
+        return _ip.apply(self, lambda: fn(self, *args, **kw))
+    return f
+
+
+def _zero_(self):
+    return _fill_(self, 0)
+
+
+def _fill_(self, value):
+    _sh.setitem(self, Ellipsis, value)
+    return self
+
+
+def _copy_(self, src):
+    _sh.setitem(self, Ellipsis, src)
+    return self
+
+
+def _rsub(self, other):
+    return sub(other, self)
+
+
+def _rdiv(self, other):
+    return div(other, self)
+
+
+def _rpow(self, other):
+    return pow(other, self)
+
+
+def _rmatmul(self, other):
+    return matmul(_tensor(other), self)
+
+
+def _max_m(self, dim=None, keepdim=False):
+    return max(self, dim, keepdim)
+
+
+def _min_m(self, dim=None, keepdim=False):
+    return min(self, dim, keepdim)
+
+
+def _view(self, *shape):
+    return _sh.reshape(self, shape)
+
+
+def _reshape_m(self, *shape):
+    return _sh.reshape(self, shape)
+
+
+def _expand(self, *sizes):
+    return _sh.expand(self, *sizes)
+
+
+def _expand_as(self, other):
+    return _sh.expand(self, *other.shape)
+
+
+def _to(self, *args, **kw):
+    dtype = kw.get("dtype")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif not isinstance(a, str):
+            dtype = a
+    return self if dtype is None else to_dtype(self, dtype)
+
+
+def _clamp_m(self, min=None, max=None):
+    return clamp(self, min, max)
+
+
+def _sum_m(self, dim=None, keepdim=False, dtype=None):
+    return _rd.sum(self, dim, keepdim, dtype)
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    from .autograd import backward
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+def _getitem(self, idx):
+    return _sh.getitem(self, idx)
+
+
+def _setitem(self, idx, value):
+    _sh.setitem(self, idx, value)
+
+
+def _install():
+    T = Tensor
+    methods = {
+        "__add__": add, "__radd__": lambda s, o: add(o, s), "__sub__": sub, "__rsub__": _rsub,
+        "__mul__": mul, "__rmul__": lambda s, o: mul(o, s), "__truediv__": div, "__rtruediv__": _rdiv,
+        "__pow__": pow, "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
+        "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
+        "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
+        "__itruediv__": _inplace(div), "__ipow__": _inplace(pow),
+        "__lt__": _cmp(np.less), "__le__": _cmp(np.less_equal), "__gt__": _cmp(np.greater),
+        "__ge__": _cmp(np.greater_equal), "__eq__": _cmp(np.equal), "__ne__": _cmp(np.not_equal),
+        "__getitem__": _getitem, "__setitem__": _setitem,
+        "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": neg, "matmul": matmul,
+        "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "maximum": maximum, "minimum": minimum,
+        "clamp": _clamp_m, "clip": _clamp_m,
+        "add_": _inplace(add), "sub_": _inplace(sub), "mul_": _inplace(mul), "div_": _inplace(div),
+        "pow_": _inplace(pow), "neg_": _inplace(neg), "clamp_": _inplace(_clamp_m),
+        "exp_": _inplace(exp), "relu_": _inplace(relu),
+        "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
+        "sum": _sum_m, "mean": mean, "prod": prod, "var": var, "std": std, "amax": amax, "amin": amin,
+        "max": _max_m, "min": _min_m, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
+        "softmax": softmax, "log_softmax": log_softmax,
+        "reshape": _reshape_m, "view": _view, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
+        "permute": permute, "transpose": transpose, "t": t, "expand": _expand, "expand_as": _expand_as,
+        "broadcast_to": broadcast_to, "diagonal": diagonal,
+        "clone": clone, "to": _to, "double": lambda s: to_dtype(s, np.float64),
+        "float": lambda s: to_dtype(s, np.float32), "long": lambda s: to_dtype(s, np.int64),
+        "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
+        "type_as": lambda s, o: to_dtype(s, o.dtype),
+        "backward": _backward,
+        "all": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.all(axis=dim))),
+        "any": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.any(axis=dim))),
+    }
+    for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+                 "relu", "sign", "floor", "round"):
+        methods[name] = globals()[name]
+    for k, v in methods.items():
+        setattr(T, k, v)
+
+
+_install()

@@ -1,0 +1,81 @@
+"""Helpers shared by the compiled kernels.
+
+Slots: every slot's value and adjoint is a flat float64 array, found through a
+locator: ``loc[s] >= 0`` is an offset into an arena (small arrays are packed into
+one buffer), ``loc[s] == -2`` means the array lives elsewhere and ``ptr[s]`` holds
+its address (large arrays are never copied), ``loc[s] == -1`` means none.
+
+Strided descriptors: broadcasting, reductions and views all map the elements of
+one C-ordered array onto another through ``(shape, strides, offset)``, stored in
+the tape's integer ``aux`` buffer as ``[ndim, offset, *shape, *strides]``.
+"""
+import numba
+import numpy as np
+
+from .._jit import address_as_pointer, jit
+
+
+@jit
+def slot_view(loc, ptr, arena, s, n):
+    if s < 0:
+        return arena[0:0]
+    l = loc[s]
+    if l >= 0:
+        return arena[l:l + n]
+    if l == -2:
+        return numba.carray(address_as_pointer(ptr[s]), n, np.float64)
+    return arena[0:0]
+
+
+@jit
+def strided_map(aux, at):
+    """Flat source index of every element of the descriptor ``aux[at:]``."""
+    nd = aux[at]
+    offset = aux[at + 1]
+    shape = aux[at + 2:at + 2 + nd]
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    n = 1
+    for d in range(nd):
+        n *= shape[d]
+    out = np.empty(n, np.int64)
+    if n == 0:
+        return out
+    idx = np.zeros(nd, np.int64)
+    pos = offset
+    for i in range(n):
+        out[i] = pos
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            pos += strides[d]
+            if idx[d] < shape[d]:
+                break
+            pos -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+    return out
+
+
+def descriptor(shape, strides, offset=0):
+    """The aux words of a strided descriptor (Python side)."""
+    return [len(shape), offset, *shape, *strides]
+
+
+def c_strides(shape):
+    st, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        st[d] = acc
+        acc *= shape[d]
+    return st
+
+
+def broadcast_strides(in_shape, out_shape):
+    """Element strides that read an ``in_shape`` array broadcast to ``out_shape``."""
+    nd = len(out_shape)
+    cs = c_strides(in_shape)
+    off = nd - len(in_shape)
+    st = [0] * nd
+    for d in range(len(in_shape)):
+        if in_shape[d] != 1:
+            st[off + d] = cs[d]
+    return st

@@ -1,0 +1,157 @@
+"""The compiled reverse sweep: one loop over the tape, from the roots down.
+
+``mark`` finds the entries a backward must process (reachable from the roots
+and, with ``inputs=``, leading to one of them) and the slots whose values it
+reads.  ``run`` walks those entries in reverse order, dispatching once on the
+opcode's family and letting the family kernel accumulate the adjoints of the
+entry's inputs.  It returns early at an entry flagged in ``stops`` (a hook or a
+retain_grad on that slot), so Python can run the hook on the finished adjoint and
+resume; otherwise no Python runs during the sweep.
+"""
+import numpy as np
+
+from .._jit import jit
+from ..ops.linalg import linalg_reverse
+from ..ops.reduce import reduce_reverse
+from ..ops.registry import BINARY, CONST, LINALG, REDUCE, SAVES, SHAPE, UNARY
+from ..ops.shape import VARIADIC, shape_reverse
+from . import codegen
+from .index import slot_view, strided_map
+
+_gen, SOURCE_HASH = codegen.load()
+unary_reverse = _gen.unary_reverse
+binary_reverse = _gen.binary_reverse
+
+SAVES_TABLE = np.zeros(6 << 6, np.int64)
+for _code, _bits in SAVES.items():
+    SAVES_TABLE[_code] = _bits
+
+
+@jit
+def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
+    """Returns (process, reach, needval, error entry or -1)."""
+    n = ints.shape[0]
+    reach = np.zeros(n, np.uint8)
+    process = np.zeros(n, np.uint8)
+    needval = np.zeros(n, np.uint8)
+    leads = np.ones(n, np.uint8)
+    if use_targets:                 # leads[s]: s is, or depends on, a target
+        leads[:] = 0
+        for t in targets:
+            leads[t] = 1
+        for e in range(n):
+            if leads[e]:
+                continue
+            op = ints[e, 0]
+            if op < 64:
+                if op == 2 and ext_leads:       # EXT: the target may be on the older tape
+                    leads[e] = 1
+                continue
+            if ints[e, 3] == VARIADIC:
+                at = ints[e, 4]
+                for j in range(aux[at]):
+                    s = aux[at + 1 + j]
+                    if s >= 0 and leads[s]:
+                        leads[e] = 1
+            else:
+                for col in range(1, 4):
+                    s = ints[e, col]
+                    if s >= 0 and leads[s]:
+                        leads[e] = 1
+    hi = -1
+    for r in roots:
+        reach[r] = 1
+        if r > hi:
+            hi = r
+    for e in range(hi, -1, -1):
+        if not reach[e]:
+            continue
+        op = ints[e, 0]
+        if op < 64:
+            continue
+        any_in = False
+        if ints[e, 3] == VARIADIC:
+            at = ints[e, 4]
+            for j in range(aux[at]):
+                s = aux[at + 1 + j]
+                if s >= 0 and leads[s]:
+                    reach[s] = 1
+                    any_in = True
+        else:
+            for col in range(1, 4):
+                s = ints[e, col]
+                if s >= 0 and leads[s]:
+                    reach[s] = 1
+                    any_in = True
+        if not any_in:
+            continue
+        if freed[e]:
+            return process, reach, needval, e
+        process[e] = 1
+        sv = saves[op]
+        for col in range(1, 4):
+            s = ints[e, col]
+            if s >= 0 and sv & (1 << (col - 1)):
+                needval[s] = 1
+        if sv & 8:
+            needval[e] = 1
+    return process, reach, needval, -1
+
+
+@jit
+def run(ints, flts, sizes, process, reach, stops, vloc, vptr, varena, aloc, aptr, aarena, aux, hi, resume):
+    """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done."""
+    for e in range(hi, -1, -1):
+        if stops[e] and reach[e] and e != resume:
+            return e
+        if not process[e]:
+            continue
+        op = ints[e, 0]
+        fam = op >> 6
+        k = op & 63
+        a = ints[e, 1]
+        b = ints[e, 2]
+        c = ints[e, 3]
+        at = ints[e, 4]
+        i1 = ints[e, 5]
+        g = slot_view(aloc, aptr, aarena, e, sizes[e])
+        if fam == UNARY:
+            unary_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
+                          slot_view(vloc, vptr, varena, e, sizes[e]), flts[e, 0], flts[e, 1],
+                          slot_view(aloc, aptr, aarena, a, sizes[a]))
+        elif fam == BINARY:
+            av = slot_view(vloc, vptr, varena, a, sizes[a])
+            bv = slot_view(vloc, vptr, varena, b, sizes[b])
+            cv = slot_view(vloc, vptr, varena, c, sizes[c] if c >= 0 else 0)
+            yv = slot_view(vloc, vptr, varena, e, sizes[e])
+            da = slot_view(aloc, aptr, aarena, a, sizes[a])
+            db = slot_view(aloc, aptr, aarena, b, sizes[b])
+            if at >= 0:
+                nd = aux[at]
+                w = 2 + 2 * nd
+                ma = strided_map(aux, at)
+                mb = strided_map(aux, at + w)
+                mc = strided_map(aux, at + 2 * w)
+                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc)
+            else:
+                empty = np.zeros(0, np.int64)
+                binary_reverse(k, g, av, bv, cv, yv, da, db, 0,
+                               0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
+                               empty, empty, empty)
+        elif fam == REDUCE:
+            reduce_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
+                           slot_view(vloc, vptr, varena, e, sizes[e]),
+                           slot_view(aloc, aptr, aarena, a, sizes[a]), aux, at, i1, flts[e, 0])
+        elif fam == SHAPE:
+            shape_reverse(k, g, slot_view(aloc, aptr, aarena, a, sizes[a] if a >= 0 else 0),
+                          slot_view(aloc, aptr, aarena, b, sizes[b] if b >= 0 else 0),
+                          aux, at, aloc, aptr, aarena, sizes)
+        elif fam == LINALG:
+            linalg_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
+                           slot_view(vloc, vptr, varena, b, sizes[b]),
+                           slot_view(aloc, aptr, aarena, a, sizes[a]),
+                           slot_view(aloc, aptr, aarena, b, sizes[b]), aux, at)
+    return -1
+
+
+CONST_CODE = CONST

@@ -1,0 +1,205 @@
+"""Elementwise operations: one line per op.
+
+Each row gives the op's name, its grad_fn name, its forward (a NumPy function)
+and its reverse rule as an expression.  The reverse expressions are compiled into
+the Numba sweep by ``tapegrad.kernels.codegen``; the names an expression uses
+decide what the tape keeps for the reverse pass (``x``/``a``/``b``: inputs, ``y``:
+the output), so an op that needs nothing saves nothing.
+
+Unary rules see ``g`` (the output's adjoint), ``x``, ``y`` and the scalar
+parameters ``p``, ``q``; binary rules see ``g``, ``a``, ``b``, ``c`` (the
+condition of ``where``) and ``y``.  Kinks and ties follow PyTorch: relu'(0) = 0,
+clamp's boundary counts as inside, maximum splits a tie 0.5/0.5, ``x**0`` has a
+zero derivative even at 0.
+"""
+import numpy as np
+from scipy.special import expit
+
+from .registry import BINARY, SAVE_MARKER, UNARY, define
+
+
+class Unary:
+    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm")
+
+    def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False):
+        self.name, self.grad_fn, self.forward, self.rule = name, grad_fn, forward, rule
+        self.nparams = nparams
+        self.saves = SAVE_MARKER if saves_anyway else 0
+
+
+class Binary:
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm")
+
+    def __init__(self, name, grad_fn, forward, rule_a, rule_b):
+        self.name, self.grad_fn, self.forward = name, grad_fn, forward
+        self.rule_a, self.rule_b = rule_a, rule_b
+
+
+def _clamp(x, p, q):
+    return np.minimum(np.maximum(x, p), q)
+
+
+def _relu(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _rsub(x, p):
+    return np.subtract(p, x)
+
+
+def _rdiv(x, p):
+    return np.divide(p, x)
+
+
+def _rpow(x, p):
+    return np.power(p, x)
+
+
+def _where(c, a, b):
+    return np.where(c, a, b)
+
+
+UNARY_OPS = [
+    #     name        grad_fn             forward       reverse
+    Unary("neg",      "NegBackward0",     np.negative,  "-g"),
+    Unary("abs",      "AbsBackward0",     np.abs,       "g * sign(x)"),
+    Unary("exp",      "ExpBackward0",     np.exp,       "g * y"),
+    Unary("log",      "LogBackward0",     np.log,       "g / x"),
+    Unary("log1p",    "Log1PBackward0",   np.log1p,     "g / (1.0 + x)"),
+    Unary("expm1",    "Expm1Backward0",   np.expm1,     "g * (y + 1.0)"),
+    Unary("sqrt",     "SqrtBackward0",    np.sqrt,      "g / (2.0 * y)"),
+    Unary("sin",      "SinBackward0",     np.sin,       "g * cos(x)"),
+    Unary("cos",      "CosBackward0",     np.cos,       "-g * sin(x)"),
+    Unary("tan",      "TanBackward0",     np.tan,       "g * (1.0 + y * y)"),
+    Unary("tanh",     "TanhBackward0",    np.tanh,      "g * (1.0 - y * y)"),
+    Unary("sigmoid",  "SigmoidBackward0", expit,        "g * y * (1.0 - y)"),
+    Unary("relu",     "ReluBackward0",    _relu,        "where(x > 0.0, g, 0.0)"),
+    Unary("sign",     "SignBackward0",    np.sign,      "0.0 * g"),
+    Unary("floor",    "FloorBackward0",   np.floor,     "0.0 * g"),
+    Unary("round",    "RoundBackward0",   np.round,     "0.0 * g"),
+    Unary("clamp",    "ClampBackward1",   _clamp,       "where((x >= p) and (x <= q), g, 0.0)", nparams=2),
+    # Python-scalar operands ride in the parameter p
+    Unary("add_s",    "AddBackward0",     np.add,       "g", nparams=1),
+    Unary("mul_s",    "MulBackward0",     np.multiply,  "g * p", nparams=1, saves_anyway=True),
+    Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True),
+    Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1),
+    Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1),
+    Unary("pow_s",    "PowBackward0",     np.power,     "where(p == 0.0, 0.0, g * p * x ** (p - 1.0))", nparams=1),
+    Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))", nparams=1),
+    Unary("copy",     "CloneBackward0",   np.copy,      "g"),
+]
+
+BINARY_OPS = [
+    #      name        grad_fn              forward      reverse for a, reverse for b
+    Binary("add",      "AddBackward0",      np.add,      "g", "g"),
+    Binary("sub",      "SubBackward0",      np.subtract, "g", "-g"),
+    Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a"),
+    Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)"),
+    Binary("pow",      "PowBackward1",      np.power,
+           "where(b == 0.0, 0.0, g * b * a ** (b - 1.0))",
+           "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
+    Binary("maximum",  "MaximumBackward0",  np.maximum,
+           "where(a > b, g, where(a == b, 0.5 * g, 0.0))",
+           "where(b > a, g, where(a == b, 0.5 * g, 0.0))"),
+    Binary("minimum",  "MinimumBackward0",  np.minimum,
+           "where(a < b, g, where(a == b, 0.5 * g, 0.0))",
+           "where(b < a, g, where(a == b, 0.5 * g, 0.0))"),
+    # where(c, a, b): the condition c is a third (constant) input
+    Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)"),
+]
+
+
+def _uses(rule, name):
+    import re
+    return re.search(r"\b%s\b" % name, rule) is not None
+
+
+for _i, _op in enumerate(UNARY_OPS):
+    _op.saves |= (1 if _uses(_op.rule, "x") else 0) | (8 if _uses(_op.rule, "y") else 0)
+    _op.code = define(UNARY, _i, _op.name, _op.saves)
+
+for _i, _op in enumerate(BINARY_OPS):
+    _r = _op.rule_a + " " + _op.rule_b
+    _op.saves = ((1 if _uses(_r, "a") else 0) | (2 if _uses(_r, "b") else 0)
+                 | (4 if _uses(_r, "c") else 0) | (8 if _uses(_r, "y") else 0))
+    _op.code = define(BINARY, _i, _op.name, _op.saves)
+
+UNARY_BY_NAME = {op.name: op for op in UNARY_OPS}
+BINARY_BY_NAME = {op.name: op for op in BINARY_OPS}
+
+
+# -- recording ------------------------------------------------------------------
+from .. import tape as _tp                  # noqa: E402
+from ..kernels.index import broadcast_strides, descriptor   # noqa: E402
+from ..tensor import Tensor                 # noqa: E402
+from .registry import name_id               # noqa: E402
+
+for _op in UNARY_OPS + BINARY_OPS:
+    _op.nm = name_id(_op.grad_fn)
+
+
+def _slot(T, t):
+    if t._tid == T.id and t._sver == t._ver[0]:
+        return t._slot
+    return T.adopt(t)
+
+
+def _arr(out):
+    return out if type(out) is np.ndarray else np.asarray(out)
+
+
+def unary(op, x, p=0.0, q=0.0, name=-1):
+    """Apply and record a unary op (``op`` is a row of UNARY_OPS)."""
+    n = op.nparams
+    d = x._data
+    out = _arr(op.forward(d) if n == 0 else (op.forward(d, p) if n == 1 else op.forward(d, p, q)))
+    if not x._rg or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    T = _tp.current()
+    s = _slot(T, x)
+    saves = op.saves
+    if saves & 1:
+        T.vals[s] = d
+    ver = [0]
+    o = T.new_slot(op.code, s, -1, -1, -1, -1, op.nm if name < 0 else name, p, q, out.size,
+                   out if saves & 8 else None, ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def binary(op, a, b, c=None, name=-1):
+    """Apply and record a binary op on two tensors (``c``: where's condition)."""
+    ad, bd = a._data, b._data
+    out = _arr(op.forward(ad, bd) if c is None else op.forward(c._data, ad, bd))
+    if not (a._rg or b._rg) or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    T = _tp.current()
+    sa = _slot(T, a)
+    sb = _slot(T, b)
+    sc = -1 if c is None else _slot(T, c)
+    saves = op.saves
+    if saves & 1:
+        T.vals[sa] = ad
+    if saves & 2:
+        T.vals[sb] = bd
+    if saves & 4:
+        T.vals[sc] = c._data
+    osh = out.shape
+    i0, bits = -1, 0
+    ins = (ad, bd) if c is None else (ad, bd, c._data)
+    for k, v in enumerate(ins):
+        if v.shape != osh:
+            if v.size == 1:
+                bits |= 1 << k          # read as a scalar: stride 0
+            else:
+                i0 = 0                  # general broadcasting: index maps
+    if i0 == 0:
+        words = []
+        for v in ins:
+            words += descriptor(osh, broadcast_strides(v.shape, osh))
+        if c is None:
+            words += descriptor((0,), (0,))
+        i0 = T.aux_append(words)
+    ver = [0]
+    o = T.new_slot(op.code, sa, sb, sc, i0, bits, op.nm if name < 0 else name, 0.0, 0.0, out.size,
+                   out if saves & 8 else None, ver)
+    return Tensor._recorded(out, T, o, ver)

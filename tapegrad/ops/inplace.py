@@ -1,0 +1,97 @@
+"""In-place operations and the version counters that keep them honest.
+
+An in-place op computes its result like the out-of-place op (recorded as usual),
+writes it into the tensor's storage, bumps the storage's version and moves the
+tensor onto the new slot.  Entries that saved the old value notice the version
+change at backward and raise PyTorch's error.  When the tensor is a view, its
+base moves too (a CopySlices entry), and other views of the base re-derive their
+slot from it on their next use (``view_slot``).
+"""
+import numpy as np
+
+from .. import tape as _tp
+from ..tensor import Tensor
+
+LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_LEAF_MSG = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def _base(t):
+    x = t._x
+    return None if x is None else x.base
+
+
+def check_inplace(y):
+    if not getattr(_tp._tls, "grad", True):
+        return
+    if y._rg and y._tape is None and _base(y) is None:
+        raise RuntimeError(LEAF_MSG)
+    b = _base(y)
+    if b is not None and b._rg and b._tape is None:
+        raise RuntimeError(VIEW_LEAF_MSG)
+
+
+def region(view, base):
+    """Flat indices, in ``base``'s C order, of the elements ``view`` shows."""
+    bd, vd = base._data, view._data
+    item = bd.itemsize
+    off = (vd.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
+    lin = np.arange(bd.size, dtype=np.int64)
+    return np.lib.stride_tricks.as_strided(lin[off:], shape=vd.shape,
+                                           strides=[s // item * 8 for s in vd.strides]).copy()
+
+
+def view_slot(T, t):
+    """A fresh slot for view ``t`` read from its base's current slot."""
+    from .shape import GATHER, CODES
+    from .registry import name_id
+    base = _base(t)
+    sb = base._slot if (base._tid == T.id and base._sver == base._ver[0]) else T.adopt(base)
+    at = T.aux_append(region(t, base))
+    s = T.new_slot(CODES[GATHER], sb, -1, -1, at, -1, name_id("AsStridedBackward0"), 0.0, 0.0,
+                   t._data.size, None, t._ver)
+    t._tape, t._slot, t._tid, t._sver, t._rg = T, s, T.id, t._ver[0], True
+    return s
+
+
+def commit_inplace(y, r):
+    """``y``'s storage now holds the new values; ``r`` is the recorded result (None
+    when nothing was recorded).  Bump the version and move ``y`` (and its base)."""
+    _tp.inplace_counter[0] += 1
+    y._ver[0] += 1
+    if r is None:
+        if y._tape is None and y._rg:
+            y._tid = 0
+        return
+    T = r._tape
+    y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
+    T.vobj[r._slot] = y._ver
+    T.vnum[r._slot] = y._ver[0]
+    y._sver = y._ver[0]
+    base = _base(y)
+    if base is not None:
+        from .shape import _record, SETITEM
+        reg = region(y, base)
+        vmap = np.arange(reg.size, dtype=np.int64)
+        words = np.concatenate(([reg.size], reg.ravel(), vmap))
+        old_rg = base._rg
+        nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y) if True else None
+        base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
+        T.vobj[nb._slot] = base._ver
+        T.vnum[nb._slot] = base._ver[0]
+        base._sver = base._ver[0]
+        del old_rg
+        view_slot(T, y)
+
+
+def apply(y, result_fn):
+    """Run ``result_fn()`` (an out-of-place op on ``y``) and store it into ``y``."""
+    check_inplace(y)
+    r = result_fn()
+    d = y._data
+    if r._data.shape != d.shape:
+        raise RuntimeError("output with shape %s doesn't match the broadcast shape %s"
+                           % (list(d.shape), list(r._data.shape)))
+    np.copyto(d, r._data, casting="unsafe")
+    commit_inplace(y, r if r._tape is not None else None)
+    return y

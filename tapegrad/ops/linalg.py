@@ -1,0 +1,113 @@
+"""Matrix products: dot, mv, mm and batched matmul with broadcasting, one kernel.
+
+Every case is recorded as a batch of ``(n, k) @ (k, m)`` products with, per output
+batch, the index of the ``a`` and ``b`` matrices it used (so broadcast batches
+accumulate their gradient); 1-D operands are the ``n = 1`` or ``m = 1`` case.
+"""
+import numpy as np
+
+from .. import tape as _tp
+from .._jit import jit
+from ..tensor import Tensor
+from .registry import LINALG, SAVE_A, SAVE_B, define, name_id
+
+MATMUL = define(LINALG, 0, "matmul", SAVE_A | SAVE_B)
+
+
+@jit
+def linalg_reverse(k, g, a, b, da, db, aux, at):
+    nb, n, kk, m = aux[at], aux[at + 1], aux[at + 2], aux[at + 3]
+    for bo in range(nb):
+        ia = aux[at + 4 + 2 * bo]
+        ib = aux[at + 5 + 2 * bo]
+        G = g[bo * n * m:(bo + 1) * n * m].reshape((n, m))
+        if da.size:
+            B = b[ib * kk * m:(ib + 1) * kk * m].reshape((kk, m))
+            dA = da[ia * n * kk:(ia + 1) * n * kk].reshape((n, kk))
+            dA += np.dot(G, B.T)
+        if db.size:
+            A = a[ia * n * kk:(ia + 1) * n * kk].reshape((n, kk))
+            dB = db[ib * kk * m:(ib + 1) * kk * m].reshape((kk, m))
+            dB += np.dot(A.T, G)
+
+
+def matmul(x, y):
+    if not isinstance(y, Tensor):
+        y = Tensor._wrap(np.asarray(y))
+    a, b = x._data, y._data
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are %dD and %dD"
+                           % (a.ndim, b.ndim))
+    A = a[None, :] if a.ndim == 1 else a
+    B = b[:, None] if b.ndim == 1 else b
+    if A.shape[-1] != B.shape[-2]:
+        if a.ndim == 1 and b.ndim == 1:
+            raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have the same "
+                               "number of elements, but got %d and %d elements respectively"
+                               % (a.size, b.size, a.size, b.size))
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                           % (int(np.prod(A.shape[:-1])), A.shape[-1], B.shape[-2], B.shape[-1]))
+    try:
+        out = np.matmul(a, b)
+    except ValueError as e:
+        raise RuntimeError(str(e)) from None
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    if not (x._rg or y._rg) or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    n, k, m = A.shape[-2], A.shape[-1], B.shape[-1]
+    ba, bb = A.shape[:-2], B.shape[:-2]
+    bo = np.broadcast_shapes(ba, bb)
+    nbo = int(np.prod(bo, dtype=np.int64))
+    ia = np.broadcast_to(np.arange(int(np.prod(ba, dtype=np.int64))).reshape(ba), bo).ravel()
+    ib = np.broadcast_to(np.arange(int(np.prod(bb, dtype=np.int64))).reshape(bb), bo).ravel()
+    words = np.empty(4 + 2 * nbo, np.int64)
+    words[:4] = (nbo, n, k, m)
+    words[4::2] = ia
+    words[5::2] = ib
+    if a.ndim == 1 and b.ndim == 1:
+        name = "DotBackward0"
+    elif b.ndim == 1 and a.ndim == 2:
+        name = "MvBackward0"
+    elif a.ndim == 1 and b.ndim == 2:
+        name = "SqueezeBackward4"
+    elif a.ndim == 2 and b.ndim == 2:
+        name = "MmBackward0"
+    elif a.ndim == 3 and b.ndim == 3 and ba == bb:
+        name = "BmmBackward0"
+    else:
+        name = "UnsafeViewBackward0"
+    T = _tp.current()
+    sa = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    sb = y._slot if (y._tid == T.id and y._sver == y._ver[0]) else T.adopt(y)
+    T.vals[sa] = a
+    T.vals[sb] = b
+    at = T.aux_append(words)
+    ver = [0]
+    o = T.new_slot(MATMUL, sa, sb, -1, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def mm(x, y):
+    if x.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if y.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    return matmul(x, y)
+
+
+def mv(x, y):
+    if x.ndim != 2 or y.ndim != 1:
+        raise RuntimeError("vector + matrix @ vector expected, got %d, %d" % (x.ndim, y.ndim))
+    return matmul(x, y)
+
+
+def dot(x, y):
+    if x.ndim != 1 or y.ndim != 1:
+        raise RuntimeError("1D tensors expected, but got %dD and %dD tensors" % (x.ndim, y.ndim))
+    return matmul(x, y)
+
+
+def bmm(x, y):
+    if x.ndim != 3 or y.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    return matmul(x, y)

@@ -1,0 +1,296 @@
+"""Reductions and normalisations along dimensions.
+
+Every op here maps each input element to a group (the output element it reduces
+into, or its softmax row) through one strided descriptor, so a single kernel
+serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in max/min/amax split
+the gradient evenly (PyTorch's full-reduction rule); ``max(dim)`` returns
+indices and gives the whole gradient to them (see ``max_dim``).
+"""
+import math
+
+import numpy as np
+from scipy import special
+
+from .. import tape as _tp
+from .._jit import jit
+from ..kernels.index import c_strides, descriptor, strided_map
+from ..tensor import Tensor, _wrap_dim
+from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
+
+# kernel index, op name, what the reverse reads
+SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX = range(9)
+CODES = {
+    SUM: define(REDUCE, SUM, "sum"),
+    MEAN: define(REDUCE, MEAN, "mean"),
+    PROD: define(REDUCE, PROD, "prod", SAVE_A),
+    VAR: define(REDUCE, VAR, "var", SAVE_A),
+    STD: define(REDUCE, STD, "std", SAVE_A | SAVE_OUT),
+    EXTREMUM: define(REDUCE, EXTREMUM, "extremum", SAVE_A | SAVE_OUT),
+    LOGSUMEXP: define(REDUCE, LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT),
+    SOFTMAX: define(REDUCE, SOFTMAX, "softmax", SAVE_OUT),
+    LOG_SOFTMAX: define(REDUCE, LOG_SOFTMAX, "log_softmax", SAVE_OUT),
+}
+
+
+@jit
+def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
+    n = dx.size
+    if n == 0:
+        return
+    if ngroups == 1:
+        gi = np.zeros(0, np.int64)
+        if k == SUM or k == MEAN:
+            v = g[0] if k == SUM else g[0] / n
+            for i in range(n):
+                dx[i] += v
+            return
+        gi = np.zeros(n, np.int64)
+    else:
+        gi = strided_map(aux, at)
+    K = n // ngroups
+    if k == SUM:
+        for i in range(n):
+            dx[i] += g[gi[i]]
+    elif k == MEAN:
+        for i in range(n):
+            dx[i] += g[gi[i]] / K
+    elif k == PROD:     # zeros: only a lone zero gets the product of the others
+        nz = np.zeros(ngroups, np.int64)
+        pnz = np.ones(ngroups)
+        for i in range(n):
+            if x[i] == 0.0:
+                nz[gi[i]] += 1
+            else:
+                pnz[gi[i]] *= x[i]
+        for i in range(n):
+            o = gi[i]
+            if nz[o] == 0:
+                dx[i] += g[o] * pnz[o] / x[i]
+            elif nz[o] == 1 and x[i] == 0.0:
+                dx[i] += g[o] * pnz[o]
+    elif k == VAR or k == STD:
+        m = np.zeros(ngroups)
+        for i in range(n):
+            m[gi[i]] += x[i]
+        for j in range(ngroups):
+            m[j] /= K
+        for i in range(n):
+            o = gi[i]
+            if k == VAR:
+                dx[i] += g[o] * 2.0 * (x[i] - m[o]) / (K - f0)
+            elif y[o] != 0.0:       # std of a constant: 0, not nan (PyTorch)
+                dx[i] += g[o] * (x[i] - m[o]) / ((K - f0) * y[o])
+    elif k == EXTREMUM:
+        cnt = np.zeros(ngroups)
+        for i in range(n):
+            if x[i] == y[gi[i]]:
+                cnt[gi[i]] += 1.0
+        for i in range(n):
+            o = gi[i]
+            if x[i] == y[o]:
+                dx[i] += g[o] / cnt[o]
+    elif k == LOGSUMEXP:
+        for i in range(n):
+            o = gi[i]
+            dx[i] += g[o] * math.exp(x[i] - y[o])
+    elif k == SOFTMAX:
+        s = np.zeros(ngroups)
+        for i in range(n):
+            s[gi[i]] += g[i] * y[i]
+        for i in range(n):
+            dx[i] += y[i] * (g[i] - s[gi[i]])
+    elif k == LOG_SOFTMAX:
+        s = np.zeros(ngroups)
+        for i in range(n):
+            s[gi[i]] += g[i]
+        for i in range(n):
+            dx[i] += g[i] - math.exp(y[i]) * s[gi[i]]
+
+
+# -- forward and recording -----------------------------------------------------
+def normalize_dims(dim, ndim):
+    """``dim`` (None, int, or tuple) as a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if ndim == 0:
+        for d in (dim if isinstance(dim, (list, tuple)) else (dim,)):
+            _wrap_dim(d, 0)
+        return ()
+    if isinstance(dim, (list, tuple)):
+        if len(dim) == 0:
+            return tuple(range(ndim))
+        return tuple(sorted({_wrap_dim(d, ndim) for d in dim}))
+    return (_wrap_dim(dim, ndim),)
+
+
+def _groups(shape, axes):
+    kept = [shape[d] for d in range(len(shape)) if d not in axes]
+    ks = c_strides(kept)
+    st, j = [], 0
+    for d in range(len(shape)):
+        if d in axes:
+            st.append(0)
+        else:
+            st.append(ks[j])
+            j += 1
+    return descriptor(shape, st)
+
+
+def _record(kind, x, out, axes, name, f0=0.0):
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    if not x._rg or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    T = _tp.current()
+    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    code = CODES[kind]
+    if kind in (PROD, VAR, STD, EXTREMUM, LOGSUMEXP):
+        T.vals[s] = x._data
+    d = x._data
+    if kind in (SOFTMAX, LOG_SOFTMAX):
+        ngroups = d.size // d.shape[axes[0]] if d.size else 0
+    else:
+        ngroups = out.size
+    at = T.aux_append(_groups(d.shape, axes)) if ngroups > 1 else -1
+    ver = [0]
+    keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
+    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out.size,
+                   out if keep_out else None, ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def _name(base, dim):
+    return base + ("Backward0" if dim is None else "Backward1")
+
+
+def sum(x, dim=None, keepdim=False, dtype=None):
+    axes = normalize_dims(dim, x.ndim)
+    d = x._data
+    out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
+    if d.dtype.kind in "bi" and dtype is None:
+        out = out.astype(np.int64)
+    return _record(SUM, x, out, axes, _name("Sum", dim))
+
+
+def mean(x, dim=None, keepdim=False):
+    axes = normalize_dims(dim, x.ndim)
+    if not x.dtype.kind == "f":
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+                           "point or complex dtype. Got: %s" % x.dtype.name.capitalize())
+    d = x._data
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = d.sum(axis=axes, keepdims=keepdim) / max(1, _count(d.shape, axes)) if d.size else \
+            np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
+    return _record(MEAN, x, np.asarray(out, d.dtype), axes, _name("Mean", dim))
+
+
+def _count(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def prod(x, dim=None, keepdim=False):
+    axes = normalize_dims(dim, x.ndim)
+    return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim))
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return float(correction)
+    return 1.0 if unbiased in (None, True) else 0.0
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    axes = normalize_dims(dim, x.ndim)
+    c = _correction(unbiased, correction)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim)
+    return _record(VAR, x, out, axes, "VarBackward0", c)
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    axes = normalize_dims(dim, x.ndim)
+    c = _correction(unbiased, correction)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = x._data.std(axis=axes, ddof=c, keepdims=keepdim)
+    return _record(STD, x, out, axes, "StdBackward0", c)
+
+
+def _check_nonempty(x, what, dim):
+    if x._data.size == 0:
+        if dim is None:
+            raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument." % what)
+        for a in normalize_dims(dim, x.ndim):
+            if x.shape[a] == 0:
+                raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, a))
+
+
+def amax(x, dim=(), keepdim=False):
+    axes = normalize_dims(None if dim == () else dim, x.ndim)
+    _check_nonempty(x, "amax", axes)
+    return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0")
+
+
+def amin(x, dim=(), keepdim=False):
+    axes = normalize_dims(None if dim == () else dim, x.ndim)
+    _check_nonempty(x, "amin", axes)
+    return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0")
+
+
+def logsumexp(x, dim, keepdim=False):
+    axes = normalize_dims(dim, x.ndim)
+    out = special.logsumexp(x._data, axis=axes, keepdims=keepdim) if x._data.size else \
+        np.full(np.sum(x._data, axis=axes, keepdims=keepdim).shape, -np.inf, x.dtype)
+    return _record(LOGSUMEXP, x, np.asarray(out, x.dtype), axes, "LogsumexpBackward0")
+
+
+def softmax(x, dim):
+    axes = (_wrap_dim(dim, x.ndim),)
+    d = x._data
+    out = special.softmax(d, axis=axes[0]) if d.ndim else np.ones_like(d)
+    return _record(SOFTMAX, x, np.asarray(out, d.dtype), axes, "SoftmaxBackward0")
+
+
+def log_softmax(x, dim):
+    axes = (_wrap_dim(dim, x.ndim),)
+    d = x._data
+    out = special.log_softmax(d, axis=axes[0]) if d.ndim else np.zeros_like(d)
+    return _record(LOG_SOFTMAX, x, np.asarray(out, d.dtype), axes, "LogSoftmaxBackward0")
+
+
+class MaxMin(tuple):
+    """``(values, indices)``, like ``torch.return_types.max``."""
+    __slots__ = ()
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max_dim(x, dim, keepdim=False, largest=True):
+    """max/min along one dim: values and first-occurrence indices; the gradient goes
+    entirely to the returned index (PyTorch)."""
+    from .shape import gather_linear
+    ax = _wrap_dim(dim, x.ndim)
+    what = "max" if largest else "min"
+    d = x._data
+    if d.ndim and d.shape[ax] == 0:
+        raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax))
+    if d.ndim == 0:
+        idx = np.zeros((), np.int64)
+    else:
+        idx = (d.argmax(axis=ax) if largest else d.argmin(axis=ax)).astype(np.int64)
+        idx = np.expand_dims(idx, ax)
+    lin = np.arange(d.size, dtype=np.int64).reshape(d.shape)
+    lin = np.take_along_axis(lin, idx, axis=ax) if d.ndim else lin
+    if not keepdim and d.ndim:
+        idx = np.squeeze(idx, ax)
+        lin = np.squeeze(lin, ax)
+    values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
+    return MaxMin((values, Tensor._wrap(idx)))

@@ -1,0 +1,48 @@
+"""The opcode enumeration.
+
+An opcode is ``family << 6 | index``: the sweep dispatches once on the family and
+each family's kernel dispatches on the index, so no compiled function holds more
+than a few dozen branches (Numba's compile time grows superlinearly with them).
+
+grad_fn names (``MulBackward0``...) live in a separate table, because several
+names share one kernel (``x * 2`` and ``x / 2`` are both the scalar-multiply
+kernel) and one name can cover several kernels.
+"""
+
+META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
+FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
+
+OPCODES = {}        # op name -> opcode
+OP_NAMES = {}       # opcode -> op name
+SAVES = {}          # opcode -> bit mask: 1 input a, 2 input b, 4 input c, 8 output
+GRAD_FN_NAMES = []  # name id -> grad_fn name
+_NAME_IDS = {}
+
+SAVE_A, SAVE_B, SAVE_C, SAVE_OUT = 1, 2, 4, 8
+# "Saves something" in PyTorch's sense decides whether a second backward through a
+# freed entry is an error; some kernels need no value but PyTorch still saved one.
+SAVE_MARKER = 16
+
+
+def define(family, index, name, saves=0):
+    code = family << 6 | index
+    assert code not in OP_NAMES and name not in OPCODES, name
+    OPCODES[name] = code
+    OP_NAMES[code] = name
+    SAVES[code] = saves
+    return code
+
+
+def name_id(grad_fn_name):
+    i = _NAME_IDS.get(grad_fn_name)
+    if i is None:
+        i = _NAME_IDS[grad_fn_name] = len(GRAD_FN_NAMES)
+        GRAD_FN_NAMES.append(grad_fn_name)
+    return i
+
+
+# Entries that only introduce a slot: a leaf that requires grad, a constant, and a
+# tensor imported from an older tape (whose gradient is handed on to that tape).
+LEAF = define(META, 0, "leaf")
+CONST = define(META, 1, "const")
+EXT = define(META, 2, "ext")

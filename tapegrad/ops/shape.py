@@ -1,0 +1,402 @@
+"""Shape, view, indexing and joining operations.
+
+Five kernels cover them all, because in C order every one of these ops either
+keeps the element order (reshape family: the adjoint passes through), reads the
+input through a strided descriptor (transpose, permute, expand, slicing, integer
+indexing: the adjoint is scattered back through the same map), reads it through
+explicit flat indices (advanced indexing, max along a dim), overwrites a region
+(``__setitem__``: CopySlices), or concatenates (cat, stack).
+"""
+import numpy as np
+
+from .. import tape as _tp
+from .._jit import jit
+from ..kernels.index import c_strides, descriptor, slot_view, strided_map
+from ..tensor import Tensor, _wrap_dim
+from .registry import SHAPE, define, name_id
+
+RESHAPE, STRIDED, GATHER, SETITEM, CAT = range(5)
+CODES = {
+    RESHAPE: define(SHAPE, RESHAPE, "reshape"),
+    STRIDED: define(SHAPE, STRIDED, "strided"),
+    GATHER: define(SHAPE, GATHER, "gather"),
+    SETITEM: define(SHAPE, SETITEM, "setitem"),
+    CAT: define(SHAPE, CAT, "cat"),
+}
+VARIADIC = -2   # an entry whose input slots are listed in aux, see ``_record``
+
+
+@jit
+def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
+    n = g.size
+    if k == RESHAPE:
+        for i in range(n):
+            dx[i] += g[i]
+    elif k == STRIDED:
+        m = strided_map(aux, at)
+        for i in range(n):
+            dx[m[i]] += g[i]
+    elif k == GATHER:
+        for i in range(n):
+            dx[aux[at + i]] += g[i]
+    elif k == SETITEM:      # aux: [r, lin[r], vmap[r]]
+        r = aux[at]
+        if dx.size:
+            keep = np.ones(n, np.bool_)
+            for j in range(r):
+                keep[aux[at + 1 + j]] = False
+            for i in range(n):
+                if keep[i]:
+                    dx[i] += g[i]
+        if dv.size:
+            for j in range(r):
+                dv[aux[at + 1 + r + j]] += g[aux[at + 1 + j]]
+    elif k == CAT:          # aux: [m, slots[m], outer, total, (inner, offset)[m]]
+        m = aux[at]
+        outer = aux[at + 1 + m]
+        total = aux[at + 2 + m]
+        for j in range(m):
+            s = aux[at + 1 + j]
+            inner = aux[at + 3 + m + 2 * j]
+            off = aux[at + 4 + m + 2 * j]
+            d = slot_view(aloc, aptr, aarena, s, sizes[s])
+            if d.size == 0:
+                continue
+            for o in range(outer):
+                for q in range(inner):
+                    d[o * inner + q] += g[o * total + off + q]
+
+
+# -- recording -------------------------------------------------------------------
+def _record(kind, x, out, name, words=None, b=None):
+    """Record ``out`` computed from tensor ``x`` (and ``b`` for setitem)."""
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    rg = x._rg or (b is not None and b._rg)
+    if not rg or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    T = _tp.current()
+    s = -1 if not x._rg else (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))
+    sb = -1
+    if b is not None:
+        sb = b._slot if (b._tid == T.id and b._sver == b._ver[0]) else T.adopt(b)
+    at = -1 if words is None else T.aux_append(words)
+    ver = [0]
+    o = T.new_slot(CODES[kind], s, sb, -1, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    t = Tensor._recorded(out, T, o, ver)
+    return t
+
+
+def _mark_view(t, x):
+    """Remember the tensor whose storage ``t`` views (for in-place checks)."""
+    if out_is_view(t._data, x._data):
+        if not t._rg:
+            t._ver = x._ver
+            t._sver = x._ver[0]
+            t._extra().base = x._x.base if (x._x is not None and x._x.base is not None) else x
+            return t
+        root = x._x.base if (x._x is not None and x._x.base is not None) else x
+        t._extra().base = root
+        t._ver = x._ver
+        t._sver = x._ver[0]
+        t._tape.vobj[t._slot] = x._ver
+        t._tape.vnum[t._slot] = x._ver[0]
+    return t
+
+
+def out_is_view(a, b):
+    return a.base is not None and (a.base is b or a.base is b.base)
+
+
+def reshape(x, shape, name="ViewBackward0"):
+    shape = _shape_arg(shape)
+    try:
+        out = x._data.reshape(shape)
+    except ValueError:
+        raise RuntimeError("shape '%s' is invalid for input of size %d" % (list(shape), x._data.size)) from None
+    return _mark_view(_record(RESHAPE, x, out, name), x)
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    nd = x.ndim
+    if nd == 0:
+        return reshape(x, (1,))
+    s, e = _wrap_dim(start_dim, nd), _wrap_dim(end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    sh = x.shape
+    new = sh[:s] + (int(np.prod(sh[s:e + 1])),) + sh[e + 1:]
+    return reshape(x, new)
+
+
+def squeeze(x, dim=None):
+    sh = x.shape
+    if dim is None:
+        return reshape(x, tuple(d for d in sh if d != 1), "SqueezeBackward0")
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    ax = {_wrap_dim(d, x.ndim) for d in dims} if x.ndim else set()
+    new = tuple(d for i, d in enumerate(sh) if not (i in ax and d == 1))
+    return reshape(x, new, "SqueezeBackward1")
+
+
+def unsqueeze(x, dim):
+    nd = x.ndim + 1
+    d = _wrap_dim(dim, nd)
+    sh = x.shape
+    return reshape(x, sh[:d] + (1,) + sh[d:], "UnsqueezeBackward0")
+
+
+def _view_words(shape, index_fn):
+    """Descriptor of ``index_fn`` applied to a C-ordered array of ``shape``,
+    found by applying it to a zero-size-buffer int8 array (only the geometry is used)."""
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=shape, strides=c_strides(shape),
+                                            writeable=False)
+    v = index_fn(dummy)
+    off = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
+    return descriptor(v.shape, v.strides, off), v.shape
+
+
+def strided(x, index_fn, name):
+    """A view of ``x`` that NumPy expresses as strides (``index_fn`` makes it)."""
+    out = index_fn(x._data)
+    if not x._rg or not getattr(_tp._tls, "grad", True):
+        t = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
+        if out_is_view(t._data, x._data):     # shares storage, so shares the version
+            t._ver = x._ver
+            t._sver = x._ver[0]
+            t._extra().base = x._x.base if (x._x is not None and x._x.base is not None) else x
+        return t
+    words, _ = _view_words(x.shape, index_fn)
+    return _mark_view(_record(STRIDED, x, out, name, words), x)
+
+
+def permute(x, *dims):
+    dims = _shape_arg(dims)
+    nd = x.ndim
+    if len(dims) != nd:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match "
+                           "the length of the desired ordering of dimensions i.e. input.dim() = %d is not "
+                           "equal to len(dims) = %d" % (nd, len(dims)))
+    perm = tuple(_wrap_dim(d, nd) for d in dims)
+    if len(set(perm)) != nd:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return strided(x, lambda a: a.transpose(perm), "PermuteBackward0")
+
+
+def transpose(x, dim0, dim1, name="TransposeBackward0"):
+    nd = x.ndim
+    if nd == 0:
+        return x
+    a, b = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
+    return strided(x, lambda v: np.swapaxes(v, a, b), name)
+
+
+def t(x):
+    if x.ndim > 2:
+        raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % x.ndim)
+    if x.ndim < 2:
+        return reshape(x, x.shape, "TBackward0")
+    return transpose(x, 0, 1, "TBackward0")
+
+
+def expand(x, *sizes):
+    sizes = _shape_arg(sizes)
+    sh = x.shape
+    if len(sizes) < len(sh):
+        raise RuntimeError("expand(torch.DoubleTensor{%s}, size=%s): the number of sizes provided (%d) must be "
+                           "greater or equal to the number of dimensions in the tensor (%d)"
+                           % (list(sh), list(sizes), len(sizes), len(sh)))
+    lead = len(sizes) - len(sh)
+    target = tuple(sh[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
+    try:
+        np.broadcast_shapes(sh, target)
+        if np.broadcast_shapes(sh, target) != target:
+            raise ValueError
+    except ValueError:
+        raise RuntimeError("The expanded size of the tensor must match the existing size at non-singleton "
+                           "dimension: target sizes %s, tensor sizes %s" % (list(sizes), list(sh))) from None
+    return strided(x, lambda a: np.broadcast_to(a, target), "ExpandBackward0")
+
+
+def broadcast_to(x, shape):
+    return expand(x, *_shape_arg((shape,)))
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    a, b = _wrap_dim(dim1, x.ndim), _wrap_dim(dim2, x.ndim)
+    return strided(x, lambda v: np.diagonal(v, offset, a, b), "DiagonalBackward0")
+
+
+def gather_linear(x, lin, name):
+    """``out.flat[j] = x.flat[lin.flat[j]]`` (``lin`` an int array of the output's shape)."""
+    out = x._data.reshape(-1)[lin] if x._data.size else np.zeros(lin.shape, x.dtype)
+    if not x._rg or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    return _record(GATHER, x, out, name, lin.ravel())
+
+
+# -- indexing ----------------------------------------------------------------------
+def _normalize_index(x, idx):
+    """Index as NumPy understands it; True when it has an advanced (array) part."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    out, advanced = [], False
+    dim = 0
+    for k in idx:
+        if isinstance(k, Tensor):
+            k = k._data
+            if k.ndim == 0 and k.dtype.kind in "iu":
+                k = int(k)
+        if isinstance(k, list):
+            k = np.asarray(k)
+            if k.dtype.kind not in "iub":
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if isinstance(k, np.ndarray):
+            if k.dtype.kind == "b":
+                for j in range(k.ndim):
+                    if dim + j >= x.ndim or k.shape[j] != x.shape[dim + j]:
+                        raise IndexError(
+                            "The shape of the mask %s at index %d does not match the shape of the indexed "
+                            "tensor %s at index %d" % (list(k.shape), j, list(x.shape[dim:]), dim + j))
+                dim += k.ndim
+            elif k.dtype.kind in "iu":
+                dim += 1
+            else:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            advanced = True
+        elif isinstance(k, slice):
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+            dim += 1
+        elif k is None:
+            pass
+        elif k is Ellipsis:
+            dim = x.ndim - sum(1 for j in idx if j is not None and j is not Ellipsis) + dim
+        elif isinstance(k, (bool, np.bool_)):
+            advanced = True
+        elif isinstance(k, (int, np.integer)):
+            if dim < x.ndim:
+                size = x.shape[dim]
+                if not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, dim, size))
+            dim += 1
+        else:
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                             "are valid indices (got %s)" % type(k).__name__)
+        out.append(k)
+    return tuple(out), advanced
+
+
+def _index_name(idx):
+    kinds = {type(k) for k in idx}
+    if any(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in idx):
+        return "SelectBackward0"
+    if slice in kinds:
+        return "SliceBackward0"
+    if type(None) in kinds:
+        return "UnsqueezeBackward0"
+    return "AliasBackward0"
+
+
+def _fix_index_error(e):
+    msg = str(e).replace("for axis", "for dimension")
+    return IndexError(msg)
+
+
+def getitem(x, idx):
+    idx, advanced = _normalize_index(x, idx)
+    try:
+        if advanced:
+            lin = np.arange(x._data.size, dtype=np.int64).reshape(x.shape)[idx]
+            return gather_linear(x, lin, "IndexBackward0")
+        name = _index_name(idx)
+        if not any(k is Ellipsis for k in idx):
+            idx = idx + (Ellipsis,)     # a 0-d view, never a NumPy scalar
+        return strided(x, lambda a: a[idx], name)
+    except IndexError as e:
+        raise _fix_index_error(e) from None
+
+
+def setitem(y, idx, value):
+    """``y[idx] = value``, in place (grad_fn CopySlices for y)."""
+    from .inplace import check_inplace, commit_inplace
+    v = value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value, dtype=y.dtype))
+    check_inplace(y)
+    idx, _ = _normalize_index(y, idx)
+    d = y._data
+    tracking = (y._rg or v._rg) and getattr(_tp._tls, "grad", True)
+    try:
+        if tracking:
+            region = np.arange(d.size, dtype=np.int64).reshape(d.shape)[idx]
+            vmap = np.broadcast_to(np.arange(v._data.size, dtype=np.int64).reshape(v.shape), region.shape)
+        d[idx] = v._data
+    except IndexError as e:
+        raise _fix_index_error(e) from None
+    except ValueError as e:
+        raise RuntimeError(str(e)) from None
+    if not tracking:
+        commit_inplace(y, None)
+        return
+    words = np.concatenate(([region.size], region.ravel(), vmap.ravel()))
+    r = _record(SETITEM, y, d.copy(), "CopySlices", words, b=v)
+    commit_inplace(y, r)
+
+
+def cat(tensors, dim=0, stacking=False):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors" if not stacking
+                           else "stack expects a non-empty TensorList")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s"
+                            % (tensors.index(t), type(t).__name__))
+    datas = [t._data for t in tensors]
+    if stacking:
+        shape0 = datas[0].shape
+        for i, d in enumerate(datas):
+            if d.shape != shape0:
+                raise RuntimeError("stack expects each tensor to be equal size, but got %s at entry 0 and %s "
+                                   "at entry %d" % (list(shape0), list(d.shape), i))
+        ax = _wrap_dim(dim, len(shape0) + 1)
+        out = np.stack(datas, axis=ax)
+        parts = [d.reshape(d.shape[:ax] + (1,) + d.shape[ax:]) for d in datas]
+        name = "StackBackward0"
+    else:
+        nd = datas[0].ndim
+        if nd == 0:
+            raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+        ax = _wrap_dim(dim, nd)
+        try:
+            out = np.concatenate(datas, axis=ax)
+        except ValueError as e:
+            raise RuntimeError("Sizes of tensors must match except in dimension %d: %s" % (ax, e)) from None
+        parts = datas
+        name = "CatBackward0"
+    if not any(t._rg for t in tensors) or not getattr(_tp._tls, "grad", True):
+        return Tensor._wrap(out)
+    T = _tp.current()
+    slots = []
+    for t in tensors:
+        slots.append((t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t)) if t._rg else -1)
+    outer = int(np.prod(out.shape[:ax], dtype=np.int64))
+    total = int(np.prod(out.shape[ax:], dtype=np.int64))
+    words = [len(tensors), *slots, outer, total]
+    off = 0
+    for p in parts:
+        inner = int(np.prod(p.shape[ax:], dtype=np.int64))
+        words += [inner, off]
+        off += inner
+    at = T.aux_append(words)
+    ver = [0]
+    o = T.new_slot(CODES[CAT], -1, -1, VARIADIC, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def stack(tensors, dim=0):
+    return cat(tensors, dim, stacking=True)

@@ -1,0 +1,430 @@
+"""The Tensor type: a NumPy array plus its place on the tape.
+
+A tensor that requires grad and was produced by a recorded operation holds its
+tape (``_tape``) and slot (``_slot``); a leaf or constant gets a slot on the
+current tape the first time an operation uses it (``_tid``/``_slot`` remember
+it).  ``_ver`` is the version counter, shared by tensors that share storage, and
+``_sver`` the version the slot was made at: a mismatch means the tensor changed
+in place since, so its next use makes a fresh slot.
+"""
+import warnings
+
+import numpy as np
+
+from . import tape as _tp
+from .ops.registry import GRAD_FN_NAMES
+
+_FLOATS = (np.float64, np.float32, np.float16)
+DEFAULT_DTYPE = np.float64
+
+_NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access "
+    "the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
+
+_TORCH_DTYPE = {np.dtype(np.float64): "double", np.dtype(np.float32): "Float", np.dtype(np.float16): "Half",
+                np.dtype(np.int64): "Long", np.dtype(np.int32): "Int", np.dtype(np.bool_): "Bool"}
+_TYPE_NAME = {np.dtype(np.float64): "DoubleTensor", np.dtype(np.float32): "FloatTensor",
+              np.dtype(np.float16): "HalfTensor", np.dtype(np.int64): "LongTensor",
+              np.dtype(np.int32): "IntTensor", np.dtype(np.bool_): "BoolTensor"}
+
+
+def is_float_dtype(dt):
+    return dt.kind == "f"
+
+
+class _Extra:
+    """Fields most tensors never use, kept off the hot creation path."""
+    __slots__ = ("grad", "hooks", "retains", "accnode", "base", "post_hooks", "name")
+
+    def __init__(self):
+        self.grad = None
+        self.hooks = None
+        self.retains = False
+        self.accnode = None
+        self.base = None
+        self.post_hooks = None
+        self.name = None
+
+
+class Tensor:
+    __slots__ = ("_data", "_rg", "_tid", "_slot", "_ver", "_sver", "_tape", "_x", "__weakref__")
+    __array_priority__ = 1000       # ndarray <op> Tensor defers to Tensor's reflected ops
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        arr = _as_array(data, dtype)
+        self._data = arr
+        self._rg = False
+        self._tid = 0
+        self._slot = -1
+        self._ver = [0]
+        self._sver = 0
+        self._tape = None
+        self._x = None
+        if requires_grad:
+            self.requires_grad_(True, _creation=True)
+
+    # -- construction helpers (hot path: no __init__ checks) --------------------
+    @staticmethod
+    def _wrap(arr):
+        t = _new(Tensor)
+        t._data = arr
+        t._rg = False
+        t._tid = 0
+        t._slot = -1
+        t._ver = [0]
+        t._sver = 0
+        t._tape = None
+        t._x = None
+        return t
+
+    @staticmethod
+    def _recorded(arr, tape, slot, ver):
+        t = _new(Tensor)
+        t._data = arr
+        t._rg = True
+        t._tid = tape.id
+        t._slot = slot
+        t._ver = ver
+        t._sver = ver[0]
+        t._tape = tape
+        t._x = None
+        return t
+
+    def _extra(self):
+        x = self._x
+        if x is None:
+            x = self._x = _Extra()
+        return x
+
+    # -- basic properties -------------------------------------------------------
+    @property
+    def data(self):
+        """The tensor's values as a tensor that does not require grad (shares storage,
+        and version: tapegrad, unlike PyTorch, detects in-place changes made through it)."""
+        return self.detach()
+
+    @property
+    def shape(self):
+        return self._data.shape
+
+    def size(self, dim=None):
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    def numel(self):
+        return self._data.size
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag, _setter=True)
+
+    def requires_grad_(self, requires_grad=True, _creation=False, _setter=False):
+        flag = bool(requires_grad)
+        if self._tape is not None:
+            if not flag:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return self
+        if flag and not is_float_dtype(self._data.dtype):
+            if _creation or _setter:
+                raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients"
+                                   if _creation else
+                                   "only Tensors of floating point and complex dtype can require gradients")
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if flag != self._rg:
+            self._rg = flag
+            self._tid = 0          # a fresh slot of the right kind on next use
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._tape is None
+
+    @property
+    def grad_fn(self):
+        if self._tape is None:
+            return None
+        from .autograd.graph import node_for
+        return node_for(self._tape, self._slot)
+
+    @property
+    def grad(self):
+        if self._tape is not None and not (self._x is not None and self._x.retains):
+            warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+            return None
+        x = self._x
+        return None if x is None else x.grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
+                                + type(value).__name__)
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    "attempting to assign a gradient of size '%s' to a tensor of size '%s'. Please ensure "
+                    "that the gradient and the tensor are the same size"
+                    % (list(value.shape), list(self.shape)))
+            if value.dtype != self.dtype:
+                raise RuntimeError(
+                    "attempting to assign a gradient with dtype '%s' to a tensor with grad_dtype '%s'. "
+                    "The gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). "
+                    "You can set the tensor's grad_dtype attribute with a specific dtype, or None to allow "
+                    "any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and its "
+                    "gradient may break downstream systems that assume they match."
+                    % (_TORCH_DTYPE.get(value.dtype, str(value.dtype)),
+                       _TORCH_DTYPE.get(self.dtype, str(self.dtype)).capitalize()))
+        if value is None and self._x is None:
+            return
+        self._extra().grad = value
+
+    @property
+    def retains_grad(self):
+        return self._tape is not None and self._x is not None and self._x.retains
+
+    @property
+    def _version(self):
+        return self._ver[0]
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1)) if self.ndim > 1 else self
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    # -- conversion -------------------------------------------------------------
+    def numpy(self, force=False):
+        if self._rg and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        if dtype is not None and arr.dtype != dtype:
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
+        return self._data.reshape(-1)[0].item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        if self._rg:
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                          "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.reshape(-1)[0])
+
+    def detach(self):
+        t = Tensor._wrap(self._data)
+        t._ver = self._ver          # shares storage, so shares the version counter
+        return t
+
+    def detach_(self):
+        if self._tape is not None:
+            self._tape = None
+            self._rg = False
+            self._tid = 0
+        return self
+
+    # -- hooks and retain_grad --------------------------------------------------
+    def retain_grad(self):
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._tape is None:
+            return
+        x = self._extra()
+        if not x.retains:
+            x.retains = True
+            import weakref
+            self._tape.retained[self._slot] = weakref.ref(self)
+
+    def register_hook(self, hook):
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        x = self._extra()
+        if x.hooks is None:
+            x.hooks = []
+        if self._tape is not None:
+            self._tape.hooks[self._slot] = (x.hooks, self.shape, self.dtype)
+        return _RemovableHandle(x.hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        if self._tape is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        x = self._extra()
+        if x.post_hooks is None:
+            x.post_hooks = []
+        return _RemovableHandle(x.post_hooks, hook)
+
+    # -- printing ---------------------------------------------------------------
+    def __repr__(self):
+        return _format(self)
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self._data, self._rg))
+
+    def __deepcopy__(self, memo):
+        if self._tape is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol at the moment.")
+        t = Tensor(self._data.copy(), requires_grad=self._rg)
+        memo[id(self)] = t
+        return t
+
+
+_new = object.__new__
+
+
+def _rebuild(data, rg):
+    return Tensor(data, requires_grad=rg)
+
+
+class _RemovableHandle:
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+        hooks.append(hook)
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _as_array(data, dtype=None):
+    if isinstance(data, Tensor):
+        arr = data._data
+        if dtype is not None:
+            arr = arr.astype(dtype)
+        return arr.copy() if dtype is None else arr
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    if isinstance(data, np.ndarray):
+        if data.dtype == object:
+            raise TypeError("can't convert np.ndarray of type numpy.object_. The only supported types are: "
+                            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.")
+        arr = np.array(data, dtype=dtype, copy=True)
+    else:
+        try:
+            arr = np.array(data, dtype=dtype)
+        except (ValueError, TypeError) as e:
+            raise TypeError("could not convert %r to a tensor: %s" % (type(data).__name__, e)) from None
+        if arr.dtype == object or arr.dtype.kind in "USV":
+            raise TypeError("could not convert data of type %s to a tensor: only numbers, nested sequences "
+                            "of numbers and arrays are supported" % type(data).__name__)
+        if dtype is None and arr.dtype.kind == "f" and arr.dtype != np.float64:
+            arr = arr.astype(np.float64)
+    if arr.dtype.kind == "c":
+        raise TypeError("tapegrad does not support complex tensors")
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def _wrap_dim(dim, ndim):
+    lo, hi = -max(ndim, 1), max(ndim, 1) - 1
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError("dim must be an int, got %s" % type(dim).__name__)
+    if dim < lo or dim > hi:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (lo, hi, dim))
+    return dim % max(ndim, 1)
+
+
+def _format(t):
+    arr = t._data
+    suffix = []
+    if arr.dtype.kind == "f" and arr.dtype != DEFAULT_DTYPE:
+        suffix.append("dtype=tapegrad.%s" % arr.dtype.name)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int64:
+        suffix.append("dtype=tapegrad.%s" % arr.dtype.name)
+    if arr.size == 0:
+        suffix.insert(0, "size=%s" % (tuple(arr.shape),)) if arr.ndim > 1 else None
+    if t._tape is not None:
+        suffix.append("grad_fn=<%s>" % GRAD_FN_NAMES[t._tape.ints[t._slot * 7 + 6]])
+    elif t._rg:
+        suffix.append("requires_grad=True")
+    body = _format_array(arr)
+    if not suffix:
+        return "tensor(%s)" % body
+    sep = ",\n       " if "\n" in body else ", "
+    return "tensor(%s%s%s)" % (body, sep if body else "", ", ".join(suffix))
+
+
+def _format_array(arr):
+    if arr.dtype.kind == "b":
+        return np.array2string(arr, separator=", ", prefix="tensor(").replace("True", "True").replace("False", "False")
+    if arr.dtype.kind in "iu":
+        return np.array2string(arr, separator=", ", prefix="tensor(")
+    if arr.size == 0:
+        return "[]"
+    finite = arr[np.isfinite(arr)]
+    int_like = finite.size == 0 or np.all(finite == np.round(finite))
+    big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
+                           (np.min(np.abs(finite[finite != 0])) < 1e-4 if np.any(finite != 0) else False))
+    if int_like and not big:
+        fmt = {"float_kind": lambda v: ("%.0f." % v) if np.isfinite(v) else str(v)}
+    elif big:
+        fmt = {"float_kind": lambda v: "%.4e" % v}
+    else:
+        fmt = {"float_kind": lambda v: ("%.4f" % v) if np.isfinite(v) else str(v)}
+    s = np.array2string(arr, separator=", ", prefix="tensor(", formatter=fmt, threshold=1000)
+    return s.replace("nan", "nan").replace("inf", "inf")
