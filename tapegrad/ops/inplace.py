@@ -92,6 +92,11 @@ def apply(y, result_fn):
     if r._data.shape != d.shape:
         raise RuntimeError("output with shape %s doesn't match the broadcast shape %s"
                            % (list(d.shape), list(r._data.shape)))
+    T = r._tape
+    if T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals) and T.vals[y._slot] is d:
+        # the op saved the value it is about to overwrite: keep a copy instead
+        T.vals[y._slot] = d.copy()
+        T.vobj[y._slot] = [T.vnum[y._slot]]
     np.copyto(d, r._data, casting="unsafe")
     commit_inplace(y, r if r._tape is not None else None)
     return y

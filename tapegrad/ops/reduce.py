@@ -147,7 +147,7 @@ def _record(kind, x, out, axes, name, f0=0.0):
         T.vals[s] = x._data
     d = x._data
     if kind in (SOFTMAX, LOG_SOFTMAX):
-        ngroups = d.size // d.shape[axes[0]] if d.size else 0
+        ngroups = d.size // (d.shape[axes[0]] if axes else 1) if d.size else 0
     else:
         ngroups = out.size
     at = T.aux_append(_groups(d.shape, axes)) if ngroups > 1 else -1
@@ -247,14 +247,14 @@ def logsumexp(x, dim, keepdim=False):
 
 
 def softmax(x, dim):
-    axes = (_wrap_dim(dim, x.ndim),)
+    axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     d = x._data
     out = special.softmax(d, axis=axes[0]) if d.ndim else np.ones_like(d)
     return _record(SOFTMAX, x, np.asarray(out, d.dtype), axes, "SoftmaxBackward0")
 
 
 def log_softmax(x, dim):
-    axes = (_wrap_dim(dim, x.ndim),)
+    axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     d = x._data
     out = special.log_softmax(d, axis=axes[0]) if d.ndim else np.zeros_like(d)
     return _record(LOG_SOFTMAX, x, np.asarray(out, d.dtype), axes, "LogSoftmaxBackward0")

@@ -1,0 +1,235 @@
+"""Every operation against central finite differences (gradcheck), in several
+shapes, and against PyTorch's values where PyTorch is installed."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+rng = np.random.default_rng(0)
+
+
+def leaf(*shape, lo=-2.0, hi=2.0, positive=False, away=0.0):
+    a = rng.uniform(lo, hi, size=shape)
+    if positive:
+        a = np.abs(a) + 0.5
+    if away:
+        a = np.where(np.abs(a) < away, a + np.sign(a + 1e-9) * away * 2, a)
+    return tg.tensor(a, requires_grad=True)
+
+
+UNARY = {
+    "neg": (lambda x: -x, {}),
+    "abs": (tg.abs, dict(away=0.1)),
+    "exp": (tg.exp, {}),
+    "log": (tg.log, dict(positive=True)),
+    "log1p": (tg.log1p, dict(positive=True)),
+    "expm1": (tg.expm1, {}),
+    "sqrt": (tg.sqrt, dict(positive=True)),
+    "sin": (tg.sin, {}),
+    "cos": (tg.cos, {}),
+    "tan": (tg.tan, dict(lo=-1.0, hi=1.0)),
+    "tanh": (tg.tanh, {}),
+    "sigmoid": (tg.sigmoid, {}),
+    "relu": (tg.relu, dict(away=0.1)),
+    "sign": (tg.sign, dict(away=0.1)),
+    "floor": (tg.floor, dict(away=0.1)),
+    "clamp": (lambda x: x.clamp(-0.5, 0.7), {}),
+    "clamp_min": (lambda x: x.clamp(min=0.1), {}),
+    "add_s": (lambda x: x + 3.0, {}),
+    "radd_s": (lambda x: 3.0 + x, {}),
+    "sub_s": (lambda x: x - 3.0, {}),
+    "rsub_s": (lambda x: 3.0 - x, {}),
+    "mul_s": (lambda x: x * 2.5, {}),
+    "rmul_s": (lambda x: 2.5 * x, {}),
+    "div_s": (lambda x: x / 4.0, {}),
+    "rdiv_s": (lambda x: 4.0 / x, dict(positive=True)),
+    "pow2": (lambda x: x ** 2, {}),
+    "pow3": (lambda x: x ** 3, {}),
+    "pow_half": (lambda x: x ** 0.5, dict(positive=True)),
+    "rpow": (lambda x: 2.0 ** x, {}),
+    "clone": (lambda x: x.clone(), {}),
+    "softmax0": (lambda x: x.softmax(0), {}),
+    "softmax-1": (lambda x: x.softmax(-1), {}),
+    "log_softmax": (lambda x: x.log_softmax(-1), {}),
+}
+SHAPES = [(), (5,), (3, 4)]
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_unary_gradcheck(name, shape):
+    fn, kw = UNARY[name]
+    x = leaf(*shape, **kw)
+    assert tg.autograd.gradcheck(fn, (x,))
+
+
+BINARY = {
+    "add": (lambda a, b: a + b, {}),
+    "sub": (lambda a, b: a - b, {}),
+    "mul": (lambda a, b: a * b, {}),
+    "div": (lambda a, b: a / b, dict(positive=True)),
+    "pow": (lambda a, b: a ** b, dict(positive=True)),
+    "maximum": (tg.maximum, {}),
+    "minimum": (tg.minimum, {}),
+    "where": (lambda a, b: tg.where(a > 0, a, b), {}),
+}
+PAIRS = [((), ()), ((4,), (4,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), ()),
+         ((2, 3, 4), (3, 1)), ((1,), (3,))]
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("shapes", PAIRS, ids=str)
+def test_binary_gradcheck(name, shapes):
+    fn, kw = BINARY[name]
+    a, b = leaf(*shapes[0], **kw), leaf(*shapes[1], **kw)
+    assert tg.autograd.gradcheck(fn, (a, b))
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(),
+    "sum0": lambda x: x.sum(0),
+    "sum-1k": lambda x: x.sum(-1, keepdim=True),
+    "sum01": lambda x: x.sum((0, 1)),
+    "mean": lambda x: x.mean(),
+    "mean1": lambda x: x.mean(1),
+    "prod": lambda x: x.prod(),
+    "prod1": lambda x: x.prod(1),
+    "var": lambda x: x.var(),
+    "var1": lambda x: x.var(1, keepdim=True),
+    "std": lambda x: x.std(),
+    "std0": lambda x: x.std(0, unbiased=False),
+    "max": lambda x: x.max(),
+    "min": lambda x: x.min(),
+    "max1": lambda x: x.max(1)[0],
+    "min0k": lambda x: x.min(0, keepdim=True).values,
+    "amax": lambda x: x.amax(1),
+    "logsumexp": lambda x: tg.logsumexp(x, 1),
+    "logsumexp01": lambda x: tg.logsumexp(x, (0, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_gradcheck(name):
+    x = leaf(2, 3, 4)
+    assert tg.autograd.gradcheck(REDUCTIONS[name], (x,))
+
+
+SHAPE_OPS = {
+    "reshape": lambda x: x.reshape(4, 6) * 2,
+    "view": lambda x: x.view(-1) * 2,
+    "flatten": lambda x: x.flatten(1),
+    "squeeze": lambda x: x.reshape(2, 1, 12).squeeze(1),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "transpose": lambda x: x.transpose(0, 2),
+    "permute": lambda x: x.permute(2, 0, 1),
+    "T": lambda x: x[0].T,
+    "t": lambda x: x[1].t(),
+    "expand": lambda x: x[:, :1, :].expand(2, 5, 4),
+    "broadcast_to": lambda x: tg.broadcast_to(x[0, 0], (3, 4)),
+    "int": lambda x: x[1],
+    "slice": lambda x: x[:, 1:3],
+    "step": lambda x: x[:, ::2, 1::2],
+    "none_ellipsis": lambda x: x[1, None, ..., -1],
+    "neg_index": lambda x: x[-1, -2],
+    "intarray": lambda x: x[[0, 0, 1]],
+    "intarray2": lambda x: x[[0, 1, 1], [2, 0, 0]],
+    "mixed": lambda x: x[:, [0, 2, 2]],
+    "mask": lambda x: x[x > 0],
+    "cat": lambda x: tg.cat([x, x * 2], 1),
+    "cat_last": lambda x: tg.cat([x[:, :, :2], x], -1),
+    "stack": lambda x: tg.stack([x, x.sin()], 1),
+    "diagonal": lambda x: x[0].diagonal(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+def test_shape_gradcheck(name):
+    x = leaf(2, 3, 4)
+    assert tg.autograd.gradcheck(SHAPE_OPS[name], (x,))
+
+
+MATMUL = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
+          ((5, 2, 3), (5, 3, 4)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (2, 3, 4)), ((2, 2, 3), (3,))]
+
+
+@pytest.mark.parametrize("shapes", MATMUL, ids=str)
+def test_matmul_gradcheck(shapes):
+    a, b = leaf(*shapes[0]), leaf(*shapes[1])
+    assert tg.autograd.gradcheck(lambda a, b: a @ b, (a, b))
+
+
+def test_setitem_gradcheck():
+    x, s = leaf(3, 4), leaf(4)
+
+    def f(x, s):
+        y = x * 2
+        y[1] = s * 3
+        y[0, 1:3] = 0.0
+        return y
+    assert tg.autograd.gradcheck(f, (x, s))
+
+
+def test_inplace_gradcheck():
+    x = leaf(3, 4)
+
+    def f(x):
+        y = x * 1.5
+        y += x
+        y.mul_(x)
+        y.sub_(1.0)
+        y /= 2.0
+        return y
+    assert tg.autograd.gradcheck(f, (x,))
+
+
+def test_gradcheck_detects_a_wrong_gradient():
+    x = leaf(3)
+    # a hook that changes the gradient makes the reverse pass disagree with finite differences
+    def f(x):
+        y = x * 2
+        if y.requires_grad:         # gradcheck's finite differences run under no_grad
+            y.register_hook(lambda g: g * 3)
+        return y
+    assert not tg.autograd.gradcheck(f, (x,), raise_exception=False)
+    with pytest.raises(tg.autograd.GradcheckError):
+        tg.autograd.gradcheck(f, (x,))
+
+
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_matches_torch(name):
+    torch = _torch()
+    fn, kw = UNARY[name]
+    x = leaf(3, 4, **kw)
+    y = fn(x)
+    w = rng.standard_normal(y.shape)
+    (y * tg.tensor(w)).sum().backward()
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    fnt = {"floor": torch.floor, "sign": torch.sign, "sigmoid": torch.sigmoid, "relu": torch.relu,
+           "abs": torch.abs, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "expm1": torch.expm1,
+           "sqrt": torch.sqrt, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh}
+    yt = fnt[name](xt) if name in fnt else fn(xt)
+    (yt * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_matches_torch(name):
+    torch = _torch()
+    x = leaf(2, 3, 4)
+    f = REDUCTIONS[name]
+    y = f(x)
+    w = rng.standard_normal(y.shape)
+    (y * tg.tensor(w)).sum().backward()
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    ft = {"logsumexp": lambda x: torch.logsumexp(x, 1), "logsumexp01": lambda x: torch.logsumexp(x, (0, 2))}
+    yt = ft[name](xt) if name in ft else f(xt)
+    (yt * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-14)
