@@ -14,8 +14,8 @@ operation is imported as an ``EXT`` entry; backward hands its adjoint on to the
 older tape, so graphs spanning several tapes differentiate as one.
 """
 import itertools
+import struct
 import threading
-from array import array
 
 import numpy as np
 
@@ -30,54 +30,69 @@ inplace_counter = [0]
 
 ROTATE_ENTRIES = 1 << 18    # start a new tape past this many entries
 
+# One entry: 9 int64 fields then 2 float64 fields, packed into a bytearray
+# (``struct.pack_into`` is several times cheaper per op than growing
+# array.array or ndarray rows, and backward views the buffer without copying).
+OP, A, B, C, I0, I1, NM, SIZE, VNUM, F0, F1, VAL = range(12)
+NFIELDS = 12
+ENTRY = struct.Struct("9q3d")   # VAL: the value itself when the slot has one element
+_FIELD = struct.Struct("q")
+ESIZE = ENTRY.size
+
+
+class _State:
+    """Per-thread grad mode and recording tape."""
+    __slots__ = ("grad", "tape")
+
+    def __init__(self):
+        self.grad = True
+        self.tape = None
+
+
+def state():
+    try:
+        return _tls.st
+    except AttributeError:
+        st = _tls.st = _State()
+        return st
+
 
 def is_grad_enabled():
-    try:
-        return _tls.grad
-    except AttributeError:
-        _tls.grad = True
-        return True
+    return state().grad
 
 
 def _set_grad_enabled(mode):
-    _tls.grad = bool(mode)
+    state().grad = bool(mode)
 
 
 def current():
     """This thread's recording tape (created on first use)."""
-    try:
-        t = _tls.tape
-    except AttributeError:
-        t = None
-    if t is None or len(t.sizes) >= ROTATE_ENTRIES:
-        t = _tls.tape = Tape()
+    st = state()
+    t = st.tape
+    if t is None or t.n >= ROTATE_ENTRIES:
+        t = st.tape = Tape()
     return t
 
 
 def rotate():
     """Start a new tape for the next operations (called after each backward)."""
-    _tls.tape = None
+    state().tape = None
 
 
 class Tape:
-    __slots__ = ("id", "ints", "flts", "sizes", "vals", "vobj", "vnum", "leaves", "ext",
-                 "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark",
-                 "sources", "nodes", "__weakref__")
-
-    NINT, NFLT = 7, 2
+    __slots__ = ("id", "buf", "n", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
+                 "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
 
     def __init__(self):
         self.id = next(_ids)
-        self.ints = array("q")
-        self.flts = array("d")
-        self.sizes = array("q")
+        self.buf = bytearray(ESIZE * 256)
+        self.n = 0
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
-        self.vnum = array("q")  # slot -> that counter's value when the slot was made
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
         self.ext = {}           # slot -> Tensor of an older tape
         self.imports = {}       # id(tensor) -> slot, for EXT entries
-        self.hooks = {}         # slot -> list of hooks of a non-leaf tensor
+        self.hooks = {}         # slot -> (hooks, shape, dtype) of a non-leaf tensor
         self.retained = {}      # slot -> weakref of a tensor that called retain_grad()
         self.freed = np.zeros(0, np.uint8)
         self.aux = []           # chunks of int64 words; see aux_append
@@ -87,7 +102,7 @@ class Tape:
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
 
     def __len__(self):
-        return len(self.sizes)
+        return self.n
 
     # -- recording ------------------------------------------------------------
     def aux_append(self, words):
@@ -98,60 +113,82 @@ class Tape:
         self.aux_len += w.size
         return at
 
-    def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, size, value, ver):
-        s = len(self.sizes)
-        self.ints.extend((code, a, b, c, i0, i1, nm))
-        self.flts.extend((f0, f1))
-        self.sizes.append(size)
-        self.vals.append(value)
+    def grow(self):
+        self.buf.extend(bytes(len(self.buf)))
+
+    def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
+        """Append an entry whose output is ``arr`` (kept for the reverse pass if ``save``)."""
+        s = self.n
+        if (s + 1) * ESIZE > len(self.buf):
+            self.grow()
+        size = arr.size
+        ENTRY.pack_into(self.buf, s * ESIZE, code, a, b, c, i0, i1, nm, size, ver[0], f0, f1,
+                        arr.item() if size == 1 else 0.0)
+        self.n = s + 1
+        self.vals.append(arr if save else None)
         self.vobj.append(ver)
-        self.vnum.append(ver[0])
         return s
+
+    def field(self, s, k):
+        return _FIELD.unpack_from(self.buf, s * ESIZE + 8 * k)[0]
+
+    def set_field(self, s, k, v):
+        _FIELD.pack_into(self.buf, s * ESIZE + 8 * k, v)
+
+    def arrays(self):
+        """Views of the entries: (int64 (n, 12), float64 (n, 12)); only the int
+        fields of the first, the float fields (F0, F1, VAL) of the second mean anything."""
+        n = self.n
+        ints = np.frombuffer(self.buf, dtype=np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
+        flts = np.frombuffer(self.buf, dtype=np.float64, count=n * NFIELDS).reshape(n, NFIELDS)
+        return ints, flts
 
     def adopt(self, t):
         """The slot of tensor ``t`` on this tape, making one when needed."""
         ver = t._ver
         if t._tape is None:                       # a leaf or a constant
+            if t._x is not None and t._x.base is not None and t._x.base._tape is not None:
+                from .ops.inplace import view_slot
+                return view_slot(self, t)
             code = LEAF if t._rg else CONST
-            s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data.size, t._data, ver)
+            s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
             if t._rg:
                 self.leaves[s] = t
             t._tid, t._slot, t._sver = self.id, s, ver[0]
             return s
-        if t._tape is self:                       # changed in place under no_grad
+        if t._tape is self:                       # changed in place since its slot was made
             return self._refresh(t)
         key = id(t)
         s = self.imports.get(key)
-        if s is not None and self.vnum[s] == ver[0]:
+        if s is not None and self.field(s, VNUM) == ver[0]:
             return s
-        s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data.size, t._data, ver)
+        s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
         self.ext[s] = t
         self.imports[key] = s
         return s
 
     def _refresh(self, t):
-        """A fresh slot for a non-leaf whose version moved without a recorded op:
-        an identity entry, so later saves get the current version."""
+        """A fresh slot for a non-leaf whose version moved without a recorded op on
+        it: a view re-reads its base; otherwise an identity entry, so later saves
+        get the current version."""
+        if t._x is not None and t._x.base is not None:
+            from .ops.inplace import view_slot
+            return view_slot(self, t)
         from .ops.elementwise import UNARY_BY_NAME
         op = UNARY_BY_NAME["copy"]
-        s = self.new_slot(op.code, t._slot, -1, -1, -1, -1, self._name_of(t._slot),
-                          0.0, 0.0, t._data.size, None, t._ver)
+        s = self.new_slot(op.code, t._slot, -1, -1, -1, -1, self.field(t._slot, NM),
+                          0.0, 0.0, t._data, False, t._ver)
         t._slot, t._sver = s, t._ver[0]
         return s
 
-    def _name_of(self, s):
-        return self.ints[s * 7 + 6]
-
     # -- inspection -----------------------------------------------------------
     def entries(self):
-        """The tape as NumPy arrays (a copy): opcode, a, b, c, i0, i1, name, f0, f1, size."""
-        n = len(self.sizes)
-        ints = np.frombuffer(self.ints, dtype=np.int64).reshape(n, 7).copy() if n else np.zeros((0, 7), np.int64)
-        flts = np.frombuffer(self.flts, dtype=np.float64).reshape(n, 2).copy() if n else np.zeros((0, 2))
-        return {"op": ints[:, 0], "a": ints[:, 1], "b": ints[:, 2], "c": ints[:, 3],
-                "i0": ints[:, 4], "i1": ints[:, 5], "name": ints[:, 6],
-                "f0": flts[:, 0], "f1": flts[:, 1],
-                "size": np.frombuffer(self.sizes, dtype=np.int64).copy() if n else np.zeros(0, np.int64)}
+        """The tape as NumPy arrays (copies): opcode, a, b, c, i0, i1, name, size, f0, f1."""
+        ints, flts = self.arrays()
+        names = ("op", "a", "b", "c", "i0", "i1", "name", "size")
+        out = {k: ints[:, i].copy() for i, k in enumerate(names)}
+        out["f0"], out["f1"] = flts[:, F0].copy(), flts[:, F1].copy()
+        return out
 
     def __repr__(self):
         return f"<tapegrad.Tape id={self.id} entries={len(self)}>"

@@ -8,6 +8,17 @@ import tapegrad as tg
 rng = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True, params=["arena", "by-address"])
+def storage(request, monkeypatch):
+    """Run every test twice: small slots packed in the arena (the default for small
+    arrays) and every slot passed by address with an uninitialised adjoint (the path
+    large arrays take)."""
+    if request.param == "by-address":
+        from tapegrad.autograd import engine
+        monkeypatch.setattr(engine, "BIG", 1)
+    return request.param
+
+
 def leaf(*shape, lo=-2.0, hi=2.0, positive=False, away=0.0):
     a = rng.uniform(lo, hi, size=shape)
     if positive:

@@ -50,19 +50,26 @@ class _Slots:
         return None
 
 
-def _pack_values(T, slots, sizes):
-    P = _Slots(len(sizes))
+def _pack_values(T, slots, sizes, flts):
+    """Values of ``slots``: one-element slots read from the tape's VAL column (the
+    arena's first n words), other small ones packed after it, large ones by address."""
+    n = len(sizes)
+    P = _Slots(n)
     if slots.size == 0:
         return P
     sz = sizes[slots]
-    small = sz < BIG
+    one = sz == 1
+    small = (sz < BIG) & ~one
     ss = slots[small]
+    parts = [flts[:, _tp.VAL]]
     if ss.size:
         vals = T.vals
-        arrs = [vals[s] for s in ss.tolist()]
-        P.arena = np.concatenate(arrs, axis=None, dtype=np.float64, casting="unsafe")
-        offs = np.cumsum(sz[small]) - sz[small]
-        P.loc[ss] = offs
+        parts += [vals[s] for s in ss.tolist()]
+        P.loc[ss] = n + np.cumsum(sz[small]) - sz[small]
+    P.arena = np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe")
+    s1 = slots[one]
+    P.loc[s1] = s1
+    small |= one
     for s in slots[~small].tolist():
         a = np.ascontiguousarray(T.vals[s], dtype=np.float64).reshape(-1)
         P.keep.append(a)
@@ -82,7 +89,7 @@ def _alloc_adjoints(slots, sizes, n):
     A.arena = np.zeros(int(sz[small].sum()))
     A.loc[ss] = np.cumsum(sz[small]) - sz[small]
     for s in slots[~small].tolist():
-        a = np.zeros(int(sizes[s]))
+        a = np.empty(int(sizes[s]))         # zeroed by the sweep only if it must add
         A.keep.append(a)
         A.big[s] = a
         A.loc[s] = -2
@@ -98,13 +105,13 @@ def _version_error(T, s, ints):
     if op in (LEAF, CONST, EXT):
         where = ""
     else:
-        name = GRAD_FN_NAMES[ints[s, 6]]
+        name = GRAD_FN_NAMES[ints[s, _tp.NM]]
         where = ", which is output 0 of %s," % (name[:-len("Backward0")] if name.endswith("Backward0") else name)
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace operation: "
         "%s%s is at version %d; expected version %d instead. Hint: enable anomaly detection to find the "
         "operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
-        % (desc, where, ver[0], T.vnum[s]))
+        % (desc, where, ver[0], T.field(s, _tp.VNUM)))
 
 
 def _run_hooks(hooks, g, shape, dtype):
@@ -149,10 +156,9 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
 
 
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
-    n = len(T)
-    ints = np.frombuffer(T.ints, dtype=np.int64).reshape(n, 7)
-    flts = np.frombuffer(T.flts, dtype=np.float64).reshape(n, 2)
-    sizes = np.frombuffer(T.sizes, dtype=np.int64)
+    n = T.n
+    ints, flts = T.arrays()
+    sizes = ints[:, _tp.SIZE]
     if T.freed.size < n:
         T.freed = np.concatenate((T.freed, np.zeros(n - T.freed.size, np.uint8)))
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
@@ -175,15 +181,19 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         raise RuntimeError(SECOND_TIME)
     vslots = np.flatnonzero(needval)
     if _tp.inplace_counter[0] != T.inplace_mark:
-        vobj, vnum = T.vobj, T.vnum
+        vobj, vnum = T.vobj, ints[:, _tp.VNUM]
         for s in vslots.tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
-    V = _pack_values(T, vslots, sizes)
+    V = _pack_values(T, vslots, sizes, flts)
     aslots = np.flatnonzero(reach & (ints[:, 0] != CONST))
     A = _alloc_adjoints(aslots, sizes, n)
+    touched = np.ones(n, np.uint8)
+    touched[list(A.big)] = 0
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
+        view[:] = 0.0
+        touched[s] = 1
         for g in gs:
             view += g.reshape(-1)
 
@@ -196,12 +206,15 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         stops[s] = 1
     aux = _aux(T)
     hi = int(roots.max())
-    e = K.run(ints, flts, sizes, process, reach, stops, V.loc, V.ptr, V.arena, A.loc, A.ptr, A.arena,
-              aux, hi, -1)
+    e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
+              A.arena, aux, hi, -1)
     while e >= 0:
         _at_stop(T, e, A.view(e, sizes[e]))
-        e = K.run(ints, flts, sizes, process, reach, stops, V.loc, V.ptr, V.arena, A.loc, A.ptr, A.arena,
-                  aux, e, e)
+        e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
+                  A.arena, aux, e, e)
+    for s in A.big:
+        if not touched[s]:          # reached, but nothing was written (cannot happen today)
+            A.big[s][:] = 0.0
 
     # results: targets, leaves, and EXT entries (handed to their older tape)
     if tgt_ids is not None:
@@ -225,7 +238,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(A.view(s, sizes[s]).copy())
 
     if not retain:
-        _free(T, ints, process)
+        _free(T, ints, process, vslots)
     del ints, flts, sizes
 
 
@@ -271,9 +284,9 @@ def _accumulate(leaf, g, owned):
             h(leaf)
 
 
-def _free(T, ints, process):
-    """Mark processed entries that saved values as freed, and drop values no live
-    entry needs any more."""
+def _free(T, ints, process, read):
+    """Mark processed entries that saved values as freed, and drop the values this
+    backward ``read`` that no live entry needs any more."""
     sv = K.SAVES_TABLE[ints[:, 0]]
     T.freed[(process != 0) & (sv != 0)] = 1
     live = (T.freed[:len(sv)] == 0) & (sv != 0) & (ints[:, 0] >= 64)
@@ -286,5 +299,5 @@ def _free(T, ints, process):
         keep[ints[sel, col]] = True
     keep |= live & ((sv & 8) != 0)
     vals = T.vals
-    for s in np.flatnonzero(~keep).tolist():
+    for s in read[~keep[read]].tolist():
         vals[s] = None

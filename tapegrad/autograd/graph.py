@@ -3,6 +3,7 @@ import weakref
 
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
 from ..ops.shape import VARIADIC
+from ..tape import A, B, C, I0, NM, OP
 
 
 class Node:
@@ -13,23 +14,22 @@ class Node:
         self._tape, self._slot = tape, slot
 
     def name(self):
-        return GRAD_FN_NAMES[self._tape.ints[self._slot * 7 + 6]]
+        return GRAD_FN_NAMES[self._tape.field(self._slot, NM)]
 
     def _inputs(self):
         T, s = self._tape, self._slot
-        ints = T.ints
-        if ints[s * 7 + 3] == VARIADIC:
-            at = ints[s * 7 + 4]
+        if T.field(s, C) == VARIADIC:
+            at = T.field(s, I0)
             aux = T.aux[0] if len(T.aux) == 1 else __import__("numpy").concatenate(T.aux)
             return [int(v) for v in aux[at + 1:at + 1 + aux[at]]]
-        return [ints[s * 7 + k] for k in (1, 2, 3) if ints[s * 7 + k] >= 0]
+        return [T.field(s, k) for k in (A, B, C) if T.field(s, k) >= 0]
 
     @property
     def next_functions(self):
         T = self._tape
         out = []
         for i in self._inputs():
-            op = T.ints[i * 7] if i >= 0 else CONST
+            op = T.field(i, OP) if i >= 0 else CONST
             if i < 0 or op == CONST:
                 out.append((None, 0))
             elif op == LEAF:

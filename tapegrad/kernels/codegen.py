@@ -31,6 +31,24 @@ def where(c, a, b):
 
 
 @jit(inline="always")
+def ipow(x, e):
+    """x ** e, without the libm call for the common integer and half exponents."""
+    if e == 2.0:
+        return x * x
+    if e == 1.0:
+        return x
+    if e == 0.0:
+        return 1.0
+    if e == 3.0:
+        return x * x * x
+    if e == -1.0:
+        return 1.0 / x
+    if e == 0.5:
+        return sqrt(x)
+    return x ** e
+
+
+@jit(inline="always")
 def sign(x):
     if x > 0.0:
         return 1.0
@@ -58,29 +76,59 @@ def _expr(rule, index):
 
 
 def unary_source():
-    lines = ["", "", "@jit", "def unary_reverse(code, g, x, y, p, q, dx):", "    n = g.size"]
+    """One branch per unary op; ``ovw`` writes the adjoint instead of adding to it
+    (its first contribution: the buffer was never zeroed)."""
+    lines = ["", "", "@jit", "def unary_reverse(code, g, x, y, p, q, dx, ovw):", "    n = g.size"]
     idx = {"g": "i", "x": "i", "y": "i"}
     for k, op in enumerate(UNARY_OPS):
+        e = _expr(op.rule, idx)
         lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}",
-                  "        for i in range(n):",
-                  f"            dx[i] += {_expr(op.rule, idx)}"]
+                  "        if ovw:",
+                  "            for i in range(n):",
+                  f"                dx[i] = {e}",
+                  "        else:",
+                  "            for i in range(n):",
+                  f"                dx[i] += {e}"]
     return "\n".join(lines) + "\n"
 
 
 def binary_source():
+    """One branch per binary op.  Same shapes with both gradients wanted: one fused
+    pass.  Otherwise each input on its own, read as full (stride 1), as a scalar
+    (stride 0), or through broadcast index maps.  ``ovw``: every adjoint written
+    here is a first contribution at stride 1, so it is assigned, not added."""
     lines = ["", "", "@jit",
-             "def binary_reverse(code, g, a, b, c, y, da, db, mapped, sa, sb, sc, ma, mb, mc):",
+             "def binary_reverse(code, g, a, b, c, y, da, db, mapped, sa, sb, sc, ma, mb, mc, ovw):",
              "    n = g.size"]
     plain = {"g": "i", "y": "i", "a": "i * sa", "b": "i * sb", "c": "i * sc"}
+    same = {"g": "i", "y": "i", "a": "i", "b": "i", "c": "i * sc"}
     mapped = {"g": "i", "y": "i", "a": "ma[i]", "b": "mb[i]", "c": "mc[i]"}
     for k, op in enumerate(BINARY_OPS):
+        ra, rb = _expr(op.rule_a, same), _expr(op.rule_b, same)
         lines.append(f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}")
-        for mode, idx in (("if mapped == 0:", plain), ("else:", mapped)):
-            lines.append(f"        {mode}")
-            for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
-                lines += [f"            if d{dst}.size:",
-                          "                for i in range(n):",
-                          f"                    d{dst}[{idx[dst]}] += {_expr(rule, idx)}"]
+        lines += ["        if mapped == 0 and sa == 1 and sb == 1 and da.size and db.size:",
+                  "            if ovw:",
+                  "                for i in range(n):",
+                  f"                    da[i] = {ra}",
+                  f"                    db[i] = {rb}",
+                  "            else:",
+                  "                for i in range(n):",
+                  f"                    da[i] += {ra}",
+                  f"                    db[i] += {rb}"]
+        lines.append("        elif mapped == 0:")
+        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
+            lines += [f"            if d{dst}.size:",
+                      "                if ovw:",
+                      "                    for i in range(n):",
+                      f"                        d{dst}[i] = {_expr(rule, plain)}",
+                      "                else:",
+                      "                    for i in range(n):",
+                      f"                        d{dst}[{plain[dst]}] += {_expr(rule, plain)}"]
+        lines.append("        else:")
+        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
+            lines += [f"            if d{dst}.size:",
+                      "                for i in range(n):",
+                      f"                    d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -117,6 +165,49 @@ def _writable_dir():
     raise RuntimeError("tapegrad: no writable directory for its generated kernels")
 
 
+def _flush_stale_caches(d, digest):
+    """Numba's cache of a function embeds the functions it calls but is keyed only
+    on its own file: when any kernel source changed, drop every cached kernel."""
+    from .._jit import _ALL
+    stamp = os.path.join(d, "kernels.stamp")
+    try:
+        with open(stamp) as fh:
+            if fh.read() == digest:
+                return
+    except OSError:
+        pass
+    for disp in _ALL:
+        cache = getattr(disp, "_cache", None)
+        if cache is not None:
+            try:
+                cache.flush()
+            except OSError:
+                pass
+    _FLUSHED.append(digest)
+
+
+_FLUSHED = []
+
+
+def write_stamp(digest):
+    """Called once every kernel is defined (the sweep module's import)."""
+    if not _FLUSHED:
+        return
+    from .._jit import _ALL
+    for disp in _ALL:
+        cache = getattr(disp, "_cache", None)
+        if cache is not None:
+            try:
+                cache.flush()
+            except OSError:
+                pass
+    try:
+        with open(os.path.join(_writable_dir(), "kernels.stamp"), "w") as fh:
+            fh.write(digest)
+    except OSError:
+        pass
+
+
 def load():
     """Write (if changed) and import the generated kernel module; returns (module, hash)."""
     digest = _source_hash()
@@ -133,6 +224,7 @@ def load():
         with open(tmp, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)       # atomic: concurrent imports never see half a file
+    _flush_stale_caches(d, digest)
     name = "tapegrad_generated_elementwise_kernels"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

@@ -15,16 +15,22 @@ import numpy as np
 from .._jit import address_as_pointer, jit
 
 
-@jit
+@jit(inline="always")
 def slot_view(loc, ptr, arena, s, n):
+    """Slot ``s`` (``n`` elements) as an array without a reference count: views are
+    made per entry, and reference counting them dominated the sweep's time."""
+    p = np.int64(arena.ctypes.data)
     if s < 0:
-        return arena[0:0]
-    l = loc[s]
-    if l >= 0:
-        return arena[l:l + n]
-    if l == -2:
-        return numba.carray(address_as_pointer(ptr[s]), n, np.float64)
-    return arena[0:0]
+        n = 0
+    else:
+        l = loc[s]
+        if l >= 0:
+            p += 8 * l
+        elif l == -2:
+            p = ptr[s]
+        else:
+            n = 0
+    return numba.carray(address_as_pointer(p), n, np.float64)
 
 
 @jit
@@ -54,6 +60,47 @@ def strided_map(aux, at):
             idx[d] = 0
             d -= 1
     return out
+
+
+@jit
+def strided_scatter_add(dst, src, aux, at):
+    """``dst[map[j]] += src[j]`` for the descriptor at ``aux[at:]``, walking the
+    innermost dimension with its stride instead of materialising the map."""
+    nd = aux[at]
+    off = aux[at + 1]
+    n = src.size
+    if n == 0:
+        return
+    if nd == 0:
+        dst[off] += src[0]
+        return
+    shape = aux[at + 2:at + 2 + nd]
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    inner = shape[nd - 1]
+    istr = strides[nd - 1]
+    idx = np.zeros(nd, np.int64)
+    pos = off
+    j = 0
+    for o in range(n // inner):
+        if istr == 1:
+            for k in range(inner):
+                dst[pos + k] += src[j + k]
+            j += inner
+        else:
+            p = pos
+            for k in range(inner):
+                dst[p] += src[j]
+                j += 1
+                p += istr
+        d = nd - 2
+        while d >= 0:
+            idx[d] += 1
+            pos += strides[d]
+            if idx[d] < shape[d]:
+                break
+            pos -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1
 
 
 def descriptor(shape, strides, offset=0):

@@ -17,6 +17,7 @@ from ..ops.registry import BINARY, CONST, LINALG, REDUCE, SAVES, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from .index import slot_view, strided_map
+from ..tape import F0, F1
 
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
@@ -98,9 +99,26 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
     return process, reach, needval, -1
 
 
+@jit(inline="always")
+def _prep(s, touched, aloc, aptr, aarena, sizes):
+    """Zero slot ``s``'s adjoint before its first contribution (large adjoints are
+    allocated uninitialised, so a kernel that can assign instead never pays for it)."""
+    if s >= 0 and aloc[s] != -1 and touched[s] == 0:
+        slot_view(aloc, aptr, aarena, s, sizes[s])[:] = 0.0
+        touched[s] = 1
+
+
+@jit(inline="always")
+def _fresh(s, touched, aloc):
+    """True when ``s`` has an adjoint that has received nothing yet."""
+    return s >= 0 and aloc[s] != -1 and touched[s] == 0
+
+
 @jit
-def run(ints, flts, sizes, process, reach, stops, vloc, vptr, varena, aloc, aptr, aarena, aux, hi, resume):
+def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
+        hi, resume):
     """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done."""
+    empty = np.zeros(0, np.int64)
     for e in range(hi, -1, -1):
         if stops[e] and reach[e] and e != resume:
             return e
@@ -116,9 +134,12 @@ def run(ints, flts, sizes, process, reach, stops, vloc, vptr, varena, aloc, aptr
         i1 = ints[e, 5]
         g = slot_view(aloc, aptr, aarena, e, sizes[e])
         if fam == UNARY:
+            ovw = _fresh(a, touched, aloc)
+            if a >= 0:
+                touched[a] = 1
             unary_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
-                          slot_view(vloc, vptr, varena, e, sizes[e]), flts[e, 0], flts[e, 1],
-                          slot_view(aloc, aptr, aarena, a, sizes[a]))
+                          slot_view(vloc, vptr, varena, e, sizes[e]), flts[e, F0], flts[e, F1],
+                          slot_view(aloc, aptr, aarena, a, sizes[a]), ovw)
         elif fam == BINARY:
             av = slot_view(vloc, vptr, varena, a, sizes[a])
             bv = slot_view(vloc, vptr, varena, b, sizes[b])
@@ -126,27 +147,45 @@ def run(ints, flts, sizes, process, reach, stops, vloc, vptr, varena, aloc, aptr
             yv = slot_view(vloc, vptr, varena, e, sizes[e])
             da = slot_view(aloc, aptr, aarena, a, sizes[a])
             db = slot_view(aloc, aptr, aarena, b, sizes[b])
+            # assign instead of add when every adjoint written is fresh and full-size
+            ovw = (at < 0 and a != b and (i1 & 3) == 0
+                   and (da.size == 0 or _fresh(a, touched, aloc))
+                   and (db.size == 0 or _fresh(b, touched, aloc)))
+            if not ovw:
+                _prep(a, touched, aloc, aptr, aarena, sizes)
+                _prep(b, touched, aloc, aptr, aarena, sizes)
+            if a >= 0:
+                touched[a] = 1
+            if b >= 0:
+                touched[b] = 1
             if at >= 0:
                 nd = aux[at]
                 w = 2 + 2 * nd
                 ma = strided_map(aux, at)
                 mb = strided_map(aux, at + w)
                 mc = strided_map(aux, at + 2 * w)
-                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc)
+                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc, False)
             else:
-                empty = np.zeros(0, np.int64)
                 binary_reverse(k, g, av, bv, cv, yv, da, db, 0,
                                0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                               empty, empty, empty)
+                               empty, empty, empty, ovw)
         elif fam == REDUCE:
+            _prep(a, touched, aloc, aptr, aarena, sizes)
             reduce_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
                            slot_view(vloc, vptr, varena, e, sizes[e]),
-                           slot_view(aloc, aptr, aarena, a, sizes[a]), aux, at, i1, flts[e, 0])
+                           slot_view(aloc, aptr, aarena, a, sizes[a]), aux, at, i1, flts[e, F0])
         elif fam == SHAPE:
+            if c == VARIADIC:
+                for j in range(aux[at]):
+                    _prep(aux[at + 1 + j], touched, aloc, aptr, aarena, sizes)
+            _prep(a, touched, aloc, aptr, aarena, sizes)
+            _prep(b, touched, aloc, aptr, aarena, sizes)
             shape_reverse(k, g, slot_view(aloc, aptr, aarena, a, sizes[a] if a >= 0 else 0),
                           slot_view(aloc, aptr, aarena, b, sizes[b] if b >= 0 else 0),
                           aux, at, aloc, aptr, aarena, sizes)
         elif fam == LINALG:
+            _prep(a, touched, aloc, aptr, aarena, sizes)
+            _prep(b, touched, aloc, aptr, aarena, sizes)
             linalg_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
                            slot_view(vloc, vptr, varena, b, sizes[b]),
                            slot_view(aloc, aptr, aarena, a, sizes[a]),
@@ -154,4 +193,4 @@ def run(ints, flts, sizes, process, reach, stops, vloc, vptr, varena, aloc, aptr
     return -1
 
 
-CONST_CODE = CONST
+codegen.write_stamp(SOURCE_HASH)      # flushes the caches of kernels defined after load()

@@ -84,7 +84,7 @@ UNARY_OPS = [
     Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True),
     Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1),
     Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1),
-    Unary("pow_s",    "PowBackward0",     np.power,     "where(p == 0.0, 0.0, g * p * x ** (p - 1.0))", nparams=1),
+    Unary("pow_s",    "PowBackward0",     np.power,     "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", nparams=1),
     Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))", nparams=1),
     Unary("copy",     "CloneBackward0",   np.copy,      "g"),
 ]
@@ -96,7 +96,7 @@ BINARY_OPS = [
     Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a"),
     Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)"),
     Binary("pow",      "PowBackward1",      np.power,
-           "where(b == 0.0, 0.0, g * b * a ** (b - 1.0))",
+           "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
            "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
     Binary("maximum",  "MaximumBackward0",  np.maximum,
            "where(a > b, g, where(a == b, 0.5 * g, 0.0))",
@@ -144,37 +144,70 @@ def _slot(T, t):
     return T.adopt(t)
 
 
-def _arr(out):
-    return out if type(out) is np.ndarray else np.asarray(out)
+_new = object.__new__
+_ndarray = np.ndarray
+_state = _tp.state
+_pack = _tp.ENTRY.pack_into
+_ESIZE = _tp.ESIZE
+_ROTATE = _tp.ROTATE_ENTRIES
+
+
+def _tape(st):
+    T = st.tape
+    if T is None or T.n >= _ROTATE:
+        T = st.tape = _tp.Tape()
+    return T
 
 
 def unary(op, x, p=0.0, q=0.0, name=-1):
-    """Apply and record a unary op (``op`` is a row of UNARY_OPS)."""
+    """Apply and record a unary op (``op`` is a row of UNARY_OPS).
+
+    This and ``binary`` are the hot path of recording, so the tape append and the
+    tensor construction are written out here rather than called."""
     n = op.nparams
     d = x._data
-    out = _arr(op.forward(d) if n == 0 else (op.forward(d, p) if n == 1 else op.forward(d, p, q)))
-    if not x._rg or not getattr(_tp._tls, "grad", True):
+    out = op.forward(d) if n == 0 else (op.forward(d, p) if n == 1 else op.forward(d, p, q))
+    if type(out) is not _ndarray:
+        out = np.asarray(out)
+    if not x._rg:
         return Tensor._wrap(out)
-    T = _tp.current()
-    s = _slot(T, x)
+    st = _state()
+    if not st.grad:
+        return Tensor._wrap(out)
+    T = _tape(st)
+    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
     saves = op.saves
     if saves & 1:
         T.vals[s] = d
+    o = T.n
+    if (o + 1) * _ESIZE > len(T.buf):
+        T.grow()
+    _pack(T.buf, o * _ESIZE, op.code, s, -1, -1, -1, -1, op.nm if name < 0 else name, out.size, 0, p, q,
+          out.item() if out.size == 1 else 0.0)
+    T.n = o + 1
+    T.vals.append(out if saves & 8 else None)
     ver = [0]
-    o = T.new_slot(op.code, s, -1, -1, -1, -1, op.nm if name < 0 else name, p, q, out.size,
-                   out if saves & 8 else None, ver)
-    return Tensor._recorded(out, T, o, ver)
+    T.vobj.append(ver)
+    t = _new(Tensor)
+    t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, T.id, o, ver, 0, T, None
+    return t
 
 
 def binary(op, a, b, c=None, name=-1):
     """Apply and record a binary op on two tensors (``c``: where's condition)."""
     ad, bd = a._data, b._data
-    out = _arr(op.forward(ad, bd) if c is None else op.forward(c._data, ad, bd))
-    if not (a._rg or b._rg) or not getattr(_tp._tls, "grad", True):
+    out = op.forward(ad, bd) if c is None else op.forward(c._data, ad, bd)
+    if type(out) is not _ndarray:
+        out = np.asarray(out)
+    if not (a._rg or b._rg):
         return Tensor._wrap(out)
-    T = _tp.current()
-    sa = _slot(T, a)
-    sb = _slot(T, b)
+    st = _state()
+    if not st.grad:
+        return Tensor._wrap(out)
+    T = _tape(st)
+    tid = T.id
+    sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
+    sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
     sc = -1 if c is None else _slot(T, c)
     saves = op.saves
     if saves & 1:
@@ -185,21 +218,30 @@ def binary(op, a, b, c=None, name=-1):
         T.vals[sc] = c._data
     osh = out.shape
     i0, bits = -1, 0
-    ins = (ad, bd) if c is None else (ad, bd, c._data)
-    for k, v in enumerate(ins):
-        if v.shape != osh:
-            if v.size == 1:
-                bits |= 1 << k          # read as a scalar: stride 0
-            else:
-                i0 = 0                  # general broadcasting: index maps
-    if i0 == 0:
-        words = []
-        for v in ins:
-            words += descriptor(osh, broadcast_strides(v.shape, osh))
-        if c is None:
-            words += descriptor((0,), (0,))
-        i0 = T.aux_append(words)
+    if ad.shape != osh or bd.shape != osh or (c is not None and c._data.shape != osh):
+        ins = (ad, bd) if c is None else (ad, bd, c._data)
+        for k, v in enumerate(ins):
+            if v.shape != osh:
+                if v.size == 1:
+                    bits |= 1 << k          # read as a scalar: stride 0
+                else:
+                    i0 = 0                  # general broadcasting: index maps
+        if i0 == 0:
+            words = []
+            for v in ins:
+                words += descriptor(osh, broadcast_strides(v.shape, osh))
+            if c is None:
+                words += descriptor((0,), (0,))
+            i0 = T.aux_append(words)
+    o = T.n
+    if (o + 1) * _ESIZE > len(T.buf):
+        T.grow()
+    _pack(T.buf, o * _ESIZE, op.code, sa, sb, sc, i0, bits, op.nm if name < 0 else name, out.size, 0, 0.0, 0.0,
+          out.item() if out.size == 1 else 0.0)
+    T.n = o + 1
+    T.vals.append(out if saves & 8 else None)
     ver = [0]
-    o = T.new_slot(op.code, sa, sb, sc, i0, bits, op.nm if name < 0 else name, 0.0, 0.0, out.size,
-                   out if saves & 8 else None, ver)
-    return Tensor._recorded(out, T, o, ver)
+    T.vobj.append(ver)
+    t = _new(Tensor)
+    t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, tid, o, ver, 0, T, None
+    return t

@@ -22,7 +22,7 @@ def _base(t):
 
 
 def check_inplace(y):
-    if not getattr(_tp._tls, "grad", True):
+    if not _tp.state().grad:
         return
     if y._rg and y._tape is None and _base(y) is None:
         raise RuntimeError(LEAF_MSG)
@@ -49,7 +49,7 @@ def view_slot(T, t):
     sb = base._slot if (base._tid == T.id and base._sver == base._ver[0]) else T.adopt(base)
     at = T.aux_append(region(t, base))
     s = T.new_slot(CODES[GATHER], sb, -1, -1, at, -1, name_id("AsStridedBackward0"), 0.0, 0.0,
-                   t._data.size, None, t._ver)
+                   t._data, False, t._ver)
     t._tape, t._slot, t._tid, t._sver, t._rg = T, s, T.id, t._ver[0], True
     return s
 
@@ -66,7 +66,7 @@ def commit_inplace(y, r):
     T = r._tape
     y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
     T.vobj[r._slot] = y._ver
-    T.vnum[r._slot] = y._ver[0]
+    T.set_field(r._slot, _tp.VNUM, y._ver[0])
     y._sver = y._ver[0]
     base = _base(y)
     if base is not None:
@@ -78,7 +78,7 @@ def commit_inplace(y, r):
         nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y) if True else None
         base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
         T.vobj[nb._slot] = base._ver
-        T.vnum[nb._slot] = base._ver[0]
+        T.set_field(nb._slot, _tp.VNUM, base._ver[0])
         base._sver = base._ver[0]
         del old_rg
         view_slot(T, y)
@@ -96,7 +96,7 @@ def apply(y, result_fn):
     if T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals) and T.vals[y._slot] is d:
         # the op saved the value it is about to overwrite: keep a copy instead
         T.vals[y._slot] = d.copy()
-        T.vobj[y._slot] = [T.vnum[y._slot]]
+        T.vobj[y._slot] = [T.field(y._slot, _tp.VNUM)]
     np.copyto(d, r._data, casting="unsafe")
     commit_inplace(y, r if r._tape is not None else None)
     return y

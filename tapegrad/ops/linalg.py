@@ -52,7 +52,7 @@ def matmul(x, y):
     except ValueError as e:
         raise RuntimeError(str(e)) from None
     out = out if type(out) is np.ndarray else np.asarray(out)
-    if not (x._rg or y._rg) or not getattr(_tp._tls, "grad", True):
+    if not (x._rg or y._rg) or not _tp.state().grad:
         return Tensor._wrap(out)
     n, k, m = A.shape[-2], A.shape[-1], B.shape[-1]
     ba, bb = A.shape[:-2], B.shape[:-2]
@@ -83,7 +83,7 @@ def matmul(x, y):
     T.vals[sb] = b
     at = T.aux_append(words)
     ver = [0]
-    o = T.new_slot(MATMUL, sa, sb, -1, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    o = T.new_slot(MATMUL, sa, sb, -1, at, -1, name_id(name), 0.0, 0.0, out, False, ver)
     return Tensor._recorded(out, T, o, ver)
 
 

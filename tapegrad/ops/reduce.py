@@ -138,7 +138,7 @@ def _groups(shape, axes):
 
 def _record(kind, x, out, axes, name, f0=0.0):
     out = out if type(out) is np.ndarray else np.asarray(out)
-    if not x._rg or not getattr(_tp._tls, "grad", True):
+    if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
     s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
@@ -153,8 +153,7 @@ def _record(kind, x, out, axes, name, f0=0.0):
     at = T.aux_append(_groups(d.shape, axes)) if ngroups > 1 else -1
     ver = [0]
     keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
-    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out.size,
-                   out if keep_out else None, ver)
+    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, keep_out, ver)
     return Tensor._recorded(out, T, o, ver)
 
 

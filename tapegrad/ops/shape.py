@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import c_strides, descriptor, slot_view, strided_map
+from ..kernels.index import c_strides, descriptor, slot_view, strided_scatter_add
 from ..tensor import Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
 
@@ -33,9 +33,7 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
         for i in range(n):
             dx[i] += g[i]
     elif k == STRIDED:
-        m = strided_map(aux, at)
-        for i in range(n):
-            dx[m[i]] += g[i]
+        strided_scatter_add(dx, g, aux, at)
     elif k == GATHER:
         for i in range(n):
             dx[aux[at + i]] += g[i]
@@ -72,7 +70,7 @@ def _record(kind, x, out, name, words=None, b=None):
     """Record ``out`` computed from tensor ``x`` (and ``b`` for setitem)."""
     out = out if type(out) is np.ndarray else np.asarray(out)
     rg = x._rg or (b is not None and b._rg)
-    if not rg or not getattr(_tp._tls, "grad", True):
+    if not rg or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
     s = -1 if not x._rg else (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))
@@ -81,7 +79,7 @@ def _record(kind, x, out, name, words=None, b=None):
         sb = b._slot if (b._tid == T.id and b._sver == b._ver[0]) else T.adopt(b)
     at = -1 if words is None else T.aux_append(words)
     ver = [0]
-    o = T.new_slot(CODES[kind], s, sb, -1, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    o = T.new_slot(CODES[kind], s, sb, -1, at, -1, name_id(name), 0.0, 0.0, out, False, ver)
     t = Tensor._recorded(out, T, o, ver)
     return t
 
@@ -99,7 +97,7 @@ def _mark_view(t, x):
         t._ver = x._ver
         t._sver = x._ver[0]
         t._tape.vobj[t._slot] = x._ver
-        t._tape.vnum[t._slot] = x._ver[0]
+        t._tape.set_field(t._slot, _tp.VNUM, x._ver[0])
     return t
 
 
@@ -164,7 +162,7 @@ def _view_words(shape, index_fn):
 def strided(x, index_fn, name):
     """A view of ``x`` that NumPy expresses as strides (``index_fn`` makes it)."""
     out = index_fn(x._data)
-    if not x._rg or not getattr(_tp._tls, "grad", True):
+    if not x._rg or not _tp.state().grad:
         t = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
         if out_is_view(t._data, x._data):     # shares storage, so shares the version
             t._ver = x._ver
@@ -235,7 +233,7 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 def gather_linear(x, lin, name):
     """``out.flat[j] = x.flat[lin.flat[j]]`` (``lin`` an int array of the output's shape)."""
     out = x._data.reshape(-1)[lin] if x._data.size else np.zeros(lin.shape, x.dtype)
-    if not x._rg or not getattr(_tp._tls, "grad", True):
+    if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(GATHER, x, out, name, lin.ravel())
 
@@ -329,7 +327,7 @@ def setitem(y, idx, value):
     check_inplace(y)
     idx, _ = _normalize_index(y, idx)
     d = y._data
-    tracking = (y._rg or v._rg) and getattr(_tp._tls, "grad", True)
+    tracking = (y._rg or v._rg) and _tp.state().grad
     try:
         if tracking:
             region = np.arange(d.size, dtype=np.int64).reshape(d.shape)[idx]
@@ -378,7 +376,7 @@ def cat(tensors, dim=0, stacking=False):
             raise RuntimeError("Sizes of tensors must match except in dimension %d: %s" % (ax, e)) from None
         parts = datas
         name = "CatBackward0"
-    if not any(t._rg for t in tensors) or not getattr(_tp._tls, "grad", True):
+    if not any(t._rg for t in tensors) or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
     slots = []
@@ -394,7 +392,7 @@ def cat(tensors, dim=0, stacking=False):
         off += inner
     at = T.aux_append(words)
     ver = [0]
-    o = T.new_slot(CODES[CAT], -1, -1, VARIADIC, at, -1, name_id(name), 0.0, 0.0, out.size, None, ver)
+    o = T.new_slot(CODES[CAT], -1, -1, VARIADIC, at, -1, name_id(name), 0.0, 0.0, out, False, ver)
     return Tensor._recorded(out, T, o, ver)
 
 
