@@ -252,12 +252,12 @@ def _zero_(self):
 
 
 def _fill_(self, value):
-    _sh.setitem(self, Ellipsis, value)
+    _sh.setitem(self, Ellipsis, value, view_op=False)
     return self
 
 
 def _copy_(self, src):
-    _sh.setitem(self, Ellipsis, src)
+    _sh.setitem(self, Ellipsis, src, view_op=False)
     return self
 
 
@@ -320,8 +320,13 @@ def _sum_m(self, dim=None, keepdim=False, dtype=None):
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate the gradient of this tensor into the leaves (see tg.autograd.backward)."""
     from .autograd import backward
     backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_backward.__name__ = "backward"
+_backward.__qualname__ = "Tensor.backward"
 
 
 def _getitem(self, idx):

@@ -147,7 +147,8 @@ class Tape:
         """The slot of tensor ``t`` on this tape, making one when needed."""
         ver = t._ver
         if t._tape is None:                       # a leaf or a constant
-            if t._x is not None and t._x.base is not None and t._x.base._tape is not None:
+            if (t._x is not None and t._x.base is not None and t._x.name != "no_grad_view"
+                    and t._x.base._tape is not None):
                 from .ops.inplace import view_slot
                 return view_slot(self, t)
             code = LEAF if t._rg else CONST

@@ -405,26 +405,31 @@ def _format(t):
     body = _format_array(arr)
     if not suffix:
         return "tensor(%s)" % body
-    sep = ",\n       " if "\n" in body else ", "
-    return "tensor(%s%s%s)" % (body, sep if body else "", ", ".join(suffix))
+    return "tensor(%s, %s)" % (body, ", ".join(suffix))
 
 
 def _format_array(arr):
-    if arr.dtype.kind == "b":
-        return np.array2string(arr, separator=", ", prefix="tensor(").replace("True", "True").replace("False", "False")
-    if arr.dtype.kind in "iu":
-        return np.array2string(arr, separator=", ", prefix="tensor(")
+    """PyTorch's layout: every element padded to one width; integral floats as
+    ``5.``, others with 4 decimals, scientific when magnitudes are far apart."""
+    if arr.dtype.kind != "f":
+        return np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
     if arr.size == 0:
         return "[]"
-    finite = arr[np.isfinite(arr)]
-    int_like = finite.size == 0 or np.all(finite == np.round(finite))
-    big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
-                           (np.min(np.abs(finite[finite != 0])) < 1e-4 if np.any(finite != 0) else False))
-    if int_like and not big:
-        fmt = {"float_kind": lambda v: ("%.0f." % v) if np.isfinite(v) else str(v)}
-    elif big:
-        fmt = {"float_kind": lambda v: "%.4e" % v}
+    finite = np.abs(arr[np.isfinite(arr)]).astype(np.float64)
+    nonzero = finite[finite != 0]
+    if finite.size and np.all(finite == np.round(finite)):
+        sci = finite.size and finite.max() >= 1e8
+        fmt = "{:.4e}" if sci else "{:.0f}."
+    elif nonzero.size and (nonzero.max() / nonzero.min() > 1000.0 or nonzero.max() >= 1e8
+                           or nonzero.min() < 1e-4):
+        fmt = "{:.4e}"
     else:
-        fmt = {"float_kind": lambda v: ("%.4f" % v) if np.isfinite(v) else str(v)}
-    s = np.array2string(arr, separator=", ", prefix="tensor(", formatter=fmt, threshold=1000)
-    return s.replace("nan", "nan").replace("inf", "inf")
+        fmt = "{:.4f}"
+
+    def one(v):
+        return fmt.format(v) if np.isfinite(v) else ("nan" if np.isnan(v) else ("inf" if v > 0 else "-inf"))
+    flat = arr.reshape(-1)
+    shown = flat if flat.size <= 1000 else np.concatenate((flat[:3], flat[-3:]))
+    width = max(len(one(v)) for v in shown)
+    return np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
+                           formatter={"float_kind": lambda v: one(v).rjust(width)})

@@ -20,7 +20,7 @@ def _as_tuple(tensors):
 def _make_grads(outputs, grads):
     """Validate the user's gradients; implicit ones only for single-element outputs."""
     new = []
-    for i, (out, g) in enumerate(zip(outputs, grads)):
+    for i, (out, g) in enumerate(zip(outputs, grads)):   # types first, then the count (PyTorch's order)
         if isinstance(g, Tensor):
             if g.shape != out.shape:
                 raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of torch.Size(%s) and "
@@ -36,6 +36,8 @@ def _make_grads(outputs, grads):
                 new.append(None)
         else:
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
+    if len(grads) != len(outputs):
+        raise RuntimeError("got %d tensors and %d gradients" % (len(outputs), len(grads)))
     return new
 
 
@@ -79,8 +81,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     tensors = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(tensors)
-    if len(grads) != len(tensors):
-        raise RuntimeError("got %d tensors and %d gradients" % (len(tensors), len(grads)))
     grads = _make_grads(tensors, grads)
     _check_roots(tensors)
     if retain_graph is None:
@@ -105,6 +105,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             engine._accumulate(t, np.asarray(g), False)
         else:
             x = t._extra()
+            x.retains = True            # a non-leaf named in inputs= shows its .grad
             gt = np.array(g, dtype=t.dtype).reshape(t.shape)
             if x.grad is None:
                 x.grad = Tensor._wrap(gt)
@@ -139,8 +140,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
-    if len(grads) != len(outputs):
-        raise RuntimeError("got %d tensors and %d gradients" % (len(outputs), len(grads)))
     grads = _make_grads(outputs, grads)
     _check_roots(outputs)
     if retain_graph is None:

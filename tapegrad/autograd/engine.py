@@ -15,7 +15,7 @@ from ..kernels import sweep as K
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
 from ..tensor import Tensor, _TYPE_NAME
 
-BIG = 1 << 14           # slots with at least this many elements are passed by address
+BIG = 2048              # slots with at least this many elements are passed by address, not copied
 
 SECOND_TIME = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -102,10 +102,15 @@ def _version_error(T, s, ints):
     ver = T.vobj[s]
     arr = T.vals[s]
     desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
-    if op in (LEAF, CONST, EXT):
+    # PyTorch names the producer when it saved its own output (Exp, Sigmoid), and
+    # otherwise the tensor's current grad_fn (CopySlices after y[0] = ...)
+    own = op >= 64 and K.SAVES_TABLE[op] & 8
+    if op in (LEAF, CONST, EXT) and len(ver) == 1:
         where = ""
     else:
-        name = GRAD_FN_NAMES[ints[s, _tp.NM]]
+        name = GRAD_FN_NAMES[ver[1] if (len(ver) > 1 and not own) else ints[s, _tp.NM]]
+        if name == "CopySlices":
+            name = "torch::autograd::CopySlices"
         where = ", which is output 0 of %s," % (name[:-len("Backward0")] if name.endswith("Backward0") else name)
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace operation: "

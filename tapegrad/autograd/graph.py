@@ -1,9 +1,17 @@
 """grad_fn objects: a read-only view of tape entries, shaped like PyTorch's graph."""
 import weakref
 
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
+import numpy as np
+
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE
+
+_SCALAR_OPERAND = {"add_s", "mul_s", "div_s"}
 from ..ops.shape import VARIADIC
-from ..tape import A, B, C, I0, NM, OP
+import struct
+
+from ..tape import A, B, C, ESIZE, F0, I0, NM, OP, SIZE, VAL
+
+_VAL = struct.Struct("d")
 
 
 class Node:
@@ -22,7 +30,10 @@ class Node:
             at = T.field(s, I0)
             aux = T.aux[0] if len(T.aux) == 1 else __import__("numpy").concatenate(T.aux)
             return [int(v) for v in aux[at + 1:at + 1 + aux[at]]]
-        return [T.field(s, k) for k in (A, B, C) if T.field(s, k) >= 0]
+        ins = [T.field(s, k) for k in (A, B, C) if T.field(s, k) >= 0]
+        if OP_NAMES[T.field(s, OP)] in _SCALAR_OPERAND:
+            ins.append(-1)      # PyTorch wraps the Python number as a second input
+        return ins
 
     @property
     def next_functions(self):
@@ -44,6 +55,43 @@ class Node:
     @property
     def metadata(self):
         return {}
+
+    def _value(self, slot):
+        from ..tensor import Tensor
+        T = self._tape
+        v = T.vals[slot] if slot >= 0 else None
+        if v is None and slot >= 0 and T.field(slot, SIZE) == 1:
+            v = np.asarray(_VAL.unpack_from(T.buf, slot * ESIZE + 8 * VAL)[0])
+        if v is None:
+            from .engine import SECOND_TIME
+            raise RuntimeError(SECOND_TIME)
+        return Tensor._wrap(v)
+
+    @property
+    def _saved_self(self):
+        return self._value(self._tape.field(self._slot, A))
+
+    @property
+    def _saved_other(self):
+        T, s = self._tape, self._slot
+        b = T.field(s, B)
+        if b >= 0:
+            return self._value(b)
+        from ..tensor import Tensor
+        return Tensor._wrap(np.asarray(_VAL.unpack_from(T.buf, s * ESIZE + 8 * F0)[0]))
+
+    @property
+    def _saved_result(self):
+        return self._value(self._slot)
+
+    @property
+    def _saved_self_sym_sizes(self):
+        T, s = self._tape, self._slot
+        if T.field(s, OP) >> 6 != REDUCE:
+            raise AttributeError("_saved_self_sym_sizes")
+        aux = T.aux[0] if len(T.aux) == 1 else np.concatenate(T.aux)
+        at = T.field(s, I0)
+        return tuple(int(v) for v in aux[at + 2:at + 2 + aux[at]])
 
     def __repr__(self):
         return "<%s object at %#x>" % (self.name(), id(self))

@@ -159,6 +159,17 @@ def _tape(st):
     return T
 
 
+def _promote(ad, bd):
+    """PyTorch's rule, not NumPy's: an integer or bool operand takes the float
+    operand's dtype (float32 * int64 is float32)."""
+    ka, kb = ad.dtype.kind, bd.dtype.kind
+    if ka == "f" and kb in "biu":
+        return ad, bd.astype(ad.dtype)
+    if kb == "f" and ka in "biu":
+        return ad.astype(bd.dtype), bd
+    return ad, bd
+
+
 def unary(op, x, p=0.0, q=0.0, name=-1):
     """Apply and record a unary op (``op`` is a row of UNARY_OPS).
 
@@ -196,6 +207,8 @@ def unary(op, x, p=0.0, q=0.0, name=-1):
 def binary(op, a, b, c=None, name=-1):
     """Apply and record a binary op on two tensors (``c``: where's condition)."""
     ad, bd = a._data, b._data
+    if ad.dtype is not bd.dtype:
+        ad, bd = _promote(ad, bd)
     out = op.forward(ad, bd) if c is None else op.forward(c._data, ad, bd)
     if type(out) is not _ndarray:
         out = np.asarray(out)

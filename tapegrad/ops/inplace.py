@@ -14,6 +14,11 @@ from ..tensor import Tensor
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_LEAF_MSG = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+NO_GRAD_VIEW_MSG = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+    "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+    "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+    "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def _base(t):
@@ -21,12 +26,15 @@ def _base(t):
     return None if x is None else x.base
 
 
-def check_inplace(y):
+def check_inplace(y, view_op=False):
+    """PyTorch's refusals; ``view_op``: the op writes through a view (setitem)."""
     if not _tp.state().grad:
         return
-    if y._rg and y._tape is None and _base(y) is None:
-        raise RuntimeError(LEAF_MSG)
     b = _base(y)
+    if b is not None and y._x.name == "no_grad_view" and b._rg:
+        raise RuntimeError(NO_GRAD_VIEW_MSG)
+    if y._rg and y._tape is None and b is None:
+        raise RuntimeError(VIEW_LEAF_MSG if view_op else LEAF_MSG)
     if b is not None and b._rg and b._tape is None:
         raise RuntimeError(VIEW_LEAF_MSG)
 
@@ -65,6 +73,7 @@ def commit_inplace(y, r):
         return
     T = r._tape
     y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
+    _set_producer(y._ver, T.field(r._slot, _tp.NM))
     T.vobj[r._slot] = y._ver
     T.set_field(r._slot, _tp.VNUM, y._ver[0])
     y._sver = y._ver[0]
@@ -80,21 +89,36 @@ def commit_inplace(y, r):
         T.vobj[nb._slot] = base._ver
         T.set_field(nb._slot, _tp.VNUM, base._ver[0])
         base._sver = base._ver[0]
+        _set_producer(base._ver, T.field(nb._slot, _tp.NM))
         del old_rg
         view_slot(T, y)
+
+
+def _set_producer(ver, nm):
+    """The version counter also names the op that last wrote the storage: PyTorch's
+    in-place error names the tensor's current grad_fn, not the one that saved it."""
+    if len(ver) == 1:
+        ver.append(nm)
+    else:
+        ver[1] = nm
 
 
 def apply(y, result_fn):
     """Run ``result_fn()`` (an out-of-place op on ``y``) and store it into ``y``."""
     check_inplace(y)
-    r = result_fn()
     d = y._data
+    T0 = _tp.state().tape
+    pre_saved = (T0 is not None and y._tid == T0.id and 0 <= y._slot < len(T0.vals)
+                 and T0.vals[y._slot] is d)
+    r = result_fn()
     if r._data.shape != d.shape:
         raise RuntimeError("output with shape %s doesn't match the broadcast shape %s"
                            % (list(d.shape), list(r._data.shape)))
     T = r._tape
-    if T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals) and T.vals[y._slot] is d:
-        # the op saved the value it is about to overwrite: keep a copy instead
+    if (not pre_saved and T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals)
+            and T.vals[y._slot] is d):
+        # the op itself saved the value it is about to overwrite (y.mul_(x)): keep
+        # a copy for it; an earlier saver still sees the version change and raises
         T.vals[y._slot] = d.copy()
         T.vobj[y._slot] = [T.field(y._slot, _tp.VNUM)]
     np.copyto(d, r._data, casting="unsafe")

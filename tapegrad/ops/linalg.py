@@ -56,14 +56,17 @@ def matmul(x, y):
         return Tensor._wrap(out)
     n, k, m = A.shape[-2], A.shape[-1], B.shape[-1]
     ba, bb = A.shape[:-2], B.shape[:-2]
-    bo = np.broadcast_shapes(ba, bb)
-    nbo = int(np.prod(bo, dtype=np.int64))
-    ia = np.broadcast_to(np.arange(int(np.prod(ba, dtype=np.int64))).reshape(ba), bo).ravel()
-    ib = np.broadcast_to(np.arange(int(np.prod(bb, dtype=np.int64))).reshape(bb), bo).ravel()
-    words = np.empty(4 + 2 * nbo, np.int64)
-    words[:4] = (nbo, n, k, m)
-    words[4::2] = ia
-    words[5::2] = ib
+    if not ba and not bb:
+        words = (1, n, k, m, 0, 0)
+    else:
+        bo = np.broadcast_shapes(ba, bb)
+        nbo = int(np.prod(bo, dtype=np.int64))
+        ia = np.broadcast_to(np.arange(int(np.prod(ba, dtype=np.int64))).reshape(ba), bo).ravel()
+        ib = np.broadcast_to(np.arange(int(np.prod(bb, dtype=np.int64))).reshape(bb), bo).ravel()
+        words = np.empty(4 + 2 * nbo, np.int64)
+        words[:4] = (nbo, n, k, m)
+        words[4::2] = ia
+        words[5::2] = ib
     if a.ndim == 1 and b.ndim == 1:
         name = "DotBackward0"
     elif b.ndim == 1 and a.ndim == 2:

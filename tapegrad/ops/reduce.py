@@ -38,7 +38,6 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     if n == 0:
         return
     if ngroups == 1:
-        gi = np.zeros(0, np.int64)
         if k == SUM or k == MEAN:
             v = g[0] if k == SUM else g[0] / n
             for i in range(n):
@@ -150,7 +149,7 @@ def _record(kind, x, out, axes, name, f0=0.0):
         ngroups = d.size // (d.shape[axes[0]] if axes else 1) if d.size else 0
     else:
         ngroups = out.size
-    at = T.aux_append(_groups(d.shape, axes)) if ngroups > 1 else -1
+    at = T.aux_append(_groups(d.shape, axes))     # also records the input's shape
     ver = [0]
     keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
     o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, keep_out, ver)
@@ -245,18 +244,33 @@ def logsumexp(x, dim, keepdim=False):
     return _record(LOGSUMEXP, x, np.asarray(out, x.dtype), axes, "LogsumexpBackward0")
 
 
+def _shifted(d, axis):
+    """``d - max(d)`` along ``axis`` (a row of -inf stays -inf, not nan)."""
+    m = d.max(axis=axis, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    return d - m
+
+
 def softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     d = x._data
-    out = special.softmax(d, axis=axes[0]) if d.ndim else np.ones_like(d)
-    return _record(SOFTMAX, x, np.asarray(out, d.dtype), axes, "SoftmaxBackward0")
+    if d.ndim and d.size:
+        e = np.exp(_shifted(d, axes[0]))
+        out = e / e.sum(axis=axes[0], keepdims=True)
+    else:
+        out = np.ones_like(d)
+    return _record(SOFTMAX, x, out, axes, "SoftmaxBackward0")
 
 
 def log_softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     d = x._data
-    out = special.log_softmax(d, axis=axes[0]) if d.ndim else np.zeros_like(d)
-    return _record(LOG_SOFTMAX, x, np.asarray(out, d.dtype), axes, "LogSoftmaxBackward0")
+    if d.ndim and d.size:
+        s = _shifted(d, axes[0])
+        out = s - np.log(np.exp(s).sum(axis=axes[0], keepdims=True))
+    else:
+        out = np.zeros_like(d)
+    return _record(LOG_SOFTMAX, x, out, axes, "LogSoftmaxBackward0")
 
 
 class MaxMin(tuple):

@@ -84,13 +84,23 @@ def _record(kind, x, out, name, words=None, b=None):
     return t
 
 
+def _untracked_view(t, x):
+    """A view that was not recorded: shares x's version; one made under no_grad
+    from a tensor that requires grad is a leaf that requires grad (PyTorch)."""
+    t._ver = x._ver
+    t._sver = x._ver[0]
+    ex = t._extra()
+    ex.base = x._x.base if (x._x is not None and x._x.base is not None) else x
+    if x._rg:
+        t._rg = True
+        ex.name = "no_grad_view"
+
+
 def _mark_view(t, x):
     """Remember the tensor whose storage ``t`` views (for in-place checks)."""
     if out_is_view(t._data, x._data):
         if not t._rg:
-            t._ver = x._ver
-            t._sver = x._ver[0]
-            t._extra().base = x._x.base if (x._x is not None and x._x.base is not None) else x
+            _untracked_view(t, x)
             return t
         root = x._x.base if (x._x is not None and x._x.base is not None) else x
         t._extra().base = root
@@ -165,9 +175,7 @@ def strided(x, index_fn, name):
     if not x._rg or not _tp.state().grad:
         t = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
         if out_is_view(t._data, x._data):     # shares storage, so shares the version
-            t._ver = x._ver
-            t._sver = x._ver[0]
-            t._extra().base = x._x.base if (x._x is not None and x._x.base is not None) else x
+            _untracked_view(t, x)
         return t
     words, _ = _view_words(x.shape, index_fn)
     return _mark_view(_record(STRIDED, x, out, name, words), x)
@@ -320,12 +328,12 @@ def getitem(x, idx):
         raise _fix_index_error(e) from None
 
 
-def setitem(y, idx, value):
+def setitem(y, idx, value, view_op=True):
     """``y[idx] = value``, in place (grad_fn CopySlices for y)."""
     from .inplace import check_inplace, commit_inplace
     v = value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value, dtype=y.dtype))
-    check_inplace(y)
-    idx, _ = _normalize_index(y, idx)
+    check_inplace(y, view_op)
+    idx, advanced = _normalize_index(y, idx)
     d = y._data
     tracking = (y._rg or v._rg) and _tp.state().grad
     try:
@@ -341,7 +349,7 @@ def setitem(y, idx, value):
         commit_inplace(y, None)
         return
     words = np.concatenate(([region.size], region.ravel(), vmap.ravel()))
-    r = _record(SETITEM, y, d.copy(), "CopySlices", words, b=v)
+    r = _record(SETITEM, y, d.copy(), "IndexPutBackward0" if advanced else "CopySlices", words, b=v)
     commit_inplace(y, r)
 
 
