@@ -80,13 +80,14 @@ def rotate():
 
 
 class Tape:
-    __slots__ = ("id", "buf", "n", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
+    __slots__ = ("id", "buf", "n", "cap", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
                  "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
 
     def __init__(self):
         self.id = next(_ids)
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
+        self.cap = 256          # entries the buffer holds
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
@@ -115,11 +116,12 @@ class Tape:
 
     def grow(self):
         self.buf.extend(bytes(len(self.buf)))
+        self.cap = len(self.buf) // ESIZE
 
     def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
         """Append an entry whose output is ``arr`` (kept for the reverse pass if ``save``)."""
         s = self.n
-        if (s + 1) * ESIZE > len(self.buf):
+        if s >= self.cap:
             self.grow()
         size = arr.size
         ENTRY.pack_into(self.buf, s * ESIZE, code, a, b, c, i0, i1, nm, size, ver[0], f0, f1,

@@ -147,6 +147,7 @@ def _slot(T, t):
 _new = object.__new__
 _ndarray = np.ndarray
 _state = _tp.state
+_tls = _tp._tls
 _pack = _tp.ENTRY.pack_into
 _ESIZE = _tp.ESIZE
 _ROTATE = _tp.ROTATE_ENTRIES
@@ -182,16 +183,21 @@ def unary(op, x, p=0.0, q=0.0, name=-1):
         out = np.asarray(out)
     if not x._rg:
         return Tensor._wrap(out)
-    st = _state()
+    try:
+        st = _tls.st
+    except AttributeError:
+        st = _state()
     if not st.grad:
         return Tensor._wrap(out)
-    T = _tape(st)
+    T = st.tape
+    if T is None or T.n >= _ROTATE:
+        T = _tape(st)
     s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
     saves = op.saves
     if saves & 1:
         T.vals[s] = d
     o = T.n
-    if (o + 1) * _ESIZE > len(T.buf):
+    if o >= T.cap:
         T.grow()
     _pack(T.buf, o * _ESIZE, op.code, s, -1, -1, -1, -1, op.nm if name < 0 else name, out.size, 0, p, q,
           out.item() if out.size == 1 else 0.0)
@@ -214,10 +220,15 @@ def binary(op, a, b, c=None, name=-1):
         out = np.asarray(out)
     if not (a._rg or b._rg):
         return Tensor._wrap(out)
-    st = _state()
+    try:
+        st = _tls.st
+    except AttributeError:
+        st = _state()
     if not st.grad:
         return Tensor._wrap(out)
-    T = _tape(st)
+    T = st.tape
+    if T is None or T.n >= _ROTATE:
+        T = _tape(st)
     tid = T.id
     sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
     sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
@@ -247,7 +258,7 @@ def binary(op, a, b, c=None, name=-1):
                 words += descriptor((0,), (0,))
             i0 = T.aux_append(words)
     o = T.n
-    if (o + 1) * _ESIZE > len(T.buf):
+    if o >= T.cap:
         T.grow()
     _pack(T.buf, o * _ESIZE, op.code, sa, sb, sc, i0, bits, op.nm if name < 0 else name, out.size, 0, 0.0, 0.0,
           out.item() if out.size == 1 else 0.0)

@@ -1,0 +1,109 @@
+"""A short tour of tapegrad:  ``python -m tapegrad``  (or ``python -m tapegrad warmup``).
+
+The tour prints PyTorch's seed examples as tapegrad computes them, then runs a
+small gradient descent with timings.  ``warmup`` runs one backward through each op
+family so that Numba's on-disk cache is filled before real work starts.
+"""
+import sys
+from time import perf_counter
+
+import numpy as np
+
+import tapegrad as tg
+
+
+def seed_examples():
+    print("== Seed examples (PyTorch autograd semantics) ==")
+    w = tg.tensor([[1., 2.]], requires_grad=True)
+    loss = tg.mm(w, tg.tensor([[1.], [1.]]))
+    t = perf_counter()
+    loss.backward()                                  # one element: no gradient needed
+    first_backward = perf_counter() - t
+    print(f"mm(w, [[1.],[1.]]) = {loss}; backward() -> w.grad = {w.grad}")
+
+    w = tg.tensor([[1., 2.]], requires_grad=True)
+    x = tg.tensor([[1., 1.], [2., 2.]])
+    loss = tg.mm(w, x)
+    print(f"loss = mm(w, x) = {loss}")
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        print(f"loss.backward() -> RuntimeError: {e}  (w.grad = {w.grad})")
+    # The four calls in sequence, all retained; each accumulates into w.grad.
+    steps = [("loss.backward(tg.ones_like(loss))", lambda: loss.backward(tg.ones_like(loss), retain_graph=True)),
+             ("loss.sum().backward()", lambda: loss.sum().backward(retain_graph=True)),
+             ("loss[0][0].backward()", lambda: loss[0][0].backward(retain_graph=True)),
+             ("loss[0][1].backward()", lambda: loss[0][1].backward(retain_graph=True))]
+    print(f"loss[0][0] = {loss[0][0]}")
+    for text, step in steps:
+        step()
+        print(f"{text + ', retain_graph=True':<52} -> w.grad = {w.grad}")
+    return first_backward
+
+
+def rosenbrock(xy):
+    x, y = xy[0], xy[1]
+    return (1 - x) ** 2 + 100 * (y - x ** 2) ** 2
+
+
+def optimize(first_backward, iters=2000, lr=1e-3):
+    print("\n== Gradient descent on the 2-D Rosenbrock function (plain tensors) ==")
+    p = tg.tensor([-1.5, 2.0], requires_grad=True)
+    first = None
+    t0 = perf_counter()
+    for i in range(iters):
+        t = perf_counter()
+        loss = rosenbrock(p)
+        loss.backward()
+        if i == 0:
+            first = perf_counter() - t
+            loss0 = loss.item()
+        with tg.no_grad():
+            p -= lr * p.grad
+        p.grad = None
+    total = perf_counter() - t0
+    final = rosenbrock(p).item()
+    print(f"start (-1.5, 2.0), lr={lr}, {iters} iterations")
+    print(f"loss before: {loss0:.6g}")
+    print(f"loss after:  {final:.6g}   at ({p[0].item():.4f}, {p[1].item():.4f}); minimum 0 at (1, 1)")
+    print(f"first backward of this process (seed examples): {first_backward * 1e3:.1f} ms"
+          " (compiles the sweep with Numba on an empty cache, else loads it from the cache)")
+    print(f"first iteration: {first * 1e3:.3f} ms; per iteration afterwards: "
+          f"{(total - first) / (iters - 1) * 1e3:.3f} ms")
+
+
+# -- A digits-MLP training demo is added here by a later issue. ---------------
+
+
+def warmup():
+    """One small backward per op family, so the compiled kernels land in Numba's cache."""
+    t0 = perf_counter()
+    tg.manual_seed(0)
+    a = tg.randn(4, 3, requires_grad=True)
+    b = tg.randn(3, 5, requires_grad=True)
+    families = {
+        "elementwise": lambda: (a.sin() * a.exp() + tg.tanh(a) / 2 - a.relu() ** 2).sum(),
+        "reductions": lambda: a.mean() + a.max(dim=1)[0].sum() + tg.logsumexp(a, 1).sum()
+                              + tg.softmax(a, 1).var(),
+        "indexing/shape": lambda: (a[1:, ::2].reshape(-1).sum() + a[np.array([0, 2])].t().sum()
+                                   + tg.cat([a, a], 0).transpose(0, 1).sum()),
+        "matmul": lambda: tg.matmul(a, b).sum() + tg.mm(a.t(), a).sum(),
+    }
+    for name, fn in families.items():
+        t = perf_counter()
+        fn().backward()
+        print(f"  {name:<15} {perf_counter() - t:7.2f} s")
+    print(f"warmup done in {perf_counter() - t0:.2f} s")
+
+
+def main(argv):
+    if argv[:1] == ["warmup"]:
+        warmup()
+    elif argv:
+        sys.exit("usage: python -m tapegrad [warmup]")
+    else:
+        optimize(seed_examples())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
