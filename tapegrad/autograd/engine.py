@@ -26,8 +26,7 @@ SECOND_TIME = (
 _EMPTY_I = np.zeros(0, np.int64)
 
 
-def _addr(a):
-    return a.__array_interface__["data"][0]
+_addr = K.address
 
 
 class _Slots:

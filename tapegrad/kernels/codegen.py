@@ -98,11 +98,13 @@ def binary_source():
     (stride 0), or through broadcast index maps.  ``ovw``: every adjoint written
     here is a first contribution at stride 1, so it is assigned, not added."""
     lines = ["", "", "@jit",
-             "def binary_reverse(code, g, a, b, c, y, da, db, mapped, sa, sb, sc, ma, mb, mc, ovw):",
+             "def binary_reverse(code, g, a, b, c, y, da, db, mapped, sa, sb, sc, ma, mb, mc, ovw, full):",
              "    n = g.size"]
     plain = {"g": "i", "y": "i", "a": "i * sa", "b": "i * sb", "c": "i * sc"}
     same = {"g": "i", "y": "i", "a": "i", "b": "i", "c": "i * sc"}
-    mapped = {"g": "i", "y": "i", "a": "ma[i]", "b": "mb[i]", "c": "mc[i]"}
+    # broadcast: an input with the output's shape is read at i (bit k of ``full``)
+    mapped = {"g": "i", "y": "i", "a": "(i if full & 1 else ma[i])", "b": "(i if full & 2 else mb[i])",
+              "c": "(i if full & 4 else mc[i])"}
     for k, op in enumerate(BINARY_OPS):
         ra, rb = _expr(op.rule_a, same), _expr(op.rule_b, same)
         lines.append(f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}")

@@ -29,6 +29,12 @@ for _code, _bits in SAVES.items():
 
 
 @jit
+def address(a):
+    """The data address of a float64 array (cheaper from here than from Python)."""
+    return a.ctypes.data
+
+
+@jit
 def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
     """Returns (process, reach, needval, error entry or -1)."""
     n = ints.shape[0]
@@ -161,14 +167,15 @@ def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, a
             if at >= 0:
                 nd = aux[at]
                 w = 2 + 2 * nd
-                ma = strided_map(aux, at)
-                mb = strided_map(aux, at + w)
-                mc = strided_map(aux, at + 2 * w)
-                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc, False)
+                full = i1 >> 3
+                ma = empty if full & 1 else strided_map(aux, at)
+                mb = empty if full & 2 else strided_map(aux, at + w)
+                mc = empty if full & 4 else strided_map(aux, at + 2 * w)
+                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc, False, full)
             else:
                 binary_reverse(k, g, av, bv, cv, yv, da, db, 0,
                                0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                               empty, empty, empty, ovw)
+                               empty, empty, empty, ovw, 0)
         elif fam == REDUCE:
             _prep(a, touched, aloc, aptr, aarena, sizes)
             reduce_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),

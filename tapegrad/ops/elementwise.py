@@ -252,7 +252,9 @@ def binary(op, a, b, c=None, name=-1):
                     i0 = 0                  # general broadcasting: index maps
         if i0 == 0:
             words = []
-            for v in ins:
+            for k, v in enumerate(ins):
+                if v.shape == osh:
+                    bits |= 8 << k          # full shape: read at the output's index
                 words += descriptor(osh, broadcast_strides(v.shape, osh))
             if c is None:
                 words += descriptor((0,), (0,))
