@@ -244,3 +244,50 @@ def test_reduction_matches_torch(name):
     (yt * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_empty(name):
+    fn, _ = UNARY[name]
+    x = tg.zeros(0, 3, requires_grad=True)
+    y = fn(x)
+    assert y.shape == (0, 3)
+    y.sum().backward()
+    assert x.grad.shape == (0, 3) and x.grad.dtype == np.float64
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_empty_broadcast(name):
+    fn, _ = BINARY[name]
+    a, b = tg.zeros(0, 3, requires_grad=True), tg.ones(3, requires_grad=True)
+    fn(a, b).sum().backward()
+    assert a.grad.shape == (0, 3)
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros(3))   # nothing flows from an empty output
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "logsumexp", "amax", "softmax"])
+def test_reduction_over_nonempty_dim_of_empty(op):
+    x = tg.zeros(0, 3, requires_grad=True)
+    y = {"sum": lambda: x.sum(1), "mean": lambda: x.mean(1), "prod": lambda: x.prod(1),
+         "logsumexp": lambda: tg.logsumexp(x, 1), "amax": lambda: x.amax(1),
+         "softmax": lambda: x.softmax(1)}[op]()
+    y.sum().backward()
+    assert x.grad.shape == (0, 3)
+
+
+def test_empty_sum_and_mean_values():
+    x = tg.zeros(0, requires_grad=True)
+    s, m = x.sum(), x.mean()
+    assert s.item() == 0.0 and np.isnan(m.item())
+    (s + m).backward()
+    assert x.grad.shape == (0,)
+
+
+def test_empty_matmul_and_cat():
+    a, b = tg.zeros(0, 3, requires_grad=True), tg.ones(3, 4, requires_grad=True)
+    (a @ b).sum().backward()
+    assert a.grad.shape == (0, 3)
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros((3, 4)))
+    c = tg.ones(2, 3, requires_grad=True)
+    tg.cat([a, c]).sum().backward()
+    np.testing.assert_array_equal(c.grad.numpy(), np.ones((2, 3)))
