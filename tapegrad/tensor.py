@@ -106,6 +106,19 @@ class Tensor:
         and version: tapegrad, unlike PyTorch, detects in-place changes made through it)."""
         return self.detach()
 
+    @data.setter
+    def data(self, value):
+        """Replace the values without recording (PyTorch's ``x.data = y``)."""
+        if not isinstance(value, Tensor):
+            raise TypeError("data must be a Tensor, got %s" % type(value).__name__)
+        if value._data is self._data:           # ``x.data -= ...`` already wrote in place
+            return
+        if value.shape != self.shape or value.dtype != self.dtype:
+            pass                                # allowed, as in PyTorch
+        self._data = value._data
+        self._ver = value._ver
+        self._tid = 0                           # a fresh slot on next use
+
     @property
     def shape(self):
         return self._data.shape

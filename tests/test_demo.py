@@ -1,0 +1,51 @@
+"""The tour ``python -m tapegrad`` and ``python -m tapegrad warmup`` run and print real values."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args):
+    p = subprocess.run([sys.executable, "-m", "tapegrad", *args], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def tour():
+    return _run()
+
+
+def _squash(s):
+    return re.sub(r"\s+", "", s)
+
+
+def test_seed_examples(tour):
+    assert "tensor([[5., 5.]], grad_fn=<MmBackward0>)" in tour
+    assert "grad can be implicitly created only for scalar outputs" in tour
+    assert "(w.grad = None)" in tour
+    assert "tensor([[3.]], grad_fn=<MmBackward0>)" in tour and "tensor([[1., 1.]])" in tour
+    assert "tensor(5., grad_fn=<SelectBackward0>)" in tour
+    grads = [_squash(g) for g in re.findall(r"w\.grad = tensor\((\[\[.*?\]\])\)", tour)]
+    assert grads == ["[[1.,1.]]", "[[2.,4.]]", "[[4.,8.]]", "[[5.,10.]]", "[[6.,12.]]"]
+
+
+def test_optimization_decreases_loss(tour):
+    before = float(re.search(r"loss before:\s*(\S+)", tour).group(1))
+    after = float(re.search(r"loss after:\s*(\S+)", tour).group(1))
+    assert before == pytest.approx(12.5)
+    assert after < before / 10
+    assert re.search(r"per iteration afterwards: [\d.]+ ms", tour)
+
+
+def test_warmup():
+    out = _run("warmup")
+    for family in ("elementwise", "reductions", "indexing/shape", "matmul"):
+        assert family in out
+    assert re.search(r"warmup done in [\d.]+ s", out)
+
+
+def test_bad_argument():
+    p = subprocess.run([sys.executable, "-m", "tapegrad", "nonsense"], capture_output=True, text=True)
+    assert p.returncode != 0 and "usage" in p.stderr
