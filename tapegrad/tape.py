@@ -69,7 +69,7 @@ def current():
     """This thread's recording tape (created on first use)."""
     st = state()
     t = st.tape
-    if t is None or t.n >= ROTATE_ENTRIES:
+    if t is None or t.n >= t.limit:
         t = st.tape = Tape()
     return t
 
@@ -80,7 +80,7 @@ def rotate():
 
 
 class Tape:
-    __slots__ = ("id", "buf", "n", "cap", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
+    __slots__ = ("id", "buf", "n", "cap", "limit", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
                  "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
 
     def __init__(self):
@@ -88,10 +88,11 @@ class Tape:
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
         self.cap = 256          # entries the buffer holds
+        self.limit = ROTATE_ENTRIES     # 0 once sealed: the next op starts a new tape
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
-        self.ext = {}           # slot -> Tensor of an older tape
+        self.ext = {}           # slot -> (older tape, slot there) of an imported tensor
         self.imports = {}       # id(tensor) -> slot, for EXT entries
         self.hooks = {}         # slot -> (hooks, shape, dtype) of a non-leaf tensor
         self.retained = {}      # slot -> weakref of a tensor that called retain_grad()
@@ -161,12 +162,17 @@ class Tape:
             return s
         if t._tape is self:                       # changed in place since its slot was made
             return self._refresh(t)
-        key = id(t)
+        # an imported tensor is remembered by (tape, slot), not by the tensor: an
+        # in-place op later moves the tensor, but this entry still means the old value
+        key = (t._tape.id, t._slot)
         s = self.imports.get(key)
         if s is not None and self.field(s, VNUM) == ver[0]:
             return s
         s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
-        self.ext[s] = t
+        self.ext[s] = (t._tape, t._slot)
+        # Seal the source: if it is another thread's current tape, that thread's next
+        # op starts a new tape, so links between tapes always point to older entries.
+        t._tape.limit = 0
         self.imports[key] = s
         return s
 

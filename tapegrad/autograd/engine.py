@@ -146,17 +146,45 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
     for t, g in seeds:
         pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
     results = {} if targets is not None else None
-    tgt_ids = None
-    if targets is not None:
-        tgt_ids = {id(t): t for t in targets}
-        older = min((T.id for T in pending), default=0)
-        ext_leads = any((t._tape is not None and t._tape.id < older) or t._tape is None for t in targets)
-    while pending:
-        T = max(pending, key=lambda tp: tp.id)
-        slot_seeds = pending.pop(T)
-        _sweep_tape(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending,
-                    ext_leads if targets is not None else False)
+    tgt_ids = None if targets is None else {id(t): t for t in targets}
+    for T in _tape_order(list(pending)):
+        slot_seeds = pending.pop(T, None)
+        if slot_seeds:
+            # with targets, gradient leaves through EXT entries only if a target may
+            # lie on another tape
+            ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
+            _sweep_tape(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads)
     return results
+
+
+def _tape_order(roots):
+    """Tapes reachable from ``roots`` through EXT links, each before every tape it
+    imports from (so a tape is swept once, after all its gradient has arrived).
+    Tapes of one thread only import from older ones; across threads the links
+    decide."""
+    if len(roots) == 1 and not roots[0].ext:
+        return roots
+    WHITE, GRAY, BLACK = 0, 1, 2
+    color, post = {}, []
+    for r in roots:
+        if color.get(r.id, WHITE) != WHITE:
+            continue
+        stack = [(r, iter({id(o): o for o, _ in r.ext.values()}.values()))]
+        color[r.id] = GRAY
+        while stack:
+            T, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[T.id] = BLACK
+                post.append(T)
+                stack.pop()
+            elif color.get(nxt.id, WHITE) == WHITE:
+                color[nxt.id] = GRAY
+                stack.append((nxt, iter({id(o): o for o, _ in nxt.ext.values()}.values())))
+            elif color[nxt.id] == GRAY:
+                raise RuntimeError("tapegrad: this graph links the tapes of two threads in both directions; "
+                                   "compute it in one thread")
+    return post[::-1]
 
 
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
@@ -237,9 +265,9 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for s, leaf in T.leaves.items():
             if reach[s]:
                 _accumulate(leaf, A.view(s, sizes[s]), s in A.big)
-    for s, t in T.ext.items():
+    for s, (older, slot) in T.ext.items():
         if reach[s] and (tgt_ids is None or ext_leads):
-            pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(A.view(s, sizes[s]).copy())
+            pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]).copy())
 
     if not retain:
         _free(T, ints, process, vslots)

@@ -46,8 +46,7 @@ class Node:
             elif op == LEAF:
                 out.append((accumulate_node(T.leaves[i]), 0))
             elif op == EXT:
-                t = T.ext[i]
-                out.append((node_for(t._tape, t._slot), 0))
+                out.append((node_for(*T.ext[i]), 0))
             else:
                 out.append((node_for(T, i), 0))
         return tuple(out)

@@ -150,12 +150,11 @@ _state = _tp.state
 _tls = _tp._tls
 _pack = _tp.ENTRY.pack_into
 _ESIZE = _tp.ESIZE
-_ROTATE = _tp.ROTATE_ENTRIES
 
 
 def _tape(st):
     T = st.tape
-    if T is None or T.n >= _ROTATE:
+    if T is None or T.n >= T.limit:
         T = st.tape = _tp.Tape()
     return T
 
@@ -190,7 +189,7 @@ def unary(op, x, p=0.0, q=0.0, name=-1):
     if not st.grad:
         return Tensor._wrap(out)
     T = st.tape
-    if T is None or T.n >= _ROTATE:
+    if T is None or T.n >= T.limit:
         T = _tape(st)
     s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
     saves = op.saves
@@ -227,7 +226,7 @@ def binary(op, a, b, c=None, name=-1):
     if not st.grad:
         return Tensor._wrap(out)
     T = st.tape
-    if T is None or T.n >= _ROTATE:
+    if T is None or T.n >= T.limit:
         T = _tape(st)
     tid = T.id
     sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
