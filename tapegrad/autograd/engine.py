@@ -30,15 +30,19 @@ _addr = K.address
 
 
 class _Slots:
-    """Locators of a set of flat float64 arrays: small ones packed in one arena."""
-    __slots__ = ("loc", "ptr", "arena", "keep", "big")
+    """Locators of flat float64 arrays: ``loc[s] >= 0`` an offset into ``arena``,
+    ``-2`` an array of its own (``big[s]``, passed to the sweep by address)."""
+    __slots__ = ("loc", "ptr", "arena", "big")
 
-    def __init__(self, n):
-        self.loc = np.full(n, -1, np.int64)
-        self.ptr = np.zeros(n, np.int64)
-        self.arena = np.zeros(0)
-        self.keep = []
+    def __init__(self, loc, arena):
+        self.loc = loc
+        self.ptr = np.zeros(len(loc), np.int64)
+        self.arena = arena
         self.big = {}
+
+    def add_big(self, s, a):
+        self.big[s] = a
+        self.ptr[s] = _addr(a)
 
     def view(self, s, size):
         l = self.loc[s]
@@ -49,51 +53,20 @@ class _Slots:
         return None
 
 
-def _pack_values(T, slots, sizes, flts):
-    """Values of ``slots``: one-element slots read from the tape's VAL column (the
-    arena's first n words), other small ones packed after it, large ones by address."""
-    n = len(sizes)
-    P = _Slots(n)
-    if slots.size == 0:
-        return P
-    sz = sizes[slots]
-    one = sz == 1
-    small = (sz < BIG) & ~one
-    ss = slots[small]
+def _storage(T, sizes, flts, needval, reach):
+    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``)."""
+    vloc, vsmall, vbig, aloc, asize, abig, touched = K.layout(T.arrays()[0], sizes, needval, reach, BIG)
+    vals = T.vals
     parts = [flts[:, _tp.VAL]]
-    if ss.size:
-        vals = T.vals
-        parts += [vals[s] for s in ss.tolist()]
-        P.loc[ss] = n + np.cumsum(sz[small]) - sz[small]
-    P.arena = np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe")
-    s1 = slots[one]
-    P.loc[s1] = s1
-    small |= one
-    for s in slots[~small].tolist():
-        a = np.ascontiguousarray(T.vals[s], dtype=np.float64).reshape(-1)
-        P.keep.append(a)
-        P.big[s] = a
-        P.loc[s] = -2
-        P.ptr[s] = _addr(a)
-    return P
-
-
-def _alloc_adjoints(slots, sizes, n):
-    A = _Slots(n)
-    if slots.size == 0:
-        return A
-    sz = sizes[slots]
-    small = sz < BIG
-    ss = slots[small]
-    A.arena = np.zeros(int(sz[small].sum()))
-    A.loc[ss] = np.cumsum(sz[small]) - sz[small]
-    for s in slots[~small].tolist():
-        a = np.empty(int(sizes[s]))         # zeroed by the sweep only if it must add
-        A.keep.append(a)
-        A.big[s] = a
-        A.loc[s] = -2
-        A.ptr[s] = _addr(a)
-    return A
+    if vsmall.size:
+        parts += [vals[s] for s in vsmall.tolist()]
+    V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
+    for s in vbig.tolist():
+        V.add_big(s, np.ascontiguousarray(vals[s], dtype=np.float64).reshape(-1))
+    A = _Slots(aloc, np.zeros(asize))
+    for s in abig.tolist():
+        A.add_big(s, np.empty(int(sizes[s])))     # zeroed by the sweep only if it must add
+    return V, A, touched
 
 
 def _version_error(T, s, ints):
@@ -217,11 +190,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for s in vslots.tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
-    V = _pack_values(T, vslots, sizes, flts)
-    aslots = np.flatnonzero(reach & (ints[:, 0] != CONST))
-    A = _alloc_adjoints(aslots, sizes, n)
-    touched = np.ones(n, np.uint8)
-    touched[list(A.big)] = 0
+    V, A, touched = _storage(T, sizes, flts, needval, reach)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
         view[:] = 0.0

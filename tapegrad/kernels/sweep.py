@@ -29,6 +29,65 @@ for _code, _bits in SAVES.items():
 
 
 @jit
+def layout(ints, sizes, needval, reach, big):
+    """Where each slot's value and adjoint live for one backward.
+
+    Values: one-element slots at their own index (the tape's VAL column starts the
+    value arena), other small slots packed after it (``vsmall``, in order), large
+    ones by address (``vbig``, filled in by Python).  Adjoints: small ones packed
+    in a zeroed arena, large ones allocated by Python (``abig``), left
+    uninitialised (``touched`` 0) until the sweep's first write."""
+    n = ints.shape[0]
+    vloc = np.full(n, -1, np.int64)
+    aloc = np.full(n, -1, np.int64)
+    touched = np.ones(n, np.uint8)
+    nv_small = 0
+    nv_big = 0
+    na_big = 0
+    for s in range(n):
+        if needval[s]:
+            sz = sizes[s]
+            if sz == 1:
+                vloc[s] = s
+            elif sz < big:
+                nv_small += 1
+            else:
+                nv_big += 1
+        if reach[s] and ints[s, 0] != CONST and sizes[s] >= big:
+            na_big += 1
+    vsmall = np.empty(nv_small, np.int64)
+    vbig = np.empty(nv_big, np.int64)
+    abig = np.empty(na_big, np.int64)
+    off = n
+    iv = 0
+    ib = 0
+    aoff = 0
+    ia = 0
+    for s in range(n):
+        sz = sizes[s]
+        if needval[s] and sz != 1:
+            if sz < big:
+                vloc[s] = off
+                off += sz
+                vsmall[iv] = s
+                iv += 1
+            else:
+                vloc[s] = -2
+                vbig[ib] = s
+                ib += 1
+        if reach[s] and ints[s, 0] != CONST:
+            if sz < big:
+                aloc[s] = aoff
+                aoff += sz
+            else:
+                aloc[s] = -2
+                abig[ia] = s
+                ia += 1
+                touched[s] = 0
+    return vloc, vsmall, vbig, aloc, aoff, abig, touched
+
+
+@jit
 def address(a):
     """The data address of a float64 array (cheaper from here than from Python)."""
     return a.ctypes.data
