@@ -170,6 +170,32 @@ def _promote(ad, bd):
     return ad, bd
 
 
+_BROADCAST = {}     # input shapes -> (aux words or None, bits): computed once per shape combination
+
+
+def _broadcast_plan(osh, ins):
+    """How the reverse reads each input: bit k set = input k is a scalar (stride 0);
+    otherwise, when some input really broadcasts, strided descriptors for all
+    (bit 3 + k: input k has the output's shape, read at the output's index)."""
+    bits, general = 0, False
+    for k, v in enumerate(ins):
+        if v.shape != osh:
+            if v.size == 1:
+                bits |= 1 << k
+            else:
+                general = True
+    if not general:
+        return None, bits
+    words = []
+    for k, v in enumerate(ins):
+        if v.shape == osh:
+            bits |= 8 << k
+        words += descriptor(osh, broadcast_strides(v.shape, osh))
+    if len(ins) == 2:
+        words += descriptor((0,), (0,))
+    return np.array(words, np.int64), bits
+
+
 def unary(op, x, p=0.0, q=0.0, name=-1):
     """Apply and record a unary op (``op`` is a row of UNARY_OPS).
 
@@ -242,21 +268,12 @@ def binary(op, a, b, c=None, name=-1):
     osh = out.shape
     i0, bits = -1, 0
     if ad.shape != osh or bd.shape != osh or (c is not None and c._data.shape != osh):
-        ins = (ad, bd) if c is None else (ad, bd, c._data)
-        for k, v in enumerate(ins):
-            if v.shape != osh:
-                if v.size == 1:
-                    bits |= 1 << k          # read as a scalar: stride 0
-                else:
-                    i0 = 0                  # general broadcasting: index maps
-        if i0 == 0:
-            words = []
-            for k, v in enumerate(ins):
-                if v.shape == osh:
-                    bits |= 8 << k          # full shape: read at the output's index
-                words += descriptor(osh, broadcast_strides(v.shape, osh))
-            if c is None:
-                words += descriptor((0,), (0,))
+        key = (ad.shape, bd.shape, None if c is None else c._data.shape)
+        plan = _BROADCAST.get(key)
+        if plan is None:
+            plan = _BROADCAST[key] = _broadcast_plan(osh, (ad, bd) if c is None else (ad, bd, c._data))
+        words, bits = plan
+        if words is not None:
             i0 = T.aux_append(words)
     o = T.n
     if o >= T.cap:

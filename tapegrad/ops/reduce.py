@@ -122,7 +122,18 @@ def normalize_dims(dim, ndim):
     return (_wrap_dim(dim, ndim),)
 
 
+_GROUPS = {}
+
+
 def _groups(shape, axes):
+    key = (shape, axes)
+    w = _GROUPS.get(key)
+    if w is None:
+        w = _GROUPS[key] = np.array(_group_words(shape, axes), np.int64)
+    return w
+
+
+def _group_words(shape, axes):
     kept = [shape[d] for d in range(len(shape)) if d not in axes]
     ks = c_strides(kept)
     st, j = [], 0
