@@ -4,31 +4,70 @@ Every case is recorded as a batch of ``(n, k) @ (k, m)`` products with, per outp
 batch, the index of the ``a`` and ``b`` matrices it used (so broadcast batches
 accumulate their gradient); 1-D operands are the ``n = 1`` or ``m = 1`` case.
 """
+import ctypes
+
+import llvmlite.binding as ll
 import numpy as np
+import scipy.linalg.cython_blas as _blas
+from numba import types
 
 from .. import tape as _tp
-from .._jit import jit
+from .._jit import address_as_pointer, jit
 from ..tensor import Tensor
 from .registry import LINALG, SAVE_A, SAVE_B, define, name_id
 
 MATMUL = define(LINALG, 0, "matmul", SAVE_A | SAVE_B)
 
 
+def _register_dgemm():
+    """BLAS dgemm (SciPy's, which Numba's np.dot also uses) under a symbol name, so
+    compiled code that calls it stays cacheable (a raw address would not be)."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    cap = _blas.__pyx_capi__["dgemm"]
+    ll.add_symbol("tapegrad_dgemm", get(cap, name(cap)))
+
+
+_register_dgemm()
+_dgemm = types.ExternalFunction("tapegrad_dgemm", types.void(*([types.voidptr] * 13)))
+_N, _T = 78, 84     # 'N', 'T'
+
+
+@jit
+def gemm_acc(ta, tb, M, N, K, A, lda, B, ldb, C, ldc):
+    """Column-major ``C(MxN) += op(A)(MxK) @ op(B)(KxN)``: accumulates in place, no
+    temporary (np.dot would allocate the product and then add it)."""
+    if M == 0 or N == 0 or K == 0:
+        return
+    cs = np.empty(2, np.uint8)
+    cs[0] = ta
+    cs[1] = tb
+    iv = np.empty(6, np.int32)
+    iv[0], iv[1], iv[2], iv[3], iv[4], iv[5] = M, N, K, lda, ldb, ldc
+    one = np.ones(1)
+    c, i = cs.ctypes.data, iv.ctypes.data
+    p = address_as_pointer
+    _dgemm(p(c), p(c + 1), p(i), p(i + 4), p(i + 8), p(one.ctypes.data), p(A.ctypes.data), p(i + 12),
+           p(B.ctypes.data), p(i + 16), p(one.ctypes.data), p(C.ctypes.data), p(i + 20))
+
+
 @jit
 def linalg_reverse(k, g, a, b, da, db, aux, at):
+    # Row-major X (r x c) is column-major X^T, so row-major C += X @ Y is the
+    # column-major call C^T += Y^T X^T: the operands swap places.
     nb, n, kk, m = aux[at], aux[at + 1], aux[at + 2], aux[at + 3]
     for bo in range(nb):
         ia = aux[at + 4 + 2 * bo]
         ib = aux[at + 5 + 2 * bo]
-        G = g[bo * n * m:(bo + 1) * n * m].reshape((n, m))
-        if da.size:
-            B = b[ib * kk * m:(ib + 1) * kk * m].reshape((kk, m))
-            dA = da[ia * n * kk:(ia + 1) * n * kk].reshape((n, kk))
-            dA += np.dot(G, B.T)
-        if db.size:
-            A = a[ia * n * kk:(ia + 1) * n * kk].reshape((n, kk))
-            dB = db[ib * kk * m:(ib + 1) * kk * m].reshape((kk, m))
-            dB += np.dot(A.T, G)
+        G = g[bo * n * m:(bo + 1) * n * m]
+        if da.size:         # dA (n x kk) += G (n x m) @ B^T, B (kk x m)
+            B = b[ib * kk * m:(ib + 1) * kk * m]
+            gemm_acc(_T, _N, kk, n, m, B, m, G, m, da[ia * n * kk:(ia + 1) * n * kk], kk)
+        if db.size:         # dB (kk x m) += A^T @ G, A (n x kk)
+            A = a[ia * n * kk:(ia + 1) * n * kk]
+            gemm_acc(_N, _T, m, kk, n, G, m, A, kk, db[ib * kk * m:(ib + 1) * kk * m], m)
 
 
 def matmul(x, y):
