@@ -35,9 +35,9 @@ def _is_scalar(v):
 
 # -- arithmetic -------------------------------------------------------------------
 # Python numbers ride in the op's scalar parameter (one tape entry, no constant slot).
-_ADD, _SUB, _MUL, _DIV, _POW = _B["add"], _B["sub"], _B["mul"], _B["div"], _B["pow"]
-_ADD_S, _MUL_S, _DIV_S, _RSUB_S, _RDIV_S = _U["add_s"], _U["mul_s"], _U["div_s"], _U["rsub_s"], _U["rdiv_s"]
-_POW_S, _RPOW_S = _U["pow_s"], _U["rpow_s"]
+_ADD, _SUB, _MUL, _DIV, _POW = (_B[k].record for k in ("add", "sub", "mul", "div", "pow"))
+_ADD_S, _MUL_S, _DIV_S, _RSUB_S, _RDIV_S, _POW_S, _RPOW_S = (
+    _U[k].record for k in ("add_s", "mul_s", "div_s", "rsub_s", "rdiv_s", "pow_s", "rpow_s"))
 
 
 def _scalar(v):
@@ -50,12 +50,12 @@ def add(a, b, alpha=1):
         b = mul(b, alpha)
     if type(b) is Tensor:
         if type(a) is Tensor:
-            return _binary(_ADD, a, b)
+            return _ADD(a, b)
         if _scalar(a):
-            return _unary(_ADD_S, b, a)
+            return _ADD_S(b, a)
     elif type(a) is Tensor and _scalar(b):
-        return _unary(_ADD_S, a, b)
-    return _binary(_ADD, _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        return _ADD_S(a, b)
+    return _ADD(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
 
 
 def sub(a, b, alpha=1):
@@ -63,45 +63,45 @@ def sub(a, b, alpha=1):
         b = mul(b, alpha)
     if type(b) is Tensor:
         if type(a) is Tensor:
-            return _binary(_SUB, a, b)
+            return _SUB(a, b)
         if _scalar(a):
-            return _unary(_RSUB_S, b, a)
+            return _RSUB_S(b, a)
     elif type(a) is Tensor and _scalar(b):
-        return _unary(_ADD_S, a, -b, name=_NM["SubBackward0"])
-    return _binary(_SUB, _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        return _ADD_S(a, -b, name=_NM["SubBackward0"])
+    return _SUB(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
 
 
 def mul(a, b):
     if type(b) is Tensor:
         if type(a) is Tensor:
-            return _binary(_MUL, a, b)
+            return _MUL(a, b)
         if _scalar(a):
-            return _unary(_MUL_S, b, a)
+            return _MUL_S(b, a)
     elif type(a) is Tensor and _scalar(b):
-        return _unary(_MUL_S, a, b)
-    return _binary(_MUL, _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        return _MUL_S(a, b)
+    return _MUL(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
 
 
 def div(a, b):
     if type(b) is Tensor:
         if type(a) is Tensor:
-            return _binary(_DIV, a, b)
+            return _DIV(a, b)
         if _scalar(a):
-            return _unary(_RDIV_S, b, a)
+            return _RDIV_S(b, a)
     elif type(a) is Tensor and _scalar(b):
-        return _unary(_DIV_S, a, b)
-    return _binary(_DIV, _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        return _DIV_S(a, b)
+    return _DIV(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
 
 
 def pow(a, b):
     if type(b) is Tensor:
         if type(a) is Tensor:
-            return _binary(_POW, a, b)
+            return _POW(a, b)
         if _scalar(a):
-            return _unary(_RPOW_S, b, a)
+            return _RPOW_S(b, a)
     elif type(a) is Tensor and _scalar(b):
-        return _unary(_POW_S, a, b)
-    return _binary(_POW, _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        return _POW_S(a, b)
+    return _POW(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
 
 
 def neg(x):
@@ -144,11 +144,7 @@ def clamp(x, min=None, max=None):
 
 def _u(name):
     op = _U[name]
-    fwd = op.forward
-
-    def f(x):
-        return _unary(op, x)
-    f.__name__ = name
+    f = op.record
     f.__doc__ = "Elementwise %s (reverse: ``%s``)." % (name, op.rule)
     return f
 

@@ -19,7 +19,7 @@ from .registry import BINARY, SAVE_MARKER, UNARY, define
 
 
 class Unary:
-    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm")
+    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record")
 
     def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False):
         self.name, self.grad_fn, self.forward, self.rule = name, grad_fn, forward, rule
@@ -28,7 +28,7 @@ class Unary:
 
 
 class Binary:
-    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm")
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
@@ -196,94 +196,121 @@ def _broadcast_plan(osh, ins):
     return np.array(words, np.int64), bits
 
 
-def unary(op, x, p=0.0, q=0.0, name=-1):
-    """Apply and record a unary op (``op`` is a row of UNARY_OPS).
+def _unary_recorder(op):
+    """The function that applies and records ``op`` (a row of UNARY_OPS).
 
-    This and ``binary`` are the hot path of recording, so the tape append and the
-    tensor construction are written out here rather than called."""
-    n = op.nparams
-    d = x._data
-    out = op.forward(d) if n == 0 else (op.forward(d, p) if n == 1 else op.forward(d, p, q))
-    if type(out) is not _ndarray:
-        out = np.asarray(out)
-    if not x._rg:
-        return Tensor._wrap(out)
-    try:
-        st = _tls.st
-    except AttributeError:
-        st = _state()
-    if not st.grad:
-        return Tensor._wrap(out)
-    T = st.tape
-    if T is None or T.n >= T.limit:
-        T = _tape(st)
-    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
-    saves = op.saves
-    if saves & 1:
-        T.vals[s] = d
-    o = T.n
-    if o >= T.cap:
-        T.grow()
-    _pack(T.buf, o * _ESIZE, op.code, s, -1, -1, -1, -1, op.nm if name < 0 else name, out.size, 0, p, q,
-          out.item() if out.size == 1 else 0.0)
-    T.n = o + 1
-    T.vals.append(out if saves & 8 else None)
-    ver = [0]
-    T.vobj.append(ver)
-    t = _new(Tensor)
-    t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, T.id, o, ver, 0, T, None
-    return t
+    This and ``_binary_recorder`` are the hot path of recording: the op's constants
+    are bound in a closure and the tape append and tensor construction are written
+    out here rather than called."""
+    n, fwd, code, nm0, saves = op.nparams, op.forward, op.code, op.nm, op.saves
+    save_in, save_out = saves & 1, saves & 8
+
+    def record(x, p=0.0, q=0.0, name=-1):
+        d = x._data
+        out = fwd(d) if n == 0 else (fwd(d, p) if n == 1 else fwd(d, p, q))
+        if type(out) is not _ndarray:
+            out = np.asarray(out)
+        if not x._rg:
+            return Tensor._wrap(out)
+        try:
+            st = _tls.st
+        except AttributeError:
+            st = _state()
+        if not st.grad:
+            return Tensor._wrap(out)
+        T = st.tape
+        if T is None or T.n >= T.limit:
+            T = _tape(st)
+        s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+        if save_in:
+            T.vals[s] = d
+        o = T.n
+        if o >= T.cap:
+            T.grow()
+        _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, out.size, 0, p, q,
+              out.item() if out.size == 1 else 0.0)
+        T.n = o + 1
+        T.vals.append(out if save_out else None)
+        ver = [0]
+        T.vobj.append(ver)
+        t = _new(Tensor)
+        t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, T.id, o, ver, 0, T, None
+        return t
+    record.__name__ = op.name
+    return record
+
+
+def _binary_recorder(op):
+    """The function that applies and records ``op`` (a row of BINARY_OPS) on two
+    tensors (``c``: where's condition)."""
+    fwd, code, nm0, saves = op.forward, op.code, op.nm, op.saves
+    save_a, save_b, save_c, save_out = saves & 1, saves & 2, saves & 4, saves & 8
+
+    def record(a, b, c=None, name=-1):
+        ad, bd = a._data, b._data
+        if ad.dtype is not bd.dtype:
+            ad, bd = _promote(ad, bd)
+        out = fwd(ad, bd) if c is None else fwd(c._data, ad, bd)
+        if type(out) is not _ndarray:
+            out = np.asarray(out)
+        if not (a._rg or b._rg):
+            return Tensor._wrap(out)
+        try:
+            st = _tls.st
+        except AttributeError:
+            st = _state()
+        if not st.grad:
+            return Tensor._wrap(out)
+        T = st.tape
+        if T is None or T.n >= T.limit:
+            T = _tape(st)
+        tid = T.id
+        sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
+        sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
+        sc = -1 if c is None else _slot(T, c)
+        if save_a:
+            T.vals[sa] = ad
+        if save_b:
+            T.vals[sb] = bd
+        if save_c:
+            T.vals[sc] = c._data
+        osh = out.shape
+        i0, bits = -1, 0
+        if ad.shape != osh or bd.shape != osh or (c is not None and c._data.shape != osh):
+            key = (ad.shape, bd.shape, None if c is None else c._data.shape)
+            plan = _BROADCAST.get(key)
+            if plan is None:
+                plan = _BROADCAST[key] = _broadcast_plan(osh, (ad, bd) if c is None else (ad, bd, c._data))
+            words, bits = plan
+            if words is not None:
+                i0 = T.aux_append(words)
+        o = T.n
+        if o >= T.cap:
+            T.grow()
+        _pack(T.buf, o * _ESIZE, code, sa, sb, sc, i0, bits, nm0 if name < 0 else name, out.size, 0, 0.0, 0.0,
+              out.item() if out.size == 1 else 0.0)
+        T.n = o + 1
+        T.vals.append(out if save_out else None)
+        ver = [0]
+        T.vobj.append(ver)
+        t = _new(Tensor)
+        t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, tid, o, ver, 0, T, None
+        return t
+    record.__name__ = op.name
+    return record
+
+
+for _op in UNARY_OPS:
+    _op.record = _unary_recorder(_op)
+for _op in BINARY_OPS:
+    _op.record = _binary_recorder(_op)
+
+
+def unary(op, x, p=0.0, q=0.0, name=-1):
+    """Apply and record a unary op (``op`` is a row of UNARY_OPS)."""
+    return op.record(x, p, q, name)
 
 
 def binary(op, a, b, c=None, name=-1):
     """Apply and record a binary op on two tensors (``c``: where's condition)."""
-    ad, bd = a._data, b._data
-    if ad.dtype is not bd.dtype:
-        ad, bd = _promote(ad, bd)
-    out = op.forward(ad, bd) if c is None else op.forward(c._data, ad, bd)
-    if type(out) is not _ndarray:
-        out = np.asarray(out)
-    if not (a._rg or b._rg):
-        return Tensor._wrap(out)
-    try:
-        st = _tls.st
-    except AttributeError:
-        st = _state()
-    if not st.grad:
-        return Tensor._wrap(out)
-    T = st.tape
-    if T is None or T.n >= T.limit:
-        T = _tape(st)
-    tid = T.id
-    sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
-    sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
-    sc = -1 if c is None else _slot(T, c)
-    saves = op.saves
-    if saves & 1:
-        T.vals[sa] = ad
-    if saves & 2:
-        T.vals[sb] = bd
-    if saves & 4:
-        T.vals[sc] = c._data
-    osh = out.shape
-    i0, bits = -1, 0
-    if ad.shape != osh or bd.shape != osh or (c is not None and c._data.shape != osh):
-        key = (ad.shape, bd.shape, None if c is None else c._data.shape)
-        plan = _BROADCAST.get(key)
-        if plan is None:
-            plan = _BROADCAST[key] = _broadcast_plan(osh, (ad, bd) if c is None else (ad, bd, c._data))
-        words, bits = plan
-        if words is not None:
-            i0 = T.aux_append(words)
-    o = T.n
-    if o >= T.cap:
-        T.grow()
-    _pack(T.buf, o * _ESIZE, op.code, sa, sb, sc, i0, bits, op.nm if name < 0 else name, out.size, 0, 0.0, 0.0,
-          out.item() if out.size == 1 else 0.0)
-    T.n = o + 1
-    T.vals.append(out if saves & 8 else None)
-    ver = [0]
-    T.vobj.append(ver)
-    t = _new(Tensor)
-    t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, tid, o, ver, 0, T, None
-    return t
+    return op.record(a, b, c, name)
