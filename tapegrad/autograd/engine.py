@@ -286,19 +286,11 @@ def _accumulate(leaf, g, owned):
 
 
 def _free(T, ints, process, read):
-    """Mark processed entries that saved values as freed, and drop the values this
-    backward ``read`` that no live entry needs any more."""
-    sv = K.SAVES_TABLE[ints[:, 0]]
-    T.freed[(process != 0) & (sv != 0)] = 1
-    live = (T.freed[:len(sv)] == 0) & (sv != 0) & (ints[:, 0] >= 64)
-    if not live.any():
+    """Free what this backward consumed (see ``kernels.sweep.free_saved``)."""
+    live, drop = K.free_saved(ints, K.SAVES_TABLE, process, T.freed, read)
+    if not live:
         T.vals = [None] * len(T.vals)
         return
-    keep = np.zeros(len(sv), bool)
-    for bit, col in ((1, 1), (2, 2), (4, 3)):
-        sel = live & ((sv & bit) != 0) & (ints[:, col] >= 0)
-        keep[ints[sel, col]] = True
-    keep |= live & ((sv & 8) != 0)
     vals = T.vals
-    for s in read[~keep[read]].tolist():
+    for s in drop.tolist():
         vals[s] = None

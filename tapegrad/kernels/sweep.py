@@ -88,6 +88,45 @@ def layout(ints, sizes, needval, reach, big):
 
 
 @jit
+def free_saved(ints, saves, process, freed, read):
+    """After a non-retained backward: mark the processed entries that saved values
+    as freed; return whether any entry still holds saved values, and which of the
+    slots this backward ``read`` no live entry needs any more."""
+    n = ints.shape[0]
+    keep = np.zeros(n, np.uint8)
+    live = False
+    for e in range(n):
+        op = ints[e, 0]
+        if op < 64:
+            continue
+        sv = saves[op]
+        if sv == 0:
+            continue
+        if process[e]:
+            freed[e] = 1
+        if freed[e]:
+            continue
+        live = True
+        for col in range(1, 4):
+            s = ints[e, col]
+            if s >= 0 and sv & (1 << (col - 1)):
+                keep[s] = 1
+        if sv & 8:
+            keep[e] = 1
+    cnt = 0
+    for s in read:
+        if not keep[s]:
+            cnt += 1
+    drop = np.empty(cnt, np.int64)
+    j = 0
+    for s in read:
+        if not keep[s]:
+            drop[j] = s
+            j += 1
+    return live, drop
+
+
+@jit
 def address(a):
     """The data address of a float64 array (cheaper from here than from Python)."""
     return a.ctypes.data
