@@ -165,7 +165,9 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
     if T.freed.size < n:
-        T.freed = np.concatenate((T.freed, np.zeros(n - T.freed.size, np.uint8)))
+        freed = np.zeros(n, np.uint8)
+        freed[:T.freed.size] = T.freed
+        T.freed = freed
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
 
     # target slots on this tape
@@ -199,12 +201,15 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             view += g.reshape(-1)
 
     # slots where control returns to Python: hooks and retain_grad on non-leaves
-    stops = np.zeros(n, np.uint8)
-    for s, h in T.hooks.items():
-        if h[0]:
+    if T.hooks or T.retained:
+        stops = np.zeros(n, np.uint8)
+        for s, h in T.hooks.items():
+            if h[0]:
+                stops[s] = 1
+        for s in T.retained:
             stops[s] = 1
-    for s in T.retained:
-        stops[s] = 1
+    else:
+        stops = _no_stops(n)
     aux = _aux(T)
     hi = int(roots.max())
     e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
@@ -241,6 +246,17 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     if not retain:
         _free(T, ints, process, vslots)
     del ints, flts, sizes
+
+
+_NO_STOPS = [np.zeros(1024, np.uint8)]
+
+
+def _no_stops(n):
+    """A shared all-zero stop array (the sweep only reads it)."""
+    z = _NO_STOPS[0]
+    if z.size < n:
+        z = _NO_STOPS[0] = np.zeros(2 * n, np.uint8)
+    return z
 
 
 def _aux(T):
