@@ -63,16 +63,16 @@ def strided_map(aux, at):
 
 
 @jit
-def strided_scatter_add(dst, src, aux, at):
-    """``dst[map[j]] += src[j]`` for the descriptor at ``aux[at:]``, walking the
-    innermost dimension with its stride instead of materialising the map."""
+def strided_scatter_add(dst, src, aux, at, scale=1.0):
+    """``dst[map[j]] += scale * src[j]`` for the descriptor at ``aux[at:]``, walking
+    the innermost dimension with its stride instead of materialising the map."""
     nd = aux[at]
     off = aux[at + 1]
     n = src.size
     if n == 0:
         return
     if nd == 0:
-        dst[off] += src[0]
+        dst[off] += scale * src[0]
         return
     shape = aux[at + 2:at + 2 + nd]
     strides = aux[at + 2 + nd:at + 2 + 2 * nd]
@@ -84,12 +84,12 @@ def strided_scatter_add(dst, src, aux, at):
     for o in range(n // inner):
         if istr == 1:
             for k in range(inner):
-                dst[pos + k] += src[j + k]
+                dst[pos + k] += scale * src[j + k]
             j += inner
         else:
             p = pos
             for k in range(inner):
-                dst[p] += src[j]
+                dst[p] += scale * src[j]
                 j += 1
                 p += istr
         d = nd - 2

@@ -13,15 +13,18 @@ import numpy as np
 from .._jit import jit
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..ops.registry import BINARY, CONST, LINALG, REDUCE, SAVES, SHAPE, UNARY
+from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
-from .index import slot_view, strided_map
+from .index import slot_view, strided_map, strided_scatter_add
 from ..tape import F0, F1
 
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
 binary_reverse = _gen.binary_reverse
+
+ADD = OPCODES["add"] & 63
+SUB = OPCODES["sub"] & 63
 
 SAVES_TABLE = np.zeros(6 << 6, np.int64)
 for _code, _bits in SAVES.items():
@@ -262,7 +265,15 @@ def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, a
                 touched[a] = 1
             if b >= 0:
                 touched[b] = 1
-            if at >= 0:
+            if at >= 0 and (k == ADD or k == SUB):
+                # broadcast add/sub: each adjoint is a strided sum of g, no index maps
+                nd = aux[at]
+                w = 2 + 2 * nd
+                if da.size:
+                    strided_scatter_add(da, g, aux, at, 1.0)
+                if db.size:
+                    strided_scatter_add(db, g, aux, at + w, 1.0 if k == ADD else -1.0)
+            elif at >= 0:
                 nd = aux[at]
                 w = 2 + 2 * nd
                 full = i1 >> 3
