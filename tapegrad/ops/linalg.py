@@ -70,6 +70,9 @@ def linalg_reverse(k, g, a, b, da, db, aux, at):
             gemm_acc(_N, _T, m, kk, n, G, m, A, kk, db[ib * kk * m:(ib + 1) * kk * m], m)
 
 
+_PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
+
+
 def matmul(x, y):
     if not isinstance(y, Tensor):
         y = Tensor._wrap(np.asarray(y))
@@ -96,7 +99,9 @@ def matmul(x, y):
     n, k, m = A.shape[-2], A.shape[-1], B.shape[-1]
     ba, bb = A.shape[:-2], B.shape[:-2]
     if not ba and not bb:
-        words = (1, n, k, m, 0, 0)
+        words = _PLAIN.get((n, k, m))
+        if words is None:
+            words = _PLAIN[(n, k, m)] = np.array((1, n, k, m, 0, 0), np.int64)
     else:
         bo = np.broadcast_shapes(ba, bb)
         nbo = int(np.prod(bo, dtype=np.int64))

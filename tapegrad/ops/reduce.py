@@ -186,9 +186,10 @@ def mean(x, dim=None, keepdim=False):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                            "point or complex dtype. Got: %s" % x.dtype.name.capitalize())
     d = x._data
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = d.sum(axis=axes, keepdims=keepdim) / max(1, _count(d.shape, axes)) if d.size else \
-            np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
+    if d.size:
+        out = d.sum(axis=axes, keepdims=keepdim) / _count(d.shape, axes)
+    else:       # the mean of nothing is nan (PyTorch), without NumPy's warning
+        out = np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
     return _record(MEAN, x, np.asarray(out, d.dtype), axes, _name("Mean", dim))
 
 
@@ -258,7 +259,8 @@ def logsumexp(x, dim, keepdim=False):
 def _shifted(d, axis):
     """``d - max(d)`` along ``axis`` (a row of -inf stays -inf, not nan)."""
     m = d.max(axis=axis, keepdims=True)
-    m[~np.isfinite(m)] = 0.0
+    if not np.isfinite(m).all():
+        m[~np.isfinite(m)] = 0.0
     return d - m
 
 
