@@ -22,7 +22,17 @@ source hash: {hash}
 """
 from math import cos, exp, log, sin, sqrt, tanh  # noqa: F401  (used by the rules)
 
-from tapegrad._jit import jit
+import numba
+import numpy as np
+
+from tapegrad._jit import address_as_pointer, jit
+from tapegrad.kernels.index import strided_map
+
+
+@jit(inline="always")
+def view(p, n):
+    """``n`` float64 at address ``p`` (0: none)."""
+    return numba.carray(address_as_pointer(p), n if p != 0 else 0, np.float64)
 
 
 @jit(inline="always")
@@ -75,62 +85,80 @@ def _expr(rule, index):
     return ast.unparse(_Index(index).visit(tree))
 
 
+# One small function per op and a dispatcher.  Arrays cross these calls as raw
+# addresses and lengths: Numba passes an array argument as a struct of seven words,
+# and calls with a dozen of them cost more than the kernels' work on small slots.
+
 def unary_source():
-    """One branch per unary op; ``ovw`` writes the adjoint instead of adding to it
-    (its first contribution: the buffer was never zeroed)."""
-    lines = ["", "", "@jit", "def unary_reverse(code, g, x, y, p, q, dx, ovw):", "    n = g.size"]
+    """Per unary op, its reverse loop; ``ovw`` writes the adjoint instead of adding
+    to it (its first contribution: the buffer was never zeroed)."""
+    lines = []
     idx = {"g": "i", "x": "i", "y": "i"}
-    for k, op in enumerate(UNARY_OPS):
+    for op in UNARY_OPS:
         e = _expr(op.rule, idx)
-        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}",
-                  "        if ovw:",
-                  "            for i in range(n):",
-                  f"                dx[i] = {e}",
-                  "        else:",
-                  "            for i in range(n):",
-                  f"                dx[i] += {e}"]
+        lines += ["", "", "@jit", f"def _u_{op.name}(n, pg, px, py, p, q, pdx, ovw):",
+                  "    g, x, y, dx = view(pg, n), view(px, n), view(py, n), view(pdx, n)",
+                  "    if ovw:",
+                  "        for i in range(n):",
+                  f"            dx[i] = {e}",
+                  "    else:",
+                  "        for i in range(n):",
+                  f"            dx[i] += {e}"]
+    lines += ["", "", "@jit", "def unary_reverse(code, n, pg, px, py, p, q, pdx, ovw):"]
+    for k, op in enumerate(UNARY_OPS):
+        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:",
+                  f"        _u_{op.name}(n, pg, px, py, p, q, pdx, ovw)"]
     return "\n".join(lines) + "\n"
 
 
 def binary_source():
-    """One branch per binary op.  Same shapes with both gradients wanted: one fused
-    pass.  Otherwise each input on its own, read as full (stride 1), as a scalar
-    (stride 0), or through broadcast index maps.  ``ovw``: every adjoint written
-    here is a first contribution at stride 1, so it is assigned, not added."""
-    lines = ["", "", "@jit",
-             "def binary_reverse(code, g, a, b, c, y, da, db, mapped, sa, sb, sc, ma, mb, mc, ovw, full):",
-             "    n = g.size"]
+    """Per binary op, its reverse loops.  Same shapes with both gradients wanted: one
+    fused pass.  Otherwise each input on its own, read as full (stride 1), as a
+    scalar (stride 0), or through broadcast index maps (``aux[at:]``; bit k of
+    ``full``: input k has the output's shape).  ``ovw``: every adjoint written here
+    is a first contribution at stride 1, so it is assigned, not added."""
     plain = {"g": "i", "y": "i", "a": "i * sa", "b": "i * sb", "c": "i * sc"}
     same = {"g": "i", "y": "i", "a": "i", "b": "i", "c": "i * sc"}
-    # broadcast: an input with the output's shape is read at i (bit k of ``full``)
     mapped = {"g": "i", "y": "i", "a": "(i if full & 1 else ma[i])", "b": "(i if full & 2 else mb[i])",
               "c": "(i if full & 4 else mc[i])"}
-    for k, op in enumerate(BINARY_OPS):
+    args = "n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, aux, at, full, ovw"
+    lines = []
+    for op in BINARY_OPS:
         ra, rb = _expr(op.rule_a, same), _expr(op.rule_b, same)
-        lines.append(f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}")
-        lines += ["        if mapped == 0 and sa == 1 and sb == 1 and da.size and db.size:",
-                  "            if ovw:",
-                  "                for i in range(n):",
-                  f"                    da[i] = {ra}",
-                  f"                    db[i] = {rb}",
-                  "            else:",
-                  "                for i in range(n):",
-                  f"                    da[i] += {ra}",
-                  f"                    db[i] += {rb}"]
-        lines.append("        elif mapped == 0:")
+        lines += ["", "", "@jit", f"def _b_{op.name}({args}):",
+                  "    g, a, b, c, y = view(pg, n), view(pa, na), view(pb, nb), view(pc, nc), view(py, n)",
+                  "    da, db = view(pda, na), view(pdb, nb)",
+                  "    if at < 0 and sa == 1 and sb == 1 and pda != 0 and pdb != 0:",
+                  "        if ovw:",
+                  "            for i in range(n):",
+                  f"                da[i] = {ra}",
+                  f"                db[i] = {rb}",
+                  "        else:",
+                  "            for i in range(n):",
+                  f"                da[i] += {ra}",
+                  f"                db[i] += {rb}",
+                  "    elif at < 0:"]
         for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
-            lines += [f"            if d{dst}.size:",
-                      "                if ovw:",
-                      "                    for i in range(n):",
-                      f"                        d{dst}[i] = {_expr(rule, plain)}",
-                      "                else:",
-                      "                    for i in range(n):",
-                      f"                        d{dst}[{plain[dst]}] += {_expr(rule, plain)}"]
-        lines.append("        else:")
-        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
-            lines += [f"            if d{dst}.size:",
+            lines += [f"        if pd{dst} != 0:",
+                      "            if ovw:",
                       "                for i in range(n):",
-                      f"                    d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
+                      f"                    d{dst}[i] = {_expr(rule, plain)}",
+                      "            else:",
+                      "                for i in range(n):",
+                      f"                    d{dst}[{plain[dst]}] += {_expr(rule, plain)}"]
+        lines += ["    else:",
+                  "        w = 2 + 2 * aux[at]",
+                  "        ma = aux[:0] if full & 1 else strided_map(aux, at)",
+                  "        mb = aux[:0] if full & 2 else strided_map(aux, at + w)",
+                  "        mc = aux[:0] if full & 4 else strided_map(aux, at + 2 * w)"]
+        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
+            lines += [f"        if pd{dst} != 0:",
+                      "            for i in range(n):",
+                      f"                d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
+    lines += ["", "", "@jit", f"def binary_reverse(code, {args}):"]
+    for k, op in enumerate(BINARY_OPS):
+        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:",
+                  f"        _b_{op.name}({args})"]
     return "\n".join(lines) + "\n"
 
 

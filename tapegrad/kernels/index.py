@@ -16,10 +16,24 @@ from .._jit import address_as_pointer, jit
 
 
 @jit(inline="always")
-def slot_view(loc, ptr, arena, s, n):
+def slot_addr(loc, ptr, base, s):
+    """Address of slot ``s`` (0 when it has no storage here)."""
+    if s < 0:
+        return np.int64(0)
+    l = loc[s]
+    if l >= 0:
+        return base + 8 * l
+    if l == -2:
+        return ptr[s]
+    return np.int64(0)
+
+
+@jit
+def slot_view(loc, ptr, base, s, n):
     """Slot ``s`` (``n`` elements) as an array without a reference count: views are
-    made per entry, and reference counting them dominated the sweep's time."""
-    p = np.int64(arena.ctypes.data)
+    made per entry, and reference counting them dominated the sweep's time.
+    ``base``: the arena's address."""
+    p = base
     if s < 0:
         n = 0
     else:

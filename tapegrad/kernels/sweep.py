@@ -10,13 +10,15 @@ resume; otherwise no Python runs during the sweep.
 """
 import numpy as np
 
-from .._jit import jit
+import numba
+
+from .._jit import address_as_pointer, jit
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
 from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
-from .index import slot_view, strided_map, strided_scatter_add
+from .index import slot_addr, slot_view, strided_map, strided_scatter_add
 from ..tape import F0, F1
 
 _gen, SOURCE_HASH = codegen.load()
@@ -206,28 +208,47 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
     return process, reach, needval, -1
 
 
-@jit(inline="always")
-def _prep(s, touched, aloc, aptr, aarena, sizes):
-    """Zero slot ``s``'s adjoint before its first contribution (large adjoints are
-    allocated uninitialised, so a kernel that can assign instead never pays for it)."""
-    if s >= 0 and aloc[s] != -1 and touched[s] == 0:
-        slot_view(aloc, aptr, aarena, s, sizes[s])[:] = 0.0
-        touched[s] = 1
+@jit
+def _zero_at(p, n):
+    numba.carray(address_as_pointer(p), n, np.float64)[:] = 0.0
 
 
-@jit(inline="always")
-def _fresh(s, touched, aloc):
-    """True when ``s`` has an adjoint that has received nothing yet."""
-    return s >= 0 and aloc[s] != -1 and touched[s] == 0
+@jit
+def _addresses(loc, ptr, base, n):
+    """Address of every slot (0: none), plus a sentinel 0 at index -1 so that an
+    absent input (slot -1) needs no branch."""
+    out = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        l = loc[s]
+        if l >= 0:
+            out[s] = base + 8 * l
+        elif l == -2:
+            out[s] = ptr[s]
+    return out
 
 
 @jit
 def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
         hi, resume):
-    """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done."""
-    empty = np.zeros(0, np.int64)
+    """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+
+    The loop body is written out rather than split into small inlined helpers:
+    every array handed to a helper costs reference-count updates per entry, which
+    dominated the time of small entries."""
+    n = ints.shape[0]
+    vbase = np.int64(varena.ctypes.data)
+    abase = np.int64(aarena.ctypes.data)
+    vaddr = _addresses(vloc, vptr, vbase, n)
+    aaddr = _addresses(aloc, aptr, abase, n)
+    sz = np.zeros(n + 1, np.int64)
+    sz[:n] = sizes
+    fresh = np.zeros(n + 1, np.uint8)       # 1: adjoint allocated but never written
+    for s in range(n):
+        fresh[s] = aaddr[s] != 0 and touched[s] == 0
     for e in range(hi, -1, -1):
         if stops[e] and reach[e] and e != resume:
+            for s in range(n):
+                touched[s] = not fresh[s]
             return e
         if not process[e]:
             continue
@@ -239,73 +260,62 @@ def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, a
         c = ints[e, 3]
         at = ints[e, 4]
         i1 = ints[e, 5]
-        g = slot_view(aloc, aptr, aarena, e, sizes[e])
         if fam == UNARY:
-            ovw = _fresh(a, touched, aloc)
-            if a >= 0:
-                touched[a] = 1
-            unary_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
-                          slot_view(vloc, vptr, varena, e, sizes[e]), flts[e, F0], flts[e, F1],
-                          slot_view(aloc, aptr, aarena, a, sizes[a]), ovw)
-        elif fam == BINARY:
-            av = slot_view(vloc, vptr, varena, a, sizes[a])
-            bv = slot_view(vloc, vptr, varena, b, sizes[b])
-            cv = slot_view(vloc, vptr, varena, c, sizes[c] if c >= 0 else 0)
-            yv = slot_view(vloc, vptr, varena, e, sizes[e])
-            da = slot_view(aloc, aptr, aarena, a, sizes[a])
-            db = slot_view(aloc, aptr, aarena, b, sizes[b])
-            # assign instead of add when every adjoint written is fresh and full-size
-            ovw = (at < 0 and a != b and (i1 & 3) == 0
-                   and (da.size == 0 or _fresh(a, touched, aloc))
-                   and (db.size == 0 or _fresh(b, touched, aloc)))
-            if not ovw:
-                _prep(a, touched, aloc, aptr, aarena, sizes)
-                _prep(b, touched, aloc, aptr, aarena, sizes)
-            if a >= 0:
-                touched[a] = 1
-            if b >= 0:
-                touched[b] = 1
+            ovw = fresh[a] == 1
+            fresh[a] = 0
+            unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+            continue
+        if fam == BINARY:
             if at >= 0 and (k == ADD or k == SUB):
                 # broadcast add/sub: each adjoint is a strided sum of g, no index maps
-                nd = aux[at]
-                w = 2 + 2 * nd
-                if da.size:
-                    strided_scatter_add(da, g, aux, at, 1.0)
-                if db.size:
-                    strided_scatter_add(db, g, aux, at + w, 1.0 if k == ADD else -1.0)
-            elif at >= 0:
-                nd = aux[at]
-                w = 2 + 2 * nd
-                full = i1 >> 3
-                ma = empty if full & 1 else strided_map(aux, at)
-                mb = empty if full & 2 else strided_map(aux, at + w)
-                mc = empty if full & 4 else strided_map(aux, at + 2 * w)
-                binary_reverse(k, g, av, bv, cv, yv, da, db, 1, 0, 0, 0, ma, mb, mc, False, full)
-            else:
-                binary_reverse(k, g, av, bv, cv, yv, da, db, 0,
-                               0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                               empty, empty, empty, ovw, 0)
-        elif fam == REDUCE:
-            _prep(a, touched, aloc, aptr, aarena, sizes)
-            reduce_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
-                           slot_view(vloc, vptr, varena, e, sizes[e]),
-                           slot_view(aloc, aptr, aarena, a, sizes[a]), aux, at, i1, flts[e, F0])
+                for s in (a, b):
+                    if fresh[s]:
+                        _zero_at(aaddr[s], sz[s])
+                        fresh[s] = 0
+                g = slot_view(aloc, aptr, abase, e, sz[e])
+                if aaddr[a] != 0:
+                    strided_scatter_add(slot_view(aloc, aptr, abase, a, sz[a]), g, aux, at, 1.0)
+                if aaddr[b] != 0:
+                    strided_scatter_add(slot_view(aloc, aptr, abase, b, sz[b]), g, aux, at + 2 + 2 * aux[at],
+                                        1.0 if k == ADD else -1.0)
+                continue
+            # assign instead of add when every adjoint written is fresh and full-size
+            ovw = (at < 0 and a != b and (i1 & 3) == 0 and (aaddr[a] == 0 or fresh[a] == 1)
+                   and (aaddr[b] == 0 or fresh[b] == 1))
+            if not ovw:
+                for s in (a, b):
+                    if fresh[s]:
+                        _zero_at(aaddr[s], sz[s])
+            fresh[a] = 0
+            fresh[b] = 0
+            binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
+                           aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
+                           aux, at, i1 >> 3, ovw)
+            continue
+        # the other families: zero every adjoint they add into, then call the kernel
+        if c == VARIADIC:
+            for j in range(aux[at]):
+                s = aux[at + 1 + j]
+                if s >= 0 and fresh[s]:
+                    _zero_at(aaddr[s], sz[s])
+                    fresh[s] = 0
+        for s in (a, b):
+            if fresh[s]:
+                _zero_at(aaddr[s], sz[s])
+                fresh[s] = 0
+        g = slot_view(aloc, aptr, abase, e, sz[e])
+        if fam == REDUCE:
+            reduce_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, e, sz[e]),
+                           slot_view(aloc, aptr, abase, a, sz[a]), aux, at, i1, flts[e, F0])
         elif fam == SHAPE:
-            if c == VARIADIC:
-                for j in range(aux[at]):
-                    _prep(aux[at + 1 + j], touched, aloc, aptr, aarena, sizes)
-            _prep(a, touched, aloc, aptr, aarena, sizes)
-            _prep(b, touched, aloc, aptr, aarena, sizes)
-            shape_reverse(k, g, slot_view(aloc, aptr, aarena, a, sizes[a] if a >= 0 else 0),
-                          slot_view(aloc, aptr, aarena, b, sizes[b] if b >= 0 else 0),
+            shape_reverse(k, g, slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
                           aux, at, aloc, aptr, aarena, sizes)
         elif fam == LINALG:
-            _prep(a, touched, aloc, aptr, aarena, sizes)
-            _prep(b, touched, aloc, aptr, aarena, sizes)
-            linalg_reverse(k, g, slot_view(vloc, vptr, varena, a, sizes[a]),
-                           slot_view(vloc, vptr, varena, b, sizes[b]),
-                           slot_view(aloc, aptr, aarena, a, sizes[a]),
-                           slot_view(aloc, aptr, aarena, b, sizes[b]), aux, at)
+            linalg_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, b, sz[b]),
+                           slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
+                           aux, at)
+    for s in range(n):
+        touched[s] = not fresh[s]
     return -1
 
 

@@ -57,7 +57,7 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
             s = aux[at + 1 + j]
             inner = aux[at + 3 + m + 2 * j]
             off = aux[at + 4 + m + 2 * j]
-            d = slot_view(aloc, aptr, aarena, s, sizes[s])
+            d = slot_view(aloc, aptr, np.int64(aarena.ctypes.data), s, sizes[s])
             if d.size == 0:
                 continue
             for o in range(outer):
