@@ -53,16 +53,19 @@ class _Slots:
         return None
 
 
-def _storage(T, sizes, flts, needval, reach):
+def _storage(T, ints, sizes, flts, needval, reach):
     """The value and adjoint storage of one backward (see ``kernels.sweep.layout``)."""
-    vloc, vsmall, vbig, aloc, asize, abig, touched = K.layout(T.arrays()[0], sizes, needval, reach, BIG)
+    vloc, vsmall, vbig, aloc, asize, abig, touched = K.layout(ints, sizes, needval, reach, BIG)
     vals = T.vals
     parts = [flts[:, _tp.VAL]]
     if vsmall.size:
         parts += [vals[s] for s in vsmall.tolist()]
     V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
     for s in vbig.tolist():
-        V.add_big(s, np.ascontiguousarray(vals[s], dtype=np.float64).reshape(-1))
+        v = vals[s]
+        if v.dtype != np.float64 or not v.flags.c_contiguous:
+            v = np.ascontiguousarray(v, dtype=np.float64)
+        V.add_big(s, v.reshape(-1))
     A = _Slots(aloc, np.zeros(asize))
     for s in abig.tolist():
         A.add_big(s, np.empty(int(sizes[s])))     # zeroed by the sweep only if it must add
@@ -186,18 +189,17 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
                                           tgt_ids is not None, ext_leads)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
-    vslots = np.flatnonzero(needval)
     if _tp.inplace_counter[0] != T.inplace_mark:
         vobj, vnum = T.vobj, ints[:, _tp.VNUM]
-        for s in vslots.tolist():
+        for s in np.flatnonzero(needval).tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
-    V, A, touched = _storage(T, sizes, flts, needval, reach)
+    V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
-        view[:] = 0.0
+        view[:] = gs[0].reshape(-1)
         touched[s] = 1
-        for g in gs:
+        for g in gs[1:]:
             view += g.reshape(-1)
 
     # slots where control returns to Python: hooks and retain_grad on non-leaves
@@ -211,7 +213,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     else:
         stops = _no_stops(n)
     aux = _aux(T)
-    hi = int(roots.max())
+    hi = int(roots[0]) if roots.size == 1 else int(roots.max())
     e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
               A.arena, aux, hi, -1)
     while e >= 0:
@@ -244,7 +246,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]).copy())
 
     if not retain:
-        _free(T, ints, process, vslots)
+        _free(T, ints, process, needval)
     del ints, flts, sizes
 
 
@@ -283,7 +285,9 @@ def _at_stop(T, s, view):
 
 
 def _accumulate(leaf, g, owned):
-    x = leaf._extra()
+    x = leaf._x
+    if x is None:
+        x = leaf._extra()
     if x.hooks:
         g = _run_hooks(x.hooks, g, leaf.shape, leaf.dtype)._data
     else:
@@ -302,7 +306,8 @@ def _accumulate(leaf, g, owned):
 
 
 def _free(T, ints, process, read):
-    """Free what this backward consumed (see ``kernels.sweep.free_saved``)."""
+    """Free what this backward consumed (see ``kernels.sweep.free_saved``);
+    ``read``: mask of the slots whose values it used."""
     live, drop = K.free_saved(ints, K.SAVES_TABLE, process, T.freed, read)
     if not live:
         T.vals = [None] * len(T.vals)

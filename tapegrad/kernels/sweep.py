@@ -96,7 +96,7 @@ def layout(ints, sizes, needval, reach, big):
 def free_saved(ints, saves, process, freed, read):
     """After a non-retained backward: mark the processed entries that saved values
     as freed; return whether any entry still holds saved values, and which of the
-    slots this backward ``read`` no live entry needs any more."""
+    slots this backward read (mask ``read``) no live entry needs any more."""
     n = ints.shape[0]
     keep = np.zeros(n, np.uint8)
     live = False
@@ -119,13 +119,13 @@ def free_saved(ints, saves, process, freed, read):
         if sv & 8:
             keep[e] = 1
     cnt = 0
-    for s in read:
-        if not keep[s]:
+    for s in range(n):
+        if read[s] and not keep[s]:
             cnt += 1
     drop = np.empty(cnt, np.int64)
     j = 0
-    for s in read:
-        if not keep[s]:
+    for s in range(n):
+        if read[s] and not keep[s]:
             drop[j] = s
             j += 1
     return live, drop
