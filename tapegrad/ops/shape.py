@@ -318,7 +318,17 @@ def getitem(x, idx):
     idx, advanced = _normalize_index(x, idx)
     try:
         if advanced:
-            lin = np.arange(x._data.size, dtype=np.int64).reshape(x.shape)[idx]
+            d = x._data
+            if (len(idx) == d.ndim and
+                    all(type(k) is np.ndarray and k.dtype.kind in "iu" for k in idx)):
+                # one integer array per dimension (e.g. logp[rows, labels]): flat
+                # indices directly, no index grid
+                out = d[idx]
+                if not x._rg or not _tp.state().grad:
+                    return Tensor._wrap(out)
+                lin = np.ravel_multi_index(idx, d.shape, mode="wrap") if d.size else np.zeros(out.shape, np.int64)
+                return _record(GATHER, x, out, "IndexBackward0", lin.ravel())
+            lin = np.arange(d.size, dtype=np.int64).reshape(x.shape)[idx]
             return gather_linear(x, lin, "IndexBackward0")
         name = _index_name(idx)
         if not any(k is Ellipsis for k in idx):
