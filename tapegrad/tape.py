@@ -69,7 +69,16 @@ def current():
     """This thread's recording tape (created on first use)."""
     st = state()
     t = st.tape
-    if t is None or t.n >= t.limit:
+    if t is None or (t.n >= t.limit and not t.room()):
+        t = st.tape = Tape()
+    return t
+
+
+def _tape_of(st):
+    """The thread's tape with room for one more entry (a new tape when it is full
+    or sealed)."""
+    t = st.tape
+    if t is None or (t.n >= t.limit and not t.room()):
         t = st.tape = Tape()
     return t
 
@@ -88,7 +97,7 @@ class Tape:
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
         self.cap = 256          # entries the buffer holds
-        self.limit = ROTATE_ENTRIES     # 0 once sealed: the next op starts a new tape
+        self.limit = min(256, ROTATE_ENTRIES)  # min(cap, ROTATE_ENTRIES); 0 once sealed (``room``)
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
@@ -118,6 +127,16 @@ class Tape:
     def grow(self):
         self.buf.extend(bytes(len(self.buf)))
         self.cap = len(self.buf) // ESIZE
+        if self.limit:
+            self.limit = min(self.cap, ROTATE_ENTRIES)
+
+    def room(self):
+        """Called when ``n`` reached ``limit``: grow the buffer, or report (False)
+        that this tape is full or sealed and a new one must start."""
+        if self.limit == 0 or self.n >= ROTATE_ENTRIES:
+            return False
+        self.grow()
+        return True
 
     def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
         """Append an entry whose output is ``arr`` (kept for the reverse pass if ``save``)."""
@@ -131,6 +150,9 @@ class Tape:
         self.vals.append(arr if save else None)
         self.vobj.append(ver)
         return s
+
+    def seal(self):
+        self.limit = 0          # the owner's next op sees "no room" and starts a new tape
 
     def field(self, s, k):
         return _FIELD.unpack_from(self.buf, s * ESIZE + 8 * k)[0]
@@ -172,7 +194,7 @@ class Tape:
         self.ext[s] = (t._tape, t._slot)
         # Seal the source: if it is another thread's current tape, that thread's next
         # op starts a new tape, so links between tapes always point to older entries.
-        t._tape.limit = 0
+        t._tape.seal()
         self.imports[key] = s
         return s
 

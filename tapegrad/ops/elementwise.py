@@ -152,11 +152,7 @@ _pack = _tp.ENTRY.pack_into
 _ESIZE = _tp.ESIZE
 
 
-def _tape(st):
-    T = st.tape
-    if T is None or T.n >= T.limit:
-        T = st.tape = _tp.Tape()
-    return T
+_tape = _tp._tape_of
 
 
 def _promote(ad, bd):
@@ -224,11 +220,10 @@ def _unary_recorder(op):
         s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
         if save_in:
             T.vals[s] = d
-        o = T.n
-        if o >= T.cap:
-            T.grow()
-        _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, out.size, 0, p, q,
-              out.item() if out.size == 1 else 0.0)
+        o = T.n                 # room is guaranteed: n < limit <= cap
+        sz = out.size
+        _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, sz, 0, p, q,
+              out.item() if sz == 1 else 0.0)
         T.n = o + 1
         T.vals.append(out if save_out else None)
         ver = [0]
@@ -284,11 +279,10 @@ def _binary_recorder(op):
             words, bits = plan
             if words is not None:
                 i0 = T.aux_append(words)
-        o = T.n
-        if o >= T.cap:
-            T.grow()
-        _pack(T.buf, o * _ESIZE, code, sa, sb, sc, i0, bits, nm0 if name < 0 else name, out.size, 0, 0.0, 0.0,
-              out.item() if out.size == 1 else 0.0)
+        o = T.n                 # room is guaranteed: n < limit <= cap
+        sz = out.size
+        _pack(T.buf, o * _ESIZE, code, sa, sb, sc, i0, bits, nm0 if name < 0 else name, sz, 0, 0.0, 0.0,
+              out.item() if sz == 1 else 0.0)
         T.n = o + 1
         T.vals.append(out if save_out else None)
         ver = [0]
