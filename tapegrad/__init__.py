@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from . import autograd
+from . import autograd  # noqa: F401  (tg.autograd)
 from .autograd import gradcheck  # noqa: F401
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .functions import *  # noqa: F401,F403
@@ -43,8 +43,7 @@ def from_numpy(arr):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
     if arr.dtype == object:
         raise TypeError("can't convert np.ndarray of type numpy.object_.")
-    t = Tensor._wrap(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
-    return t
+    return Tensor._wrap(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
 
 
 def _shape(size):
@@ -54,10 +53,10 @@ def _shape(size):
 
 
 def _make(arr, requires_grad):
-    t = Tensor._wrap(arr)
+    out = Tensor._wrap(arr)
     if requires_grad:
-        t.requires_grad_(True, _creation=True)
-    return t
+        out.requires_grad_(True, _creation=True)
+    return out
 
 
 def zeros(*size, dtype=None, requires_grad=False):

@@ -1,6 +1,5 @@
 """The public operations (``tg.sin``, ``tg.cat``...) and the Tensor methods and
 operators that call them.  Each forwards to its op family in ``tapegrad/ops``."""
-import numbers
 
 import numpy as np
 

@@ -1,10 +1,11 @@
 """The flat Wengert tape: recording, slots, versions, freeing.
 
-Every recorded operation appends one entry: seven integers (opcode, input slots
-a/b/c, two integer parameters, grad_fn name id) to ``ints`` and two floats to
-``flts``.  Entry ``s`` produces slot ``s``; ``sizes[s]`` is its element count and
-``vals[s]`` the array the reverse pass needs from it (None when no entry reads
-it).  Variable-length parameters (shapes, strides, index arrays) go to ``aux``.
+Every recorded operation appends one packed entry to ``buf``: nine integers
+(opcode, input slots a/b/c, two integer parameters, grad_fn name id, element
+count, version) and three floats (two scalar parameters, and the value itself
+when the slot has one element).  Entry ``s`` produces slot ``s``; ``vals[s]`` is
+the array the reverse pass needs from it (None when no entry reads it).
+Variable-length parameters (shapes, strides, index arrays) go to ``aux``.
 
 Tapes are per thread and short-lived: after a backward the thread starts a new
 tape, and a tape is freed by reference counting once no tensor recorded on it is

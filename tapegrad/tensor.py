@@ -113,9 +113,7 @@ class Tensor:
             raise TypeError("data must be a Tensor, got %s" % type(value).__name__)
         if value._data is self._data:           # ``x.data -= ...`` already wrote in place
             return
-        if value.shape != self.shape or value.dtype != self.dtype:
-            pass                                # allowed, as in PyTorch
-        self._data = value._data
+        self._data = value._data                # any shape or dtype, as in PyTorch
         self._ver = value._ver
         self._tid = 0                           # a fresh slot on next use
 

@@ -18,7 +18,7 @@ from ..ops.reduce import reduce_reverse
 from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
-from .index import slot_addr, slot_view, strided_map, strided_scatter_add
+from .index import slot_view, strided_scatter_add
 from ..tape import F0, F1
 
 _gen, SOURCE_HASH = codegen.load()

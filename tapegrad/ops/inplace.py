@@ -10,7 +10,6 @@ slot from it on their next use (``view_slot``).
 import numpy as np
 
 from .. import tape as _tp
-from ..tensor import Tensor
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_LEAF_MSG = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -83,14 +82,12 @@ def commit_inplace(y, r):
         reg = region(y, base)
         vmap = np.arange(reg.size, dtype=np.int64)
         words = np.concatenate(([reg.size], reg.ravel(), vmap))
-        old_rg = base._rg
-        nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y) if True else None
+        nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y)
         base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
         T.vobj[nb._slot] = base._ver
         T.set_field(nb._slot, _tp.VNUM, base._ver[0])
         base._sver = base._ver[0]
         _set_producer(base._ver, T.field(nb._slot, _tp.NM))
-        del old_rg
         view_slot(T, y)
 
 
