@@ -141,3 +141,5 @@ def is_tensor(obj):
 
 def numel(x):
     return x.numel()
+
+from . import nn, optim  # noqa: E402,F401

@@ -1,0 +1,249 @@
+"""Functional layers and losses (``tg.nn.functional``, PyTorch's ``torch.nn.functional``)."""
+import warnings
+
+import numpy as np
+
+from .. import functions as _f
+from ..tensor import Tensor
+
+__all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+
+
+def _t(x, like=None):
+    if isinstance(x, Tensor):
+        return x
+    dt = like.dtype if (like is not None and np.asarray(x).dtype.kind == "f") else None
+    return Tensor(x, dtype=dt)
+
+
+def _check_reduction(reduction):
+    if reduction not in ("none", "mean", "sum", "elementwise_mean"):
+        raise ValueError("{} is not a valid value for reduction".format(reduction))
+    if reduction == "elementwise_mean":
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.",
+                      stacklevel=3)
+        return "mean"
+    return reduction
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+# -- layers -------------------------------------------------------------------------
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` (weight has shape (out_features, in_features))."""
+    out = _f.matmul(input, _f.t(weight) if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+def relu(input, inplace=False):
+    if inplace:
+        return input.relu_()
+    return _f.relu(input)
+
+
+def tanh(input):
+    return _f.tanh(input)
+
+
+def sigmoid(input):
+    return _f.sigmoid(input)
+
+
+def _implicit_dim(name, ndim):
+    warnings.warn("Implicit dimension choice for {} has been deprecated. Change the call to include dim=X "
+                  "as an argument.".format(name), stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, dtype=None):
+    if dim is None:
+        dim = _implicit_dim("softmax", input.ndim)
+    if dtype is not None:
+        input = _f.to_dtype(input, dtype)
+    return _f.softmax(input, dim)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    if dim is None:
+        dim = _implicit_dim("log_softmax", input.ndim)
+    if dtype is not None:
+        input = _f.to_dtype(input, dtype)
+    return _f.log_softmax(input, dim)
+
+
+# -- regression losses ----------------------------------------------------------------
+def _size_warning(input, target):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn("Using a target size ({}) that is different to the input size ({}). This will likely "
+                      "lead to incorrect results due to broadcasting. Please ensure they have the same size."
+                      .format(list(target.shape), list(input.shape)), stacklevel=3)
+
+
+def mse_loss(input, target, reduction="mean"):
+    reduction = _check_reduction(reduction)
+    target = _t(target, input)
+    _size_warning(input, target)
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    reduction = _check_reduction(reduction)
+    target = _t(target, input)
+    _size_warning(input, target)
+    return _reduce(_f.abs(input - target), reduction)
+
+
+# -- classification losses --------------------------------------------------------------
+def _target_array(target):
+    t = target._data if isinstance(target, Tensor) else np.asarray(target)
+    return t
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log likelihood of class indices: ``-input[n, target[n]]`` (one gather)."""
+    reduction = _check_reduction(reduction)
+    tgt = _target_array(target)
+    if tgt.dtype.kind not in "iu":
+        raise RuntimeError("expected scalar type Long but found %s" % ("Double" if tgt.dtype == np.float64
+                                                                        else str(tgt.dtype)))
+    if input.ndim == 1:                      # a single sample: (C,) with a 0-d target
+        if tgt.ndim != 0:
+            raise ValueError("Expected input batch_size (1) to match target batch_size (%d)."
+                             % (tgt.shape[0] if tgt.ndim else 1))
+        loss = nll_loss(_f.unsqueeze(input, 0), tgt.reshape(1), weight, ignore_index, reduction)
+        return _f.squeeze(loss, 0) if reduction == "none" else loss
+    if input.ndim < 1:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
+    n, c = input.shape[0], input.shape[1]
+    if tgt.shape[:1] != (n,):
+        raise ValueError("Expected input batch_size ({}) to match target batch_size ({}).".format(
+            n, tgt.shape[0] if tgt.ndim else 1))
+    if input.ndim > 2:                       # (N, C, d1, ...): classes last, then flatten
+        spatial = input.shape[2:]
+        if tgt.shape[1:] != spatial:
+            raise RuntimeError("Expected target size {}, got {}".format(
+                [n] + list(spatial), list(tgt.shape)))
+        perm = (0,) + tuple(range(2, input.ndim)) + (1,)
+        flat = _f.reshape(_f.permute(input, perm), (-1, c))
+        loss = nll_loss(flat, tgt.reshape(-1), weight, ignore_index, reduction)
+        return _f.reshape(loss, (n,) + tuple(spatial)) if reduction == "none" else loss
+    tgt = tgt.astype(np.int64, copy=False)
+    ignored = tgt == ignore_index
+    bad = (~ignored) & ((tgt < 0) | (tgt >= c))
+    if bad.any():
+        raise IndexError("Target %d is out of bounds." % int(tgt[bad][0]))
+    safe = np.where(ignored, 0, tgt)
+    picked = input[np.arange(n), safe]                           # one gather entry
+    if weight is None and not ignored.any():
+        if reduction == "none":
+            return -picked
+        if reduction == "sum":
+            return -picked.sum()
+        return -picked.mean()
+    w = np.ones(n, dtype=input.dtype) if weight is None else \
+        np.asarray(_target_array(weight), dtype=input.dtype)[safe]
+    w = np.where(ignored, 0, w).astype(input.dtype)
+    loss = picked * Tensor._wrap(-w)
+    if reduction == "none":
+        return loss
+    total = loss.sum()
+    if reduction == "sum":
+        return total
+    return total / float(w.sum())
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """Cross entropy of logits ``input`` (N, C[, ...]) against class indices (or class
+    probabilities of the same shape): log_softmax over dim 1, then nll_loss."""
+    reduction = _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError("label_smoothing must be between 0.0 and 1.0. Got: %s" % label_smoothing)
+    cdim = 0 if input.ndim == 1 else 1
+    logp = _f.log_softmax(input, cdim)
+    tgt = _target_array(target)
+    c = input.shape[cdim]
+    if tgt.dtype.kind == "f":                # class probabilities
+        if tgt.shape != input.shape:
+            raise RuntimeError("Expected floating point type target to have the same shape as input")
+        prob = _t(target, input)
+        if label_smoothing > 0:
+            prob = prob * (1 - label_smoothing) + label_smoothing / c
+        if weight is not None:
+            wshape = [1] * input.ndim
+            wshape[cdim] = c
+            logp = logp * Tensor._wrap(np.asarray(_target_array(weight), input.dtype).reshape(wshape))
+        loss = -(logp * prob).sum(cdim)
+        if reduction == "mean":
+            return loss.sum() / float(max(loss.numel(), 1) if input.ndim > 1 else 1)
+        return _reduce(loss, reduction)
+    nll = nll_loss(logp, tgt, weight, ignore_index, reduction)
+    if label_smoothing == 0:
+        return nll
+    # smoothing term: -(1/C) * sum_c w_c logp_c per sample
+    if weight is not None:
+        wshape = [1] * input.ndim
+        wshape[cdim] = c
+        lw = logp * Tensor._wrap(np.asarray(_target_array(weight), input.dtype).reshape(wshape))
+    else:
+        lw = logp
+    smooth = -lw.sum(cdim)
+    ignored = tgt == ignore_index
+    if ignored.any():
+        smooth = smooth * Tensor._wrap((~ignored).astype(input.dtype))
+    if reduction == "mean":
+        if weight is not None:
+            w = np.asarray(_target_array(weight), input.dtype)[np.where(ignored, 0, tgt)]
+            denom = float(np.where(ignored, 0, w).sum())
+        else:
+            denom = float((~ignored).sum())
+        smooth = smooth.sum() / denom
+    else:
+        smooth = _reduce(smooth, reduction)
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+    """``max(x, 0) - x*y + log1p(exp(-|x|))`` (stable for any logit): written as
+    ``(1-y)*x + max(-x, 0) + log1p(exp(-|x|))``; ``maximum`` splits its tie at 0, so
+    the gradient there is ``sigmoid(0) - y`` as it should be."""
+    reduction = _check_reduction(reduction)
+    target = _t(target, input)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError("Target size ({}) must be the same as input size ({})".format(
+            list(target.shape), list(input.shape)))
+    softplus_neg = _f.maximum(-input, 0.0) + _f.log1p(_f.exp(-_f.abs(input)))    # log(1 + exp(-x))
+    if pos_weight is not None:
+        lw = (_t(pos_weight, input) - 1) * target + 1
+        loss = (1 - target) * input + lw * softplus_neg
+    else:
+        loss = (1 - target) * input + softplus_neg
+    if weight is not None:
+        loss = loss * _t(weight, input)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """``-(y log p + (1-y) log(1-p))`` with each log clamped at -100, as PyTorch does."""
+    reduction = _check_reduction(reduction)
+    target = _t(target, input)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError("Using a target size ({}) that is different to the input size ({}) is deprecated. "
+                         "Please ensure they have the same size.".format(list(target.shape),
+                                                                       list(input.shape)))
+    d = input._data
+    if (d < 0).any() or (d > 1).any():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    logp = _f.clamp(_f.log(input), min=-100.0)
+    log1mp = _f.clamp(_f.log(1 - input), min=-100.0)
+    loss = -(target * logp + (1 - target) * log1mp)
+    if weight is not None:
+        loss = loss * _t(weight, input)
+    return _reduce(loss, reduction)

@@ -1,0 +1,529 @@
+"""Parameters and modules (PyTorch's ``torch.nn.Parameter`` / ``torch.nn.Module``)."""
+import math
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ..autograd.grad_mode import no_grad
+from ..ops.inplace import commit_inplace
+from ..tensor import Tensor
+from . import functional as F
+
+__all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
+           "LogSoftmax", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "BCELoss"]
+
+
+class Parameter(Tensor):
+    """A leaf tensor that requires grad (by default) and that a Module registers as a
+    parameter when assigned to one of its attributes.  Operations on it return plain
+    Tensors; its values are shared with ``data`` when that is a Tensor."""
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        if isinstance(data, Tensor):
+            # share storage and version counter with ``data`` (a detached alias, as in PyTorch)
+            Tensor.__init__(self, np.empty(0))
+            self._data = data._data
+            self._ver = data._ver
+            self._sver = data._ver[0]
+        else:
+            if data is None:
+                data = np.empty((0,), dtype=np.float64)
+            Tensor.__init__(self, data)
+        if requires_grad:
+            self.requires_grad_(True, _creation=True)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        p = Parameter(self._data.copy(), requires_grad=self.requires_grad)
+        memo[id(self)] = p
+        return p
+
+    def __reduce_ex__(self, protocol):
+        return (Parameter, (self._data, self.requires_grad))
+
+
+def _typename(v):
+    if isinstance(v, Tensor):
+        return "tapegrad.Tensor"
+    t = type(v)
+    return t.__qualname__ if t.__module__ == "builtins" else t.__module__ + "." + t.__qualname__
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+class Module:
+    """Base class: assigning a Parameter, Module or (via ``register_buffer``) buffer to an
+    attribute registers it, in assignment order."""
+    training = True
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError("Module.__init__() takes no arguments")
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *input):
+        raise NotImplementedError('Module [%s] is missing the required "forward" function'
+                                  % type(self).__name__)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- attribute registration ------------------------------------------------------
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params, buffers, modules = d.get("_parameters"), d.get("_buffers"), d.get("_modules")
+
+        def remove_from(*dicts):
+            for dd in dicts:
+                if dd is not None and name in dd:
+                    del dd[name]
+            d.pop(name, None)
+
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(buffers, modules)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError("cannot assign '%s' as parameter '%s' (tapegrad.nn.Parameter or None "
+                                "expected)" % (_typename(value), name))
+            params[name] = None
+        elif isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            remove_from(params, buffers)
+            modules[name] = value
+        elif modules is not None and name in modules:
+            if value is not None:
+                raise TypeError("cannot assign '%s' as child module '%s' (tapegrad.nn.Module or None "
+                                "expected)" % (_typename(value), name))
+            modules[name] = None
+        elif buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError("cannot assign '%s' as buffer '%s' (tapegrad.Tensor or None expected)"
+                                % (_typename(value), name))
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            dd = d.get(key)
+            if dd is not None and name in dd:
+                return dd[name]
+        raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+
+    def __delattr__(self, name):
+        for key in ("_parameters", "_buffers", "_modules"):
+            dd = self.__dict__.get(key)
+            if dd is not None and name in dd:
+                del dd[name]
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+    def _check_name(self, name, kind):
+        if not isinstance(name, str):
+            raise TypeError("%s name should be a string. Got %s" % (kind, _typename(name)))
+        if "." in name:
+            raise KeyError('%s name can\'t contain "."' % kind)
+        if name == "":
+            raise KeyError('%s name can\'t be empty string ""' % kind)
+
+    def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name(name, "parameter")
+        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._parameters):
+            raise KeyError("attribute '%s' already exists" % name)
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError("cannot assign '%s' object to parameter '%s' (tapegrad.nn.Parameter or None "
+                            "required)" % (_typename(param), name))
+        if not param.is_leaf:
+            raise ValueError("Cannot assign non-leaf Tensor to parameter '%s'. Model parameters must be "
+                             "created explicitly. To express '%s' as a function of another Tensor, compute "
+                             "the value in the forward() method." % (name, name))
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_name(name, "buffer")
+        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._buffers):
+            raise KeyError("attribute '%s' already exists" % name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError("cannot assign '%s' object to buffer '%s' (tapegrad Tensor or None required)"
+                            % (_typename(tensor), name))
+        self._buffers[name] = tensor
+        if not persistent:
+            self.__dict__.setdefault("_non_persistent", set()).add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError("%s is not a Module subclass" % _typename(module))
+        self._check_name(name, "module")
+        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._modules):
+            raise KeyError("attribute '%s' already exists" % name)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # -- traversal ----------------------------------------------------------------
+    def _named_members(self, get, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse \
+            else [(prefix, self)]
+        for mprefix, mod in mods:
+            for k, v in get(mod):
+                if v is None or (remove_duplicate and id(v) in memo):
+                    continue
+                if remove_duplicate:
+                    memo.add(id(v))
+                yield (mprefix + ("." if mprefix else "") + k, v)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_children(self):
+        memo = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in memo:
+                memo.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from m.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- modes and grads ---------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad_(False)
+                with no_grad():
+                    g.zero_()
+
+    # -- state dict ----------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (detached, sharing storage,
+        unless ``keep_vars``)."""
+        if destination is None:
+            destination = OrderedDict()
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        skip = self.__dict__.get("_non_persistent", ())
+        for name, b in self._buffers.items():
+            if b is not None and name not in skip:
+                destination[prefix + name] = b if keep_vars else b.detach()
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values in place into the parameters and buffers (under no_grad)."""
+        if not hasattr(state_dict, "keys"):
+            raise TypeError("Expected state_dict to be dict-like, got %s." % _typename(state_dict))
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        for k, target in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            arr = v._data if isinstance(v, Tensor) else np.asarray(v)
+            if arr.shape != target.shape:
+                errors.append("size mismatch for %s: copying a param with shape %s from checkpoint, the "
+                              "shape in current model is %s." % (k, list(arr.shape), list(target.shape)))
+                continue
+            with no_grad():
+                np.copyto(target._data, arr, casting="unsafe")
+                commit_inplace(target, None)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: %s. "
+                              % ", ".join('"%s"' % k for k in unexpected))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: %s. " % ", ".join('"%s"' % k for k in missing))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for %s:\n\t%s"
+                               % (type(self).__name__, "\n\t".join(errors)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- repr -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, m in self._modules.items():
+            mod = repr(m).replace("\n", "\n  ")
+            lines.append("(" + name + "): " + mod)
+        main = type(self).__name__ + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+
+def _rng():
+    import tapegrad
+    return tapegrad._rng
+
+
+class Linear(Module):
+    """``y = x @ W.T + b``; W (out_features, in_features) and b drawn from
+    U(-1/sqrt(in_features), 1/sqrt(in_features)) with tapegrad's generator (PyTorch's
+    kaiming_uniform_(a=sqrt(5)) default)."""
+
+    def __init__(self, in_features, out_features, bias=True, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        dt = np.dtype(dtype or np.float64)
+        self.weight = Parameter(np.empty((out_features, in_features), dtype=dt))
+        if bias:
+            self.bias = Parameter(np.empty((out_features,), dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        rng = _rng()
+        w = self.weight
+        with no_grad():
+            w._data[...] = rng.uniform(-bound, bound, w.shape)
+            commit_inplace(w, None)
+            if self.bias is not None:
+                self.bias._data[...] = rng.uniform(-bound, bound, self.bias.shape)
+                commit_inplace(self.bias, None)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
+                                                            self.bias is not None)
+
+
+class Sequential(Module):
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for k, m in args[0].items():
+                self.add_module(k, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        mods = list(self._modules.values())
+        n = len(mods)
+        if not -n <= idx < n:
+            raise IndexError("index %d is out of range" % idx)
+        return mods[idx]
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+
+class Identity(Module):
+    def forward(self, input):
+        return input
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self):
+        return "dim=%s" % self.dim
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)
+
+
+class _Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+
+class MSELoss(_Loss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class NLLLoss(_Loss):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+        super().__init__(reduction)
+        self.weight = weight
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class CrossEntropyLoss(NLLLoss):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(weight, ignore_index, reduction)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                               self.label_smoothing)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__(reduction)
+        self.weight = weight
+        self.pos_weight = pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
