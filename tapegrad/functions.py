@@ -25,7 +25,7 @@ def _tensor(v, like=None):
         return v
     if isinstance(v, np.ndarray):
         return Tensor._wrap(v)
-    dt = like.dtype if (like is not None and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
+    dt = like.dtype if (isinstance(like, Tensor) and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
     return Tensor._wrap(np.asarray(v, dtype=dt))
 
 
@@ -45,63 +45,41 @@ def _scalar(v):
     return t is float or t is int or (isinstance(v, _SCALARS) and not isinstance(v, np.ndarray))
 
 
+def _arith(name, both, tensor_scalar, scalar_tensor):
+    """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
+    -> the binary op; a number on either side -> the unary op with the number as
+    its parameter (``tensor_scalar(t, x)`` / ``scalar_tensor(t, x)``)."""
+    def f(a, b):
+        if type(b) is Tensor:
+            if type(a) is Tensor:
+                return both(a, b)
+            if _scalar(a):
+                return scalar_tensor(b, a)
+        elif type(a) is Tensor and _scalar(b):
+            return tensor_scalar(a, b)
+        return both(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+_SUB_NM = _NM["SubBackward0"]
+_add = _arith("add", _ADD, _ADD_S, _ADD_S)
+_sub = _arith("sub", _SUB, lambda t, x: _ADD_S(t, -x, name=_SUB_NM), _RSUB_S)
+mul = _arith("mul", _MUL, _MUL_S, _MUL_S)
+div = _arith("div", _DIV, _DIV_S, _RDIV_S)
+pow = _arith("pow", _POW, _POW_S, _RPOW_S)
+
+
+def _scaled(b, alpha):
+    return b if alpha == 1 else (b * alpha if _scalar(b) else mul(b, alpha))
+
+
 def add(a, b, alpha=1):
-    if alpha != 1:
-        b = mul(b, alpha)
-    if type(b) is Tensor:
-        if type(a) is Tensor:
-            return _ADD(a, b)
-        if _scalar(a):
-            return _ADD_S(b, a)
-    elif type(a) is Tensor and _scalar(b):
-        return _ADD_S(a, b)
-    return _ADD(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+    return _add(a, _scaled(b, alpha))
 
 
 def sub(a, b, alpha=1):
-    if alpha != 1:
-        b = mul(b, alpha)
-    if type(b) is Tensor:
-        if type(a) is Tensor:
-            return _SUB(a, b)
-        if _scalar(a):
-            return _RSUB_S(b, a)
-    elif type(a) is Tensor and _scalar(b):
-        return _ADD_S(a, -b, name=_NM["SubBackward0"])
-    return _SUB(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
-
-
-def mul(a, b):
-    if type(b) is Tensor:
-        if type(a) is Tensor:
-            return _MUL(a, b)
-        if _scalar(a):
-            return _MUL_S(b, a)
-    elif type(a) is Tensor and _scalar(b):
-        return _MUL_S(a, b)
-    return _MUL(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
-
-
-def div(a, b):
-    if type(b) is Tensor:
-        if type(a) is Tensor:
-            return _DIV(a, b)
-        if _scalar(a):
-            return _RDIV_S(b, a)
-    elif type(a) is Tensor and _scalar(b):
-        return _DIV_S(a, b)
-    return _DIV(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
-
-
-def pow(a, b):
-    if type(b) is Tensor:
-        if type(a) is Tensor:
-            return _POW(a, b)
-        if _scalar(a):
-            return _RPOW_S(b, a)
-    elif type(a) is Tensor and _scalar(b):
-        return _POW_S(a, b)
-    return _POW(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+    return _sub(a, _scaled(b, alpha))
 
 
 def neg(x):
@@ -358,7 +336,7 @@ def _setitem(self, idx, value):
 def _install():
     T = Tensor
     methods = {
-        "__add__": add, "__radd__": lambda s, o: add(o, s), "__sub__": sub, "__rsub__": _rsub,
+        "__add__": _add, "__radd__": lambda s, o: _add(o, s), "__sub__": _sub, "__rsub__": _rsub,
         "__mul__": mul, "__rmul__": lambda s, o: mul(o, s), "__truediv__": div, "__rtruediv__": _rdiv,
         "__pow__": pow, "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
         "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,

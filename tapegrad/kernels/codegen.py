@@ -197,8 +197,8 @@ def _writable_dir():
 
 def _flush_stale_caches(d, digest):
     """Numba's cache of a function embeds the functions it calls but is keyed only
-    on its own file: when any kernel source changed, drop every cached kernel."""
-    from .._jit import _ALL
+    on its own file: when any kernel source changed, every cached kernel must go.
+    Noted here; ``write_stamp`` flushes once all kernels are defined."""
     stamp = os.path.join(d, "kernels.stamp")
     try:
         with open(stamp) as fh:
@@ -206,13 +206,6 @@ def _flush_stale_caches(d, digest):
                 return
     except OSError:
         pass
-    for disp in _ALL:
-        cache = getattr(disp, "_cache", None)
-        if cache is not None:
-            try:
-                cache.flush()
-            except OSError:
-                pass
     _FLUSHED.append(digest)
 
 
@@ -220,7 +213,7 @@ _FLUSHED = []
 
 
 def write_stamp(digest):
-    """Called once every kernel is defined (the sweep module's import)."""
+    """Called once every kernel is defined (end of the sweep module's import)."""
     if not _FLUSHED:
         return
     from .._jit import _ALL
