@@ -1,0 +1,64 @@
+"""The scripts in examples/ run (shortened) and reach their figures; the tour's digits demo runs or skips."""
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"_example_{name}", EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_digits_mlp(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "curves.png"
+    res = _load("digits_mlp").main(["--epochs", "4", "--lr", "3e-3", "--no-progress", "--plot", str(png)])
+    assert res["test_acc"] >= 0.90
+    assert len(res["history"]["test_acc"]) == 4
+    assert png.is_file() and png.stat().st_size > 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rosenbrock_lbfgs(capsys):
+    res = _load("rosenbrock_lbfgs").main(["--n", "50"])
+    assert res["max_err"] < 1e-3
+    assert res["fun"] < 1e-8
+    out = capsys.readouterr().out
+    assert "iterations:" in out and "max |x - 1|" in out
+
+
+def test_ode_fit(capsys):
+    res = _load("ode_fit").main(["--steps", "200", "--iters", "80", "--lr", "0.02"])
+    zeta_true, omega_true = res["true"]
+    assert res["zeta"] == pytest.approx(zeta_true, rel=0.05)
+    assert res["omega"] == pytest.approx(omega_true, rel=0.05)
+    assert "time per gradient" in capsys.readouterr().out
+
+
+def _tour(*pre):
+    code = "; ".join([*pre, "import runpy", "runpy.run_module('tapegrad', run_name='__main__')"])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_tour_digits_demo():
+    pytest.importorskip("sklearn")
+    accs = [float(a) for a in re.findall(r"test accuracy (\S+)", _tour())]
+    assert len(accs) == 3 and accs[-1] >= 0.90
+
+
+def test_tour_skips_digits_without_sklearn():
+    out = _tour("import sys", "sys.modules['sklearn'] = None")   # makes `import sklearn` fail
+    assert "skipped: scikit-learn is not installed" in out
+    assert "loss after:" in out
