@@ -85,80 +85,77 @@ def _expr(rule, index):
     return ast.unparse(_Index(index).visit(tree))
 
 
-# One small function per op and a dispatcher.  Arrays cross these calls as raw
-# addresses and lengths: Numba passes an array argument as a struct of seven words,
-# and calls with a dozen of them cost more than the kernels' work on small slots.
+# One function per family, one branch per op.  Arrays cross the call as raw
+# addresses and lengths: Numba passes an array argument as a struct of seven words
+# with reference counting, and calls with a dozen of them cost more than the
+# kernels' work on small slots (and made large functions slow to run).
 
 def unary_source():
-    """Per unary op, its reverse loop; ``ovw`` writes the adjoint instead of adding
-    to it (its first contribution: the buffer was never zeroed)."""
-    lines = []
+    """One branch per unary op; ``ovw`` writes the adjoint instead of adding to it
+    (its first contribution: the buffer was never zeroed)."""
+    lines = ["", "", "@jit", "def unary_reverse(code, n, pg, px, py, p, q, pdx, ovw):",
+             "    g, x, y, dx = view(pg, n), view(px, n), view(py, n), view(pdx, n)"]
     idx = {"g": "i", "x": "i", "y": "i"}
-    for op in UNARY_OPS:
-        e = _expr(op.rule, idx)
-        lines += ["", "", "@jit", f"def _u_{op.name}(n, pg, px, py, p, q, pdx, ovw):",
-                  "    g, x, y, dx = view(pg, n), view(px, n), view(py, n), view(pdx, n)",
-                  "    if ovw:",
-                  "        for i in range(n):",
-                  f"            dx[i] = {e}",
-                  "    else:",
-                  "        for i in range(n):",
-                  f"            dx[i] += {e}"]
-    lines += ["", "", "@jit", "def unary_reverse(code, n, pg, px, py, p, q, pdx, ovw):"]
     for k, op in enumerate(UNARY_OPS):
-        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:",
-                  f"        _u_{op.name}(n, pg, px, py, p, q, pdx, ovw)"]
+        e = _expr(op.rule, idx)
+        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}",
+                  "        if ovw:",
+                  "            for i in range(n):",
+                  f"                dx[i] = {e}",
+                  "        else:",
+                  "            for i in range(n):",
+                  f"                dx[i] += {e}"]
     return "\n".join(lines) + "\n"
 
 
 def binary_source():
-    """Per binary op, its reverse loops.  Same shapes with both gradients wanted: one
-    fused pass.  Otherwise each input on its own, read as full (stride 1), as a
-    scalar (stride 0), or through broadcast index maps (``aux[at:]``; bit k of
-    ``full``: input k has the output's shape).  ``ovw``: every adjoint written here
-    is a first contribution at stride 1, so it is assigned, not added."""
+    """One branch per binary op.  Same shapes with both gradients wanted: one fused
+    pass.  Otherwise each input on its own, read as full (stride 1), as a scalar
+    (stride 0), or through broadcast index maps (``aux[at:]``; bit k of ``full``:
+    input k has the output's shape).  ``ovw``: every adjoint written here is a first
+    contribution at stride 1, so it is assigned, not added."""
     plain = {"g": "i", "y": "i", "a": "i * sa", "b": "i * sb", "c": "i * sc"}
     same = {"g": "i", "y": "i", "a": "i", "b": "i", "c": "i * sc"}
     mapped = {"g": "i", "y": "i", "a": "(i if full & 1 else ma[i])", "b": "(i if full & 2 else mb[i])",
               "c": "(i if full & 4 else mc[i])"}
-    args = "n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, aux, at, full, ovw"
-    lines = []
-    for op in BINARY_OPS:
-        ra, rb = _expr(op.rule_a, same), _expr(op.rule_b, same)
-        lines += ["", "", "@jit", f"def _b_{op.name}({args}):",
-                  "    g, a, b, c, y = view(pg, n), view(pa, na), view(pb, nb), view(pc, nc), view(py, n)",
-                  "    da, db = view(pda, na), view(pdb, nb)",
-                  "    if at < 0 and sa == 1 and sb == 1 and pda != 0 and pdb != 0:",
-                  "        if ovw:",
-                  "            for i in range(n):",
-                  f"                da[i] = {ra}",
-                  f"                db[i] = {rb}",
-                  "        else:",
-                  "            for i in range(n):",
-                  f"                da[i] += {ra}",
-                  f"                db[i] += {rb}",
-                  "    elif at < 0:"]
-        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
-            lines += [f"        if pd{dst} != 0:",
-                      "            if ovw:",
-                      "                for i in range(n):",
-                      f"                    d{dst}[i] = {_expr(rule, plain)}",
-                      "            else:",
-                      "                for i in range(n):",
-                      f"                    d{dst}[{plain[dst]}] += {_expr(rule, plain)}"]
-        lines += ["    else:",
-                  "        w = 2 + 2 * aux[at]",
-                  "        ma = aux[:0] if full & 1 else strided_map(aux, at)",
-                  "        mb = aux[:0] if full & 2 else strided_map(aux, at + w)",
-                  "        mc = aux[:0] if full & 4 else strided_map(aux, at + 2 * w)"]
-        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
-            lines += [f"        if pd{dst} != 0:",
-                      "            for i in range(n):",
-                      f"                d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
-    lines += ["", "", "@jit", f"def binary_reverse(code, {args}):"]
+    lines = ["", "", "@jit",
+             "def binary_reverse(code, n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, aux, at, full, ovw):",
+             "    g, a, b, c, y = view(pg, n), view(pa, na), view(pb, nb), view(pc, nc), view(py, n)",
+             "    da, db = view(pda, na), view(pdb, nb)",
+             "    fused = at < 0 and sa == 1 and sb == 1 and pda != 0 and pdb != 0",
+             "    if at >= 0:",
+             "        w = 2 + 2 * aux[at]",
+             "        ma = aux[:0] if full & 1 else strided_map(aux, at)",
+             "        mb = aux[:0] if full & 2 else strided_map(aux, at + w)",
+             "        mc = aux[:0] if full & 4 else strided_map(aux, at + 2 * w)",
+             "    else:",
+             "        ma = mb = mc = aux[:0]"]
     for k, op in enumerate(BINARY_OPS):
-        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:",
-                  f"        _b_{op.name}({args})"]
+        ra, rb = _expr(op.rule_a, same), _expr(op.rule_b, same)
+        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}",
+                  "        if fused:",
+                  "            if ovw:",
+                  "                for i in range(n):",
+                  f"                    da[i] = {ra}",
+                  f"                    db[i] = {rb}",
+                  "            else:",
+                  "                for i in range(n):",
+                  f"                    da[i] += {ra}",
+                  f"                    db[i] += {rb}",
+                  "        elif at < 0:"]
+        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
+            lines += [f"            if pd{dst} != 0:",
+                      "                if ovw:",
+                      "                    for i in range(n):",
+                      f"                        d{dst}[i] = {_expr(rule, plain)}",
+                      "                else:",
+                      "                    for i in range(n):",
+                      f"                        d{dst}[{plain[dst]}] += {_expr(rule, plain)}"]
+        lines.append("        else:")
+        for dst, rule in (("a", op.rule_a), ("b", op.rule_b)):
+            lines += [f"            if pd{dst} != 0:",
+                      "                for i in range(n):",
+                      f"                    d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
     return "\n".join(lines) + "\n"
 
 
