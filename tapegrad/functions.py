@@ -55,7 +55,7 @@ def _arith(name, both, tensor_scalar, scalar_tensor):
                 return both(a, b)
             if _scalar(a):
                 return scalar_tensor(b, a)
-        elif type(a) is Tensor and _scalar(b):
+        elif type(a) is Tensor and (type(b) is float or _scalar(b)):
             return tensor_scalar(a, b)
         return both(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
     f.__name__ = f.__qualname__ = name

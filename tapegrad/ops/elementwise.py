@@ -192,6 +192,24 @@ def _broadcast_plan(osh, ins):
     return np.array(words, np.int64), bits
 
 
+# NumPy multiplies by a Python float about twice as slowly as by a 0-d array of the
+# same dtype (the scalar is converted on every call); the result is the same.
+_CONST_OPERAND = {"add_s", "mul_s", "div_s", "rsub_s", "rdiv_s"}
+_CONSTANTS = {}
+
+
+def _constant(p, dt):
+    c = _CONSTANTS.get((p, dt))
+    if c is None:
+        if dt.kind != "f" or type(p) not in (float, int):
+            return p
+        if len(_CONSTANTS) > 1024:
+            _CONSTANTS.clear()
+        c = _CONSTANTS[(p, dt)] = np.array(p, dt)
+        c.flags.writeable = False
+    return c
+
+
 def _unary_recorder(op):
     """The function that applies and records ``op`` (a row of UNARY_OPS).
 
@@ -200,10 +218,17 @@ def _unary_recorder(op):
     out here rather than called."""
     n, fwd, code, nm0, saves = op.nparams, op.forward, op.code, op.nm, op.saves
     save_in, save_out = saves & 1, saves & 8
+    if n == 1 and op.name in _CONST_OPERAND:
+        n = -1                  # forward with the number as a cached 0-d array
 
     def record(x, p=0.0, q=0.0, name=-1):
         d = x._data
-        out = fwd(d) if n == 0 else (fwd(d, p) if n == 1 else fwd(d, p, q))
+        if n == 0:
+            out = fwd(d)
+        elif n == -1:
+            out = fwd(d, _constant(p, d.dtype))
+        else:
+            out = fwd(d, p) if n == 1 else fwd(d, p, q)
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not x._rg:
