@@ -188,22 +188,25 @@ dot = _la.dot
 bmm = _la.bmm
 
 
-def max(x, dim=None, keepdim=False):
+def _extreme(x, dim, keepdim, largest):
+    """max/min: of another tensor (elementwise), of everything (ties split the
+    gradient), or along ``dim`` (values and indices)."""
+    what = "max" if largest else "min"
     if isinstance(dim, Tensor):
-        return maximum(x, dim)
+        return (maximum if largest else minimum)(x, dim)
     if dim is None:
-        _rd._check_nonempty(x, "max", None)
-        return _rd._record(_rd.EXTREMUM, x, x._data.max(), tuple(range(x.ndim)), "MaxBackward1")
-    return _rd.max_dim(x, dim, keepdim, True)
+        _rd._check_nonempty(x, what, None)
+        out = x._data.max() if largest else x._data.min()
+        return _rd._record(_rd.EXTREMUM, x, out, tuple(range(x.ndim)), what.capitalize() + "Backward1")
+    return _rd.max_dim(x, dim, keepdim, largest)
+
+
+def max(x, dim=None, keepdim=False):
+    return _extreme(x, dim, keepdim, True)
 
 
 def min(x, dim=None, keepdim=False):
-    if isinstance(dim, Tensor):
-        return minimum(x, dim)
-    if dim is None:
-        _rd._check_nonempty(x, "min", None)
-        return _rd._record(_rd.EXTREMUM, x, x._data.min(), tuple(range(x.ndim)), "MinBackward1")
-    return _rd.max_dim(x, dim, keepdim, False)
+    return _extreme(x, dim, keepdim, False)
 
 
 def argmax(x, dim=None, keepdim=False):

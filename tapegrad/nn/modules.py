@@ -270,19 +270,8 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            g = p.grad
-            if g is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if g.grad_fn is not None:
-                    g.detach_()
-                else:
-                    g.requires_grad_(False)
-                with no_grad():
-                    g.zero_()
+        from ..optim import zero_grads
+        zero_grads(self.parameters(), set_to_none)
 
     # -- state dict ----------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):

@@ -40,6 +40,24 @@ def _commit(p):
     commit_inplace(p, None)
 
 
+def zero_grads(params, set_to_none=True):
+    """``.grad = None`` (default) or zero it in place, for each of ``params``
+    (shared by Optimizer.zero_grad and Module.zero_grad)."""
+    for p in params:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            if g.grad_fn is not None:
+                g.detach_()
+            else:
+                g.requires_grad_(False)
+            with no_grad():
+                g.zero_()
+
+
 class Optimizer:
     """Base class: ``param_groups`` is a list of dicts (``'params'`` plus options);
     ``state`` maps a parameter to its per-parameter state dict."""
@@ -109,20 +127,16 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    else:
-                        g.requires_grad_(False)
-                    with no_grad():
-                        g.zero_()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
+
+    @staticmethod
+    def _closure_loss(closure):
+        """Re-evaluate the model (``step(closure)``) with grad enabled."""
+        if closure is None:
+            return None
+        from ..autograd.grad_mode import enable_grad
+        with enable_grad():
+            return closure()
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -231,11 +245,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            from ..autograd.grad_mode import enable_grad
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
                 lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
@@ -284,11 +294,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            from ..autograd.grad_mode import enable_grad
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
                 lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
