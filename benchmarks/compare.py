@@ -1,6 +1,6 @@
 """Time value-and-gradient of tapegrad against PyTorch on the same workloads.
 
-    python benchmarks/compare.py [--repeat N] [--warmup N] [--only chain,mlp,rosen] [--json PATH]
+    python benchmarks/compare.py [--repeat N] [--warmup N] [--only chain,mlp,rosen,hvp] [--json PATH]
 
 Every workload builds its graph from scratch and calls ``backward()`` once per
 repetition.  Both libraries run in float64 on one thread, so the arithmetic is the
@@ -99,10 +99,27 @@ def rosen(lib, inp):
     return loss, [x]
 
 
+def hvp_inputs(rng, n=10_000):
+    return {"x": rng.uniform(-2.0, 2.0, n), "v": rng.standard_normal(n)}
+
+
+def hvp(lib, inp):
+    """Hessian-vector product of Rosenbrock by double backward (create_graph=True):
+    x.grad ends up holding H v."""
+    x = lib.tensor(inp["x"], requires_grad=True)
+    v = lib.tensor(inp["v"])
+    head = x[:-1]
+    loss = (100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum()
+    g, = lib.autograd.grad(loss, x, create_graph=True)
+    (g * v).sum().backward()
+    return loss, [x]
+
+
 WORKLOADS = {
     "chain": Workload(chain_inputs, chain, chain, target=0.25),
     "mlp": Workload(mlp_inputs, mlp, mlp, target=1.0),
     "rosen": Workload(rosen_inputs, rosen, rosen, target=1.0),
+    "hvp": Workload(hvp_inputs, hvp, hvp, target=1.0),
 }
 
 

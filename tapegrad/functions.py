@@ -231,6 +231,27 @@ def _cmp(ufunc):
     return f
 
 
+def _bitwise(ufunc, name):
+    """``&``, ``|``, ``^`` on boolean and integer tensors (never differentiable)."""
+    def f(self, other):
+        o = other._data if isinstance(other, Tensor) else np.asarray(other)
+        for v in (self._data, o):
+            if v.dtype.kind not in "biu":
+                raise RuntimeError('"%s_cpu" not implemented for \'%s\'' % (name, _type_name(v.dtype)))
+        return Tensor._wrap(np.asarray(ufunc(self._data, o)))
+    return f
+
+
+def _type_name(dt):
+    return {"float64": "Double", "float32": "Float", "float16": "Half"}.get(dt.name, dt.name.capitalize())
+
+
+def _invert(self):
+    if self.dtype.kind not in "biu":
+        raise RuntimeError('"bitwise_not_cpu" not implemented for \'%s\'' % _type_name(self.dtype))
+    return Tensor._wrap(np.asarray(np.invert(self._data)))
+
+
 def _inplace(fn):
     def f(self, *args, **kw):
         return _ip.apply(self, lambda: fn(self, *args, **kw))
@@ -347,6 +368,10 @@ def _install():
         "__itruediv__": _inplace(div), "__ipow__": _inplace(pow),
         "__lt__": _cmp(np.less), "__le__": _cmp(np.less_equal), "__gt__": _cmp(np.greater),
         "__ge__": _cmp(np.greater_equal), "__eq__": _cmp(np.equal), "__ne__": _cmp(np.not_equal),
+        "__and__": _bitwise(np.bitwise_and, "bitwise_and"), "__or__": _bitwise(np.bitwise_or, "bitwise_or"),
+        "__xor__": _bitwise(np.bitwise_xor, "bitwise_xor"), "__invert__": _invert,
+        "__rand__": _bitwise(np.bitwise_and, "bitwise_and"), "__ror__": _bitwise(np.bitwise_or, "bitwise_or"),
+        "__rxor__": _bitwise(np.bitwise_xor, "bitwise_xor"),
         "__getitem__": _getitem, "__setitem__": _setitem,
         "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": neg, "matmul": matmul,
         "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "maximum": maximum, "minimum": minimum,

@@ -4,9 +4,10 @@ import warnings
 import numpy as np
 
 from ..tensor import Tensor
-from . import engine
+from . import differentiable, engine
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-from .gradcheck import GradcheckError, gradcheck  # noqa: F401
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
+from . import functional  # noqa: F401,E402
 
 
 def _as_tuple(tensors):
@@ -69,9 +70,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         else:
             raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
                                "`backward()`. Please only use `grad_tensors`.")
-    if create_graph:
-        raise NotImplementedError("create_graph=True is not implemented yet in tapegrad (higher-order "
-                                  "derivatives are planned); use create_graph=False")
     if inputs is not None:
         inputs = _as_tuple(inputs)
         if len(inputs) == 0:
@@ -80,11 +78,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if not t.requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     tensors = _as_tuple(tensors)
-    grads = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(tensors)
-    grads = _make_grads(tensors, grads)
+    given = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(tensors)
+    grads = _make_grads(tensors, given)
     _check_roots(tensors)
     if retain_graph is None:
         retain_graph = create_graph
+    if create_graph:
+        differentiable.warn_reference_cycle()
+        return _backward_graph(tensors, given, retain_graph, inputs)
     seeds, leaf_seeds = _split_roots(tensors, grads)
     if inputs is None:
         if seeds:
@@ -127,9 +128,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                          "but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
-    if create_graph:
-        raise NotImplementedError("create_graph=True is not implemented yet in tapegrad (higher-order "
-                                  "derivatives are planned); use create_graph=False")
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True is not supported by tapegrad")
     outputs = _as_tuple(outputs)
@@ -139,11 +137,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError("grad() expects Tensors as inputs, got %s" % type(t).__name__)
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
-    grads = _make_grads(outputs, grads)
+    given = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
+    grads = _make_grads(outputs, given)
     _check_roots(outputs)
     if retain_graph is None:
         retain_graph = create_graph
+    if create_graph:
+        return _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads)
     seeds, leaf_seeds = _split_roots(outputs, grads)
     res = engine.run_backward(seeds, retain_graph, targets=inputs, accumulate=False) if seeds else {}
     for t, g in leaf_seeds:
@@ -163,4 +163,58 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             out.append(None)
         else:
             out.append(Tensor._wrap(np.array(g, dtype=t.dtype).reshape(t.shape)))
+    return tuple(out)
+
+
+# -- create_graph=True: the same, through the differentiable reverse ----------------------
+def _graph_results(roots, given, retain_graph, targets, accumulate):
+    seeds, leaf_seeds = _split_roots(roots, differentiable.graph_seeds(roots, given))
+    res = differentiable.run_backward(seeds, retain_graph, targets, accumulate) if seeds else {}
+    return res, leaf_seeds
+
+
+def _backward_graph(tensors, given, retain_graph, inputs):
+    res, leaf_seeds = _graph_results(tensors, given, retain_graph, inputs, True)
+    if inputs is None:
+        for t, g in leaf_seeds:
+            differentiable.accumulate_grad(t, g)
+        return None
+    for t, g in leaf_seeds:
+        if any(t is i for i in inputs):
+            g = differentiable.as_shape(g, t.shape)
+            prev = res.get(id(t))
+            res[id(t)] = g if prev is None else prev + g
+    for t in {id(t): t for t in inputs}.values():
+        g = res.get(id(t))
+        if g is None:
+            continue
+        if t._tape is None:
+            differentiable.accumulate_grad(t, g)
+        else:
+            x = t._extra()
+            x.retains = True
+            x.grad = g if x.grad is None else x.grad + g
+    return None
+
+
+def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads):
+    res, leaf_seeds = _graph_results(outputs, given, retain_graph, inputs, False)
+    for t, g in leaf_seeds:
+        if any(t is i for i in inputs):
+            g = differentiable.as_shape(g, t.shape)
+            prev = res.get(id(t))
+            res[id(t)] = g if prev is None else prev + g
+    out = []
+    for i, t in enumerate(inputs):
+        g = res.get(id(t))
+        if g is None:
+            if materialize_grads:
+                out.append(Tensor._wrap(np.zeros(t.shape, t.dtype)))
+                continue
+            if not allow_unused:
+                raise RuntimeError("The differentiated Tensor at index %d appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior." % i)
+            out.append(None)
+        else:
+            out.append(g)
     return tuple(out)

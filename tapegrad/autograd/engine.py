@@ -96,7 +96,11 @@ def _version_error(T, s, ints):
 
 def _run_hooks(hooks, g, shape, dtype):
     """Apply tensor hooks in registration order; returns the final gradient Tensor."""
-    gt = Tensor._wrap(g.reshape(shape).astype(dtype, copy=False))
+    return apply_hooks(hooks, Tensor._wrap(g.reshape(shape).astype(dtype, copy=False)))
+
+
+def apply_hooks(hooks, gt):
+    """Apply tensor hooks in registration order to the gradient tensor ``gt``."""
     for h in list(hooks):
         r = h(gt)
         if r is None:
@@ -163,10 +167,11 @@ def _tape_order(roots):
     return post[::-1]
 
 
-def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
+    """Which entries this backward runs (see ``kernels.sweep.mark``), after the
+    checks that it can: nothing it needs was freed or changed in place.
+    Returns (process, reach, needval, {target slot: [tensors]})."""
     n = T.n
-    ints, flts = T.arrays()
-    sizes = ints[:, _tp.SIZE]
     if T.freed.size < n:
         freed = np.zeros(n, np.uint8)
         freed[:T.freed.size] = T.freed
@@ -194,6 +199,15 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for s in np.flatnonzero(needval).tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
+    return process, reach, needval, tslots
+
+
+def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+    n = T.n
+    ints, flts = T.arrays()
+    sizes = ints[:, _tp.SIZE]
+    process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
     V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])

@@ -71,3 +71,38 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
                         % (k, i, n, a))
                 return False
     return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+                  seed=0):
+    """True when the second derivatives of ``fn`` match central finite differences
+    of its first derivatives: the gradient ``v . d fn / d inputs`` is computed with
+    ``create_graph=True`` and checked by ``gradcheck`` with respect to the inputs
+    and to ``v`` (random unless ``grad_outputs`` is given)."""
+    from . import grad
+    from .grad_mode import enable_grad
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    n = len(inputs)
+    outs = _outputs(fn, inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed)
+        grad_outputs = tuple(Tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
+                             for o in outs)
+    else:
+        grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+    wrt = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def first_derivatives(*args):
+        with enable_grad():
+            ins, vs = args[:n], args[n:]
+            outs = _outputs(fn, ins)
+            pairs = [(o, v) for o, v in zip(outs, vs) if o.requires_grad]
+            if not pairs:
+                return tuple(Tensor._wrap(np.zeros(ins[i].shape, ins[i].dtype)) for i in wrt)
+            gs = grad([o for o, _ in pairs], [ins[i] for i in wrt], [v for _, v in pairs], create_graph=True,
+                      allow_unused=True)
+            return tuple(Tensor._wrap(np.zeros(ins[i].shape, ins[i].dtype)) if g is None else g
+                         for i, g in zip(wrt, gs))
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

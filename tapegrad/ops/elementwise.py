@@ -19,7 +19,7 @@ from .registry import BINARY, SAVE_MARKER, UNARY, define
 
 
 class Unary:
-    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record")
+    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record", "graph")
 
     def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False):
         self.name, self.grad_fn, self.forward, self.rule = name, grad_fn, forward, rule
@@ -28,7 +28,7 @@ class Unary:
 
 
 class Binary:
-    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record")
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record", "graph")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
@@ -333,3 +333,91 @@ def unary(op, x, p=0.0, q=0.0, name=-1):
 def binary(op, a, b, c=None, name=-1):
     """Apply and record a binary op on two tensors (``c``: where's condition)."""
     return op.record(a, b, c, name)
+
+
+# -- differentiable reverse (create_graph=True) ----------------------------------------
+# The same rule strings, evaluated with tapegrad's own operations on tensors, so
+# the gradient is recorded and can be differentiated again.  Conditions are not
+# differentiated (``and`` becomes ``&`` on boolean tensors).
+def _graph_code(rule):
+    return compile(rule.replace(" and ", " & "), "<rule %s>" % rule, "eval")
+
+
+for _op in UNARY_OPS:
+    _op.graph = _graph_code(_op.rule)
+for _op in BINARY_OPS:
+    _op.graph = (_graph_code(_op.rule_a), _graph_code(_op.rule_b))
+
+_GRAPH_NS = {}
+
+
+def _graph_ns():
+    if not _GRAPH_NS:
+        from .. import functions as F
+
+        def where(cond, a, b):
+            if isinstance(cond, (bool, np.bool_)):
+                return a if cond else b
+            return F.where(cond, a, b)
+        def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
+            return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
+        _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
+                         cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
+                         ipow=F.pow, __builtins__={})
+    return _GRAPH_NS
+
+
+def _adjoint(r, g):
+    """A rule's result as a tensor of g's size (a rule may fold to a number)."""
+    if isinstance(r, Tensor):
+        return r
+    return Tensor._wrap(np.full(g._data.shape, r, g.dtype))
+
+
+def graph_reverse(ctx, s, family, k, row, f0, f1, g):
+    ns = _graph_ns()
+    if family == UNARY:
+        op = UNARY_OPS[k]
+        a = row[1]
+        if not ctx.needs(a):
+            return []
+        env = {"g": g, "p": f0, "q": f1}
+        if op.saves & 1:
+            env["x"] = ctx.value(a)
+        if op.saves & 8:
+            env["y"] = ctx.value(s)
+        return [(a, _adjoint(eval(op.graph, ns, env), g))]
+    op = BINARY_OPS[k]
+    ins = (row[1], row[2], row[3])
+    i0, bits = row[4], row[5]
+    maps = [None, None, None]           # input k -> output: flat index of every output element
+    if i0 >= 0:
+        at = i0
+        for j in range(3):
+            if j == 2 and ins[2] < 0:
+                break
+            if not bits & (8 << j):
+                maps[j] = ctx.strided_map(at)
+            at += 2 + 2 * int(ctx.aux[at])
+    from .shape import gather_flat, scatter_add
+    env = {"g": g}
+    for j, name in ((0, "a"), (1, "b"), (2, "c"), (3, "y")):
+        if not op.saves & (1 << j):
+            continue
+        v = ctx.value(s if j == 3 else ins[j])
+        if j < 3 and maps[j] is not None:
+            v = gather_flat(v, maps[j])
+        env[name] = v
+    out = []
+    for j in (0, 1):
+        sl = ins[j]
+        if not ctx.needs(sl):
+            continue
+        r = _adjoint(eval(op.graph[j], ns, env), g)
+        size = ctx.size(sl)
+        if maps[j] is not None:
+            r = scatter_add(r, maps[j], size)
+        elif r.numel() != size:        # a one-element operand broadcast over the output
+            r = r.sum().reshape(size)
+        out.append((sl, r))
+    return out

@@ -158,3 +158,48 @@ def bmm(x, y):
     if x.ndim != 3 or y.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     return matmul(x, y)
+
+
+# -- differentiable reverse (create_graph=True) ----------------------------------------
+# ``linalg_reverse`` with tapegrad's own ops: dA = G @ B^T, dB = A^T @ G per batch,
+# batches gathered from / scatter-added to the operands that were broadcast.
+def graph_reverse(ctx, s, k, row, g):
+    from .shape import gather_flat, scatter_add, transpose
+    a, b, at = row[1], row[2], row[4]
+    aux = ctx.aux
+    nb, n, kk, m = (int(v) for v in aux[at:at + 4])
+    ia, ib = aux[at + 4:at + 4 + 2 * nb:2], aux[at + 5:at + 5 + 2 * nb:2]
+    if nb == 1:
+        G = g.reshape(n, m)
+        out = []
+        if ctx.needs(a):
+            out.append((a, matmul(G, transpose(ctx.value(b).reshape(kk, m), 0, 1)).reshape(-1)))
+        if ctx.needs(b):
+            out.append((b, matmul(transpose(ctx.value(a).reshape(n, kk), 0, 1), G).reshape(-1)))
+        return out
+    G = g.reshape(nb, n, m)
+    whole = np.arange(nb)
+
+    def lin(idx, r, c):
+        return (idx[:, None] * (r * c) + np.arange(r * c)).ravel()
+
+    def batches(slot, idx, r, c):
+        v = ctx.value(slot)
+        if ctx.size(slot) == nb * r * c and np.array_equal(idx, whole):
+            return v.reshape(nb, r, c)
+        return gather_flat(v, lin(idx, r, c)).reshape(nb, r, c)
+
+    def to_operand(d, slot, idx, r, c):
+        d = d.reshape(-1)
+        if ctx.size(slot) == nb * r * c and np.array_equal(idx, whole):
+            return d
+        return scatter_add(d, lin(idx, r, c), ctx.size(slot))
+
+    out = []
+    if ctx.needs(a):
+        dA = matmul(G, transpose(batches(b, ib, kk, m), 1, 2))
+        out.append((a, to_operand(dA, a, ia, n, kk)))
+    if ctx.needs(b):
+        dB = matmul(transpose(batches(a, ia, n, kk), 1, 2), G)
+        out.append((b, to_operand(dB, b, ib, kk, m)))
+    return out

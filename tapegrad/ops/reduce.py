@@ -320,3 +320,70 @@ def max_dim(x, dim, keepdim=False, largest=True):
         lin = np.squeeze(lin, ax)
     values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
     return MaxMin((values, Tensor._wrap(idx)))
+
+
+# -- differentiable reverse (create_graph=True) ----------------------------------------
+# ``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi`` maps
+# every input element to its group, gathering spreads a per-group value over the
+# group and scatter-adding sums over it.
+def graph_reverse(ctx, s, k, row, g, f0):
+    from .. import functions as F
+    from .shape import gather_flat, scatter_add
+    a, at, ngroups = row[1], row[4], row[5]
+    n = ctx.size(a)
+    if n == 0 or not ctx.needs(a):
+        return []
+    gi = ctx.strided_map(at) if ngroups != 1 else np.zeros(n, np.int64)
+    K = n // ngroups
+
+    if k == SOFTMAX:
+        y = ctx.value(s)
+        return [(a, y * (g - gather_flat(scatter_add(g * y, gi, ngroups), gi)))]
+    if k == LOG_SOFTMAX:
+        y = ctx.value(s)
+        return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
+    G = gather_flat(g, gi)
+    if k == SUM:
+        return [(a, G)]
+    if k == MEAN:
+        return [(a, G / K)]
+    x = ctx.value(a)
+    if k == PROD:
+        xd = x._data
+        zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
+        if zeros.max(initial=0) > 1:
+            raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
+                                      "or more zeros is not supported")
+        def product():
+            out = np.ones(ngroups, xd.dtype)
+            np.multiply.at(out, gi, xd)
+            return out
+        y = ctx.value(s, product)        # the product itself (not saved), so its own reverse is used
+        safe = F.where(Tensor._wrap(xd == 0), 1.0, x)
+        others = F.where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
+                         gather_flat(y, gi) / safe)
+        return [(a, G * others)]
+    if k == VAR or k == STD:
+        m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
+        if k == VAR:
+            return [(a, G * 2.0 * (x - m) / (K - f0))]
+        Y = gather_flat(ctx.value(s), gi)
+        nz = Tensor._wrap(Y._data != 0)
+        return [(a, F.where(nz, G * (x - m) / ((K - f0) * F.where(nz, Y, 1.0)), 0.0))]
+    if k == EXTREMUM:
+        y = ctx.value(s)._data
+        hit = (x._data == y[gi]).astype(np.float64)
+        cnt = np.bincount(gi, weights=hit, minlength=ngroups)
+        return [(a, G * Tensor._wrap((hit / np.where(cnt == 0, 1.0, cnt)[gi]).astype(g.dtype)))]
+    if k == LOGSUMEXP:
+        return [(a, G * F.exp(x - gather_flat(ctx.value(s), gi)))]
+    raise AssertionError(k)
+
+
+def _group_prod(x, gi, ngroups):
+    """Product of each group of the flat tensor ``x`` (differentiable): the groups
+    laid out as the rows of a matrix, by sorting."""
+    from .shape import gather_flat
+    order = np.argsort(gi, kind="stable")
+    rows = gather_flat(x, order).reshape(ngroups, -1)
+    return prod(rows, dim=1)

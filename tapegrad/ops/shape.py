@@ -15,13 +15,14 @@ from ..kernels.index import c_strides, descriptor, slot_view, strided_scatter_ad
 from ..tensor import Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
 
-RESHAPE, STRIDED, GATHER, SETITEM, CAT = range(5)
+RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD = range(6)
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
     STRIDED: define(SHAPE, STRIDED, "strided"),
     GATHER: define(SHAPE, GATHER, "gather"),
     SETITEM: define(SHAPE, SETITEM, "setitem"),
     CAT: define(SHAPE, CAT, "cat"),
+    SCATTER_ADD: define(SHAPE, SCATTER_ADD, "scatter_add"),
 }
 VARIADIC = -2   # an entry whose input slots are listed in aux, see ``_record``
 
@@ -37,6 +38,9 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
     elif k == GATHER:
         for i in range(n):
             dx[aux[at + i]] += g[i]
+    elif k == SCATTER_ADD:  # the transpose of GATHER (used by the differentiable reverse)
+        for i in range(dx.size):
+            dx[i] += g[aux[at + i]]
     elif k == SETITEM:      # aux: [r, lin[r], vmap[r]]
         r = aux[at]
         if dx.size:
@@ -416,3 +420,60 @@ def cat(tensors, dim=0, stacking=False):
 
 def stack(tensors, dim=0):
     return cat(tensors, dim, stacking=True)
+
+
+def scatter_add(x, idx, n):
+    """A flat tensor of ``n`` elements with ``out[idx[i]] += x[i]`` (``x`` flat):
+    the transpose of gathering by ``idx``, needed by the differentiable reverse."""
+    d = x._data
+    out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
+    out = out.astype(d.dtype, copy=False)
+    if not x._rg or not _tp.state().grad:
+        return Tensor._wrap(out)
+    return _record(SCATTER_ADD, x, out, "IndexAddBackward0", idx)
+
+
+def gather_flat(x, idx):
+    """``x[idx]`` for a flat tensor and an integer array (differentiable)."""
+    return gather_linear(x, idx, "IndexBackward0")
+
+
+# -- differentiable reverse (create_graph=True) ----------------------------------------
+# The same rules as ``shape_reverse``, written with tapegrad's own ops on flat
+# adjoints, so that the gradient they produce is itself recorded.
+def graph_reverse(ctx, s, k, row, g):
+    a, b, at = row[1], row[2], row[4]
+    aux = ctx.aux
+    if k == RESHAPE:
+        return [(a, g)]
+    if k == STRIDED:
+        return [(a, scatter_add(g, ctx.strided_map(at), ctx.size(a)))]
+    if k == GATHER:
+        return [(a, scatter_add(g, aux[at:at + g.numel()], ctx.size(a)))]
+    if k == SCATTER_ADD:
+        return [(a, gather_flat(g, aux[at:at + ctx.size(a)]))]
+    if k == SETITEM:
+        r = int(aux[at])
+        lin, vmap = aux[at + 1:at + 1 + r], aux[at + 1 + r:at + 1 + 2 * r]
+        out = []
+        if ctx.needs(a):
+            keep = np.ones(g.numel(), g.dtype)
+            keep[lin] = 0
+            out.append((a, g * Tensor._wrap(keep)))
+        if ctx.needs(b):
+            out.append((b, scatter_add(gather_flat(g, lin), vmap, ctx.size(b))))
+        return out
+    if k == CAT:
+        m = int(aux[at])
+        outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
+        out = []
+        for j in range(m):
+            sj = int(aux[at + 1 + j])
+            if not ctx.needs(sj):
+                continue
+            inner, off = int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j])
+            idx = (np.arange(outer, dtype=np.int64)[:, None] * total + off
+                   + np.arange(inner, dtype=np.int64)).ravel()
+            out.append((sj, gather_flat(g, idx)))
+        return out
+    raise AssertionError(k)

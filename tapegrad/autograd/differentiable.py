@@ -1,0 +1,229 @@
+"""The differentiable reverse pass (``create_graph=True``).
+
+The same walk as the compiled sweep, in Python: the reached entries from the
+newest to the oldest, each one's reverse rule applied with tapegrad's own
+operations (every op family's ``graph_reverse``, next to its compiled kernel),
+so the gradient is itself recorded (on a new tape) and can be differentiated
+again, to any order.  Adjoints are flat tensors, like the compiled kernels' slots;
+the values an entry saved come in as flat tensors tied to their slot, so
+differentiating through them reaches the original graph.
+"""
+import warnings
+
+import numpy as np
+
+from .. import tape as _tp
+from ..kernels.index import strided_map
+from ..ops import elementwise as _ew
+from ..ops import linalg as _la
+from ..ops import reduce as _rd
+from ..ops import shape as _sh
+from ..ops.registry import BINARY, CONST, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
+from ..tensor import Tensor
+from . import engine
+from .grad_mode import enable_grad
+
+REFERENCE_CYCLE = (
+    "Using backward() with create_graph=True will create a reference cycle between the parameter and its "
+    "gradient which can cause a memory leak. We recommend using autograd.grad when creating the graph to "
+    "avoid this. If you have to use this function, make sure to reset the .grad fields of your parameters "
+    "to None after use to break the cycle and avoid the leak.")
+
+_OP, _SIZE, _VNUM, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VNUM, _tp.F0, _tp.F1, _tp.VAL
+
+
+class _Context:
+    """What an op's ``graph_reverse`` may ask about the tape being walked."""
+    __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps")
+
+    def __init__(self, T, ints, flts, reach):
+        self.T, self.ints, self.flts, self.reach = T, ints, flts, reach
+        self.aux = engine._aux(T)
+        self._values, self._maps = {}, {}
+
+    def size(self, s):
+        return int(self.ints[s, _SIZE])
+
+    def needs(self, s):
+        """Whether input slot ``s`` gets a gradient in this backward."""
+        return s >= 0 and bool(self.reach[s]) and self.ints[s, _OP] != CONST
+
+    def strided_map(self, at):
+        m = self._maps.get(at)
+        if m is None:
+            m = self._maps[at] = strided_map(self.aux, at)
+        return m
+
+    def value(self, s, compute=None):
+        """Slot ``s``'s value as a flat tensor that stands for the slot: operations
+        on it are recorded as depending on the original entry.  ``compute``: how to
+        recompute a value the entry did not keep."""
+        t = self._values.get(s)
+        if t is not None:
+            return t
+        T = self.T
+        op = self.ints[s, _OP]
+        if op == LEAF:
+            t = T.leaves[s].reshape(-1)
+        else:
+            v = T.vals[s]
+            if v is None:
+                if compute is not None:
+                    v = compute()
+                elif self.ints[s, _SIZE] == 1:
+                    v = np.array([self.flts[s, _VAL]])
+                else:
+                    raise RuntimeError(engine.SECOND_TIME)
+            v = np.ascontiguousarray(v).reshape(-1)
+            if op == CONST:
+                t = Tensor._wrap(v)
+            else:
+                t = Tensor._recorded(v, T, s, T.vobj[s])
+                t._sver = int(self.ints[s, _VNUM])
+        self._values[s] = t
+        return t
+
+
+def as_shape(t, shape):
+    """``t`` with another shape of the same size.  A recorded tensor is flat in its
+    slot anyway, so this is an alias of the same slot (no entry: the gradient keeps
+    the grad_fn of the op that made it, as in PyTorch)."""
+    if t.shape == shape:
+        return t
+    if t._tape is None:
+        return t.reshape(shape)
+    a = Tensor._recorded(t._data.reshape(shape), t._tape, t._slot, t._ver)
+    a._sver = t._sver
+    return a
+
+
+def graph_seeds(outputs, grads):
+    """Flat seed tensors: the user's gradients (differentiated through when they
+    require grad), ones for implicit ones; None where an output gets none."""
+    seeds = []
+    for out, g in zip(outputs, grads):
+        if isinstance(g, Tensor):
+            seeds.append(as_shape(g, (g.numel(),)))
+        elif out.requires_grad:
+            seeds.append(Tensor._wrap(np.ones(out.numel(), out.dtype)))
+        else:
+            seeds.append(None)
+    return seeds
+
+
+def run_backward(seeds, retain_graph, targets=None, accumulate=True):
+    """Like ``engine.run_backward``, recording the gradient computation.
+    ``seeds``: list of (root tensor, flat seed Tensor).  Returns {id(target): Tensor}."""
+    _tp.rotate()
+    pending = {}
+    for t, g in seeds:
+        pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
+    results = {}
+    tgt_ids = None if targets is None else {id(t): t for t in targets}
+    with enable_grad():
+        for T in engine._tape_order(list(pending)):
+            slot_seeds = pending.pop(T, None)
+            if slot_seeds:
+                ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
+                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads)
+    return results
+
+
+def _sum(gs):
+    total = gs[0]
+    for g in gs[1:]:
+        total = total + g
+    return total
+
+
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+    ints, flts = T.arrays()
+    process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    ctx = _Context(T, ints, flts, reach)
+    adj = {s: _sum(gs) for s, gs in slot_seeds.items()}
+    for s in np.flatnonzero(process)[::-1].tolist():
+        g = adj.get(s)
+        if g is None:
+            continue
+        if s in T.hooks or s in T.retained:
+            g = adj[s] = _at_stop(T, s, g)
+        code = int(ints[s, _OP])
+        family, k = code >> 6, code & 63
+        row = ints[s].tolist()
+        if family == UNARY or family == BINARY:
+            parts = _ew.graph_reverse(ctx, s, family, k, row, float(flts[s, _F0]), float(flts[s, _F1]), g)
+        elif family == REDUCE:
+            parts = _rd.graph_reverse(ctx, s, k, row, g, float(flts[s, _F0]))
+        elif family == SHAPE:
+            parts = _sh.graph_reverse(ctx, s, k, row, g)
+        elif family == LINALG:
+            parts = _la.graph_reverse(ctx, s, k, row, g)
+        else:
+            raise AssertionError(code)
+        for i, r in parts:
+            prev = adj.get(i)
+            adj[i] = r if prev is None else prev + r
+
+    for s, ts in tslots.items():
+        g = adj.get(s)
+        if g is None or not reach[s]:
+            continue
+        for t in ts:
+            gt = as_shape(g, t.shape)
+            if t._tape is None and t._x is not None and t._x.hooks:
+                gt = engine.apply_hooks(t._x.hooks, gt)
+            if gt.dtype != t.dtype:
+                gt = gt.to(t.dtype)
+            prev = results.get(id(t))
+            results[id(t)] = gt if prev is None else prev + gt
+    if accumulate and tgt_ids is None:
+        for s, leaf in T.leaves.items():
+            g = adj.get(s)
+            if g is not None and reach[s]:
+                accumulate_grad(leaf, g)
+    for s, (older, slot) in T.ext.items():
+        g = adj.get(s)
+        if g is not None and reach[s] and (tgt_ids is None or ext_leads):
+            pending.setdefault(older, {}).setdefault(slot, []).append(g)
+    if not retain:
+        engine._free(T, ints, process, needval)
+
+
+def _at_stop(T, s, g):
+    """Hooks and retain_grad of the non-leaf at slot ``s``, on its finished gradient."""
+    hooks, shape, dtype = T.hooks.get(s, (None, None, None))
+    ref = T.retained.get(s)
+    t = ref() if ref is not None else None
+    if hooks:
+        g = as_shape(engine.apply_hooks(hooks, as_shape(g, shape)), (g.numel(),))
+    if t is not None:
+        x = t._extra()
+        gt = as_shape(g, t.shape)
+        x.grad = gt if x.grad is None else x.grad + gt
+    return g
+
+
+_COPY = _ew.UNARY_BY_NAME["copy"].record
+_COPY_NAME = name_id("CopyBackwards")
+
+
+def accumulate_grad(leaf, g):
+    """``leaf.grad`` += g, out of place and recorded (PyTorch's AccumulateGrad in
+    grad mode: the first gradient is a copy with grad_fn CopyBackwards)."""
+    x = leaf._extra()
+    g = as_shape(g, leaf.shape)
+    if g.dtype != leaf.dtype:
+        g = g.to(leaf.dtype)
+    if x.hooks:
+        g = engine.apply_hooks(x.hooks, g)
+    if x.grad is None:
+        x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
+    else:
+        x.grad = x.grad + g
+    if x.post_hooks:
+        for h in list(x.post_hooks):
+            h(leaf)
+
+
+def warn_reference_cycle():
+    warnings.warn(REFERENCE_CYCLE, UserWarning, stacklevel=4)

@@ -1,0 +1,403 @@
+"""Higher-level differentiation: ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``.
+
+The equivalent of ``torch.autograd.functional``, with the same signatures,
+defaults, return structures and error messages, built only on
+``tapegrad.autograd.grad`` (``create_graph=True`` where a second derivative is
+needed) and ordinary tensor operations.
+
+Structure rules (as in PyTorch): ``inputs`` is a Tensor or a tuple of Tensors
+and ``func`` returns a Tensor or a tuple of Tensors; every result mirrors
+whether the inputs / outputs were tuples.  Results are detached unless
+``create_graph=True``.
+
+Differences from PyTorch:
+
+* ``vectorize=True`` is accepted and computes the same values the plain way
+  (one ``grad`` call per output element); tapegrad has no vmap.
+* ``strategy="forward-mode"`` (and ``outer_jacobian_strategy="forward-mode"``)
+  raises ``NotImplementedError``: tapegrad has no forward-mode AD.
+* ``jvp`` uses the double-backward trick, exactly as PyTorch's version does.
+"""
+from ..tensor import Tensor
+from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+
+
+# -- structure handling --------------------------------------------------------------------
+def _as_tuple(inp, arg_name, fn_name):
+    """(was it a tuple, the tuple of Tensors); PyTorch's type errors otherwise."""
+    is_inp_tuple = True
+    if not isinstance(inp, tuple):
+        inp = (inp,)
+        is_inp_tuple = False
+    for i, el in enumerate(inp):
+        if not isinstance(el, Tensor):
+            if is_inp_tuple:
+                raise TypeError(
+                    f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors but the"
+                    f" value at index {i} has type {type(el)}.")
+            raise TypeError(
+                f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors but the"
+                f" given {arg_name} has type {type(el)}.")
+    return is_inp_tuple, inp
+
+
+def _tuple_postprocess(res, to_unpack):
+    """Undo ``_as_tuple``: ``to_unpack`` is one flag, or (outer, inner) for nested results."""
+    if isinstance(to_unpack, tuple):
+        if not to_unpack[1]:
+            res = tuple(el[0] for el in res)
+        if not to_unpack[0]:
+            res = res[0]
+    elif not to_unpack:
+        res = res[0]
+    return res
+
+
+def _size(shape):
+    return "torch.Size(%s)" % list(shape)
+
+
+def _grad_preprocess(inputs, create_graph, need_graph):
+    """Fresh tensor objects for the inputs, so that the function's own captures of
+    the same tensors are not confused with the arguments (PyTorch issue 32576)."""
+    res = []
+    for inp in inputs:
+        if create_graph and inp.requires_grad:
+            res.append(inp.reshape(inp.shape))     # a differentiable shallow copy, like view_as
+        else:
+            res.append(inp.detach().requires_grad_(need_graph))
+    return tuple(res)
+
+
+def _grad_postprocess(inputs, create_graph):
+    """Detach the results (recursively for nested tuples) unless a graph was asked for."""
+    if isinstance(inputs[0], Tensor):
+        return inputs if create_graph else tuple(inp.detach() for inp in inputs)
+    return tuple(_grad_postprocess(inp, create_graph) for inp in inputs)
+
+
+def _validate_v(v, other, is_other_tuple):
+    if len(other) != len(v):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for idx, (el_v, el_other) in enumerate(zip(v, other)):
+        if el_v.shape != el_other.shape:
+            prepend = f"Entry {idx} in " if is_other_tuple else ""
+            raise RuntimeError(f"{prepend}v has invalid size: should be {_size(el_other.shape)} "
+                               f"but got {_size(el_v.shape)}.")
+
+
+def _check_requires_grad(inputs, input_type, strict):
+    """In strict mode, PyTorch's errors for results that do not depend on the inputs."""
+    if not strict:
+        return
+    for i, inp in enumerate(inputs):
+        if inp is None:     # only reachable for grad_inputs
+            raise RuntimeError(f"The output of the user-provided function is independent of input {i}."
+                               " This is not allowed in strict mode.")
+        if inp.requires_grad:
+            continue
+        if input_type == "hessian":
+            raise RuntimeError(
+                f"The hessian of the user-provided function with respect to input {i}"
+                " is independent of the input. This is not allowed in strict mode."
+                " You should ensure that your function is thrice differentiable and that"
+                " the hessian depends on the inputs.")
+        if input_type == "jacobian":
+            raise RuntimeError(
+                "While computing the hessian, found that the jacobian of the user-provided"
+                f" function with respect to input {i} is independent of the input. This is not"
+                " allowed in strict mode. You should ensure that your function is twice"
+                " differentiable and that the jacobian depends on the inputs (this would be"
+                " violated by a linear function for example).")
+        if input_type == "grad_inputs":
+            raise RuntimeError(
+                f"The gradient with respect to input {i} is independent of the inputs of the"
+                " user-provided function. This is not allowed in strict mode.")
+        raise RuntimeError(
+            f"Output {i} of the user-provided function does not require gradients."
+            " The outputs must be computed in a differentiable manner from the input"
+            " when running in strict mode.")
+
+
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
+    """``autograd.grad`` that skips outputs which are None or do not require grad,
+    and returns None for every input when nothing is differentiable."""
+    from . import grad
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    new_outputs, new_grad_outputs = (), ()
+    for out, grad_out in zip(outputs, grad_outputs):
+        if out is not None and out.requires_grad:
+            new_outputs += (out,)
+            new_grad_outputs += (grad_out,)
+    if not new_outputs:
+        return (None,) * len(inputs)
+    return grad(new_outputs, inputs, new_grad_outputs, allow_unused=True,
+                create_graph=create_graph, retain_graph=retain_graph)
+
+
+_FILL_ERRORS = {
+    "back": "The output of the user-provided function is independent of input {i}. "
+            "This is not allowed in strict mode.",
+    "back_trick": "The gradient with respect to the input is independent of entry {i} in the grad_outputs "
+                  "when using the double backward trick to compute forward mode gradients. "
+                  "This is not allowed in strict mode.",
+    "double_back": "The jacobian of the user-provided function is independent of input {i}. "
+                   "This is not allowed in strict mode.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry {i} in the "
+                         "grad_jacobian. This is not allowed in strict mode as it prevents from using the "
+                         "double backward trick to replace forward mode AD.",
+}
+
+
+def _fill_in_zeros(grads, refs, strict, create_graph, stage):
+    """Replace None gradients by zeros shaped like ``refs``, or raise in strict mode."""
+    from .. import zeros_like
+    res = ()
+    for i, grads_i in enumerate(grads):
+        if grads_i is None:
+            if strict:
+                raise RuntimeError(_FILL_ERRORS[stage].format(i=i))
+            grads_i = zeros_like(refs[i])
+        elif strict and create_graph and not grads_i.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(f"The {what} of the user-provided function is independent of input {i}. "
+                               "This is not allowed in strict mode when create_graph=True.")
+        res += (grads_i,)
+    return res
+
+
+# -- public API ----------------------------------------------------------------------------
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """Vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``.
+
+    ``v`` has the shape of ``func``'s output(s); it may be None only when the
+    output is a single one-element Tensor.  Returns ``(func_output, vjp)``, the
+    vjp shaped like the inputs.  ``strict=True`` raises when an input does not
+    influence the outputs (otherwise its vjp is zeros).
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "vjp")
+            v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+            _validate_v(v, outputs, is_outputs_tuple)
+        elif len(outputs) != 1 or outputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the user-provided function returns "
+                               "a single Tensor with a single element.")
+
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
+
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """Jacobian-vector product ``J v`` of ``func`` at ``inputs``.
+
+    ``v`` has the shape of the input(s); it may be None only when the input is a
+    single one-element Tensor.  Returns ``(func_output, jvp)``, the jvp shaped
+    like the outputs.  Computed by the double-backward trick: ``g(u) = u^T J`` is
+    linear in a dummy cotangent ``u``, so the vjp of ``g`` with ``v`` is ``J v``.
+    """
+    from .. import zeros_like
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "jvp")
+            v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+            _validate_v(v, inputs, is_inputs_tuple)
+        elif len(inputs) != 1 or inputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the user-provided function "
+                               "is a single Tensor with a single element.")
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        # The vjp is linear in u, so u's value never reaches the result; zeros are
+        # merely guaranteed free of inf/nan.
+        grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
+        grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
+        _check_requires_grad(grad_inputs, "grad_inputs", strict=strict)
+
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grad_res = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, outputs, strict, create_graph, "back_trick")
+
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_outputs_tuple)
+
+
+def _check_strategy(strategy, hint):
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".' + hint)
+    if strategy == "forward-mode":
+        raise NotImplementedError('tapegrad has no forward-mode AD: strategy="forward-mode" is not supported. '
+                                  'Use strategy="reverse-mode" (the default) instead.')
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
+    """Jacobian of ``func`` at ``inputs``, one reverse sweep per output element.
+
+    A single input and output give one Tensor of shape ``out.shape + in.shape``;
+    a tuple on one side gives a tuple of those; tuples on both sides give a tuple
+    (per output) of tuples (per input).  ``strict=True`` raises when an output is
+    independent of an input (otherwise that block is zeros).  ``vectorize=True``
+    is accepted and gives the same values computed the plain way (PyTorch's
+    refusal of ``strict`` together with ``vectorize`` is kept);
+    ``strategy="forward-mode"`` raises ``NotImplementedError``.
+    """
+    from .. import stack, zeros, zeros_like
+    _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to '
+                              'be more performant. Otherwise, prefer to use "reverse-mode".')
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jacobian")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        if vectorize and strict:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
+                               "supported together. Please either set `strict=False` or `vectorize=False`.")
+
+        jac = ()
+        for i, out in enumerate(outputs):
+            rows = tuple([] for _ in inputs)     # rows[k]: d out.flat[j] / d inputs[k], for each j
+            flat = out.reshape(-1)
+            for j in range(out.numel()):
+                vj = _autograd_grad((flat[j],), inputs, retain_graph=True, create_graph=create_graph)
+                for k, (rows_k, vj_k, inp_k) in enumerate(zip(rows, vj, inputs)):
+                    if vj_k is not None:
+                        if strict and create_graph and not vj_k.requires_grad:
+                            # PyTorch's message names the output index here
+                            raise RuntimeError("The jacobian of the user-provided function is independent of "
+                                               f"input {i}. This is not allowed in strict mode when "
+                                               "create_graph=True.")
+                        rows_k.append(vj_k)
+                    else:
+                        if strict:
+                            raise RuntimeError(f"Output {i} of the user-provided function is independent of "
+                                               f"input {k}. This is not allowed in strict mode.")
+                        rows_k.append(zeros_like(inp_k))
+            # an empty output has no rows to stack (PyTorch fails there): its block is empty zeros
+            jac += (tuple(stack(rows_k, 0).reshape(tuple(out.shape) + tuple(inputs[k].shape)) if rows_k
+                          else zeros(tuple(out.shape) + tuple(inputs[k].shape), dtype=inputs[k].dtype)
+                          for k, rows_k in enumerate(rows)),)
+
+        jac = _grad_postprocess(jac, create_graph)
+        return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
+            outer_jacobian_strategy="reverse-mode"):
+    """Hessian of the scalar function ``func`` at ``inputs``: the Jacobian of its gradient.
+
+    A single input gives a Tensor of shape ``in.shape + in.shape``; a tuple of
+    inputs gives a tuple of tuples with ``H[i][j]`` of shape
+    ``inputs[i].shape + inputs[j].shape``.  ``func`` must return a single
+    one-element Tensor.  ``vectorize`` is accepted (computed the plain way);
+    ``outer_jacobian_strategy="forward-mode"`` raises ``NotImplementedError``.
+    """
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    _check_strategy(outer_jacobian_strategy, "")
+
+    def ensure_single_output_function(*inp):
+        out = func(*inp)
+        is_out_tuple, t_out = _as_tuple(out, "outputs of the user-provided function", "hessian")
+        _check_requires_grad(t_out, "outputs", strict=strict)
+        if is_out_tuple or not isinstance(out, Tensor):
+            raise RuntimeError("The function given to hessian should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError("The Tensor returned by the function given to hessian should contain a single "
+                               "element")
+        return out.squeeze()
+
+    def jac_func(*inp):
+        jac = jacobian(ensure_single_output_function, inp, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict=strict)
+        return jac
+
+    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+                   strategy=outer_jacobian_strategy)
+    return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _scalar_function_setup(func, inputs, v, create_graph, strict, name):
+    """Shared first half of ``vhp`` and ``hvp``: validated inputs, v, the scalar
+    output and its gradient (with a graph, to be differentiated again)."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", name)
+    inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+    if v is not None:
+        _, v = _as_tuple(v, "v", name)
+        v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+        _validate_v(v, inputs, is_inputs_tuple)
+    elif len(inputs) != 1 or inputs[0].numel() != 1:
+        raise RuntimeError("The vector v can only be None if the input to the user-provided function "
+                           "is a single Tensor with a single element.")
+    outputs = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", name)
+    _check_requires_grad(outputs, "outputs", strict=strict)
+    if is_outputs_tuple or not isinstance(outputs[0], Tensor):
+        raise RuntimeError(f"The function given to {name} should return a single Tensor")
+    if outputs[0].numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {name} should contain a single element")
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict=strict)
+    return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """Vector-Hessian product ``v^T H`` of the scalar function ``func`` at ``inputs``.
+
+    ``v`` has the shape of the input(s) (None only for a single one-element
+    input).  Returns ``(func_output, vhp)``, the vhp shaped like the inputs.
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
+            func, inputs, v, create_graph, strict, "vhp")
+
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
+
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """Hessian-vector product ``H v`` of the scalar function ``func`` at ``inputs``.
+
+    ``v`` has the shape of the input(s) (None only for a single one-element
+    input).  Returns ``(func_output, hvp)``, the hvp shaped like the inputs.
+    Uses the double-backward trick on the gradient, so it costs one more reverse
+    sweep than ``vhp``; for a twice continuously differentiable ``func`` the two
+    agree.
+    """
+    from .. import zeros_like
+    with enable_grad():
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
+            func, inputs, v, create_graph, strict, "hvp")
+        grad_jac = tuple(zeros_like(inp, requires_grad=True) for inp in inputs)
+        double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
+        _check_requires_grad(jac, "hessian", strict=strict)
+
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
+
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
