@@ -21,7 +21,7 @@ Differences from PyTorch:
 from ..tensor import Tensor
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
-__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+__all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
 
 # -- structure handling --------------------------------------------------------------------
@@ -56,7 +56,7 @@ def _tuple_postprocess(res, to_unpack):
 
 
 def _size(shape):
-    return "torch.Size(%s)" % list(shape)
+    return f"torch.Size({list(shape)})"
 
 
 def _grad_preprocess(inputs, create_graph, need_graph):

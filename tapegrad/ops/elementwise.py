@@ -55,6 +55,17 @@ def _rpow(x, p):
     return np.power(p, x)
 
 
+def _pow(x, p):
+    # PyTorch's special cases (also faster than np.power: 2x for squares, 3x for cubes)
+    if p == 2.0:
+        return np.square(x)
+    if p == 3.0:
+        return x * x * x
+    if p == 0.5:
+        return np.sqrt(x)
+    return np.power(x, p)
+
+
 def _where(c, a, b):
     return np.where(c, a, b)
 
@@ -84,7 +95,7 @@ UNARY_OPS = [
     Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True),
     Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1),
     Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1),
-    Unary("pow_s",    "PowBackward0",     np.power,     "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", nparams=1),
+    Unary("pow_s",    "PowBackward0",     _pow,         "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", nparams=1),
     Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))", nparams=1),
     Unary("copy",     "CloneBackward0",   np.copy,      "g"),
 ]
@@ -359,11 +370,16 @@ def _graph_ns():
             if isinstance(cond, (bool, np.bool_)):
                 return a if cond else b
             return F.where(cond, a, b)
+        def ipow(v, e):
+            if isinstance(e, float) and e == 1.0:
+                return v
+            return F.pow(v, e)
+
         def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
             return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
         _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
                          cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
-                         ipow=F.pow, __builtins__={})
+                         ipow=ipow, __builtins__={})
     return _GRAPH_NS
 
 

@@ -342,7 +342,7 @@ def graph_reverse(ctx, s, k, row, g, f0):
     if k == LOG_SOFTMAX:
         y = ctx.value(s)
         return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
-    G = gather_flat(g, gi)
+    G = g.expand(n) if ngroups == 1 else gather_flat(g, gi)     # g spread over each group
     if k == SUM:
         return [(a, G)]
     if k == MEAN:

@@ -173,16 +173,31 @@ def _view_words(shape, index_fn):
     return descriptor(v.shape, v.strides, off), v.shape
 
 
-def strided(x, index_fn, name):
-    """A view of ``x`` that NumPy expresses as strides (``index_fn`` makes it)."""
+_VIEWS = {}     # (input shape, what the view is) -> its descriptor words
+
+
+def strided(x, index_fn, name, key=None):
+    """A view of ``x`` that NumPy expresses as strides (``index_fn`` makes it;
+    ``key``, when given, names the view so its descriptor is computed once)."""
     out = index_fn(x._data)
     if not x._rg or not _tp.state().grad:
         t = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
         if out_is_view(t._data, x._data):     # shares storage, so shares the version
             _untracked_view(t, x)
         return t
-    words, _ = _view_words(x.shape, index_fn)
+    words = None if key is None else _VIEWS.get((x.shape, key))
+    if words is None:
+        words = np.array(_view_words(x.shape, index_fn)[0], np.int64)
+        if key is not None:
+            if len(_VIEWS) > 4096:
+                _VIEWS.clear()
+            _VIEWS[(x.shape, key)] = words
     return _mark_view(_record(STRIDED, x, out, name, words), x)
+
+
+def _index_key(idx):
+    """A hashable spelling of a basic index (slices are not hashable before 3.12)."""
+    return tuple((k.start, k.stop, k.step) if type(k) is slice else k for k in idx)
 
 
 def permute(x, *dims):
@@ -195,7 +210,7 @@ def permute(x, *dims):
     perm = tuple(_wrap_dim(d, nd) for d in dims)
     if len(set(perm)) != nd:
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return strided(x, lambda a: a.transpose(perm), "PermuteBackward0")
+    return strided(x, lambda a: a.transpose(perm), "PermuteBackward0", ("permute", perm))
 
 
 def transpose(x, dim0, dim1, name="TransposeBackward0"):
@@ -203,7 +218,7 @@ def transpose(x, dim0, dim1, name="TransposeBackward0"):
     if nd == 0:
         return x
     a, b = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
-    return strided(x, lambda v: np.swapaxes(v, a, b), name)
+    return strided(x, lambda v: np.swapaxes(v, a, b), name, ("swap", a, b))
 
 
 def t(x):
@@ -230,7 +245,7 @@ def expand(x, *sizes):
     except ValueError:
         raise RuntimeError("The expanded size of the tensor must match the existing size at non-singleton "
                            "dimension: target sizes %s, tensor sizes %s" % (list(sizes), list(sh))) from None
-    return strided(x, lambda a: np.broadcast_to(a, target), "ExpandBackward0")
+    return strided(x, lambda a: np.broadcast_to(a, target), "ExpandBackward0", ("expand", target))
 
 
 def broadcast_to(x, shape):
@@ -337,7 +352,7 @@ def getitem(x, idx):
         name = _index_name(idx)
         if not any(k is Ellipsis for k in idx):
             idx = idx + (Ellipsis,)     # a 0-d view, never a NumPy scalar
-        return strided(x, lambda a: a[idx], name)
+        return strided(x, lambda a: a[idx], name, ("index",) + _index_key(idx))
     except IndexError as e:
         raise _fix_index_error(e) from None
 
@@ -422,12 +437,21 @@ def stack(tensors, dim=0):
     return cat(tensors, dim, stacking=True)
 
 
-def scatter_add(x, idx, n):
+def scatter_add(x, idx, n, view=None):
     """A flat tensor of ``n`` elements with ``out[idx[i]] += x[i]`` (``x`` flat):
-    the transpose of gathering by ``idx``, needed by the differentiable reverse."""
+    the transpose of gathering by ``idx``, needed by the differentiable reverse.
+    ``view``: the same map as a descriptor ``(shape, strides, offset)`` whose
+    elements do not overlap, for a faster forward."""
     d = x._data
-    out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
-    out = out.astype(d.dtype, copy=False)
+    if view is not None:
+        out = np.zeros(n, d.dtype)
+        shape, strides, offset = view
+        isz = out.itemsize
+        v = np.lib.stride_tricks.as_strided(out[offset:], shape, [st * isz for st in strides])
+        v += d.reshape(shape)
+    else:
+        out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
+        out = out.astype(d.dtype, copy=False)
     if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(SCATTER_ADD, x, out, "IndexAddBackward0", idx)
@@ -447,7 +471,12 @@ def graph_reverse(ctx, s, k, row, g):
     if k == RESHAPE:
         return [(a, g)]
     if k == STRIDED:
-        return [(a, scatter_add(g, ctx.strided_map(at), ctx.size(a)))]
+        nd, off = int(aux[at]), int(aux[at + 1])
+        shape, strides = aux[at + 2:at + 2 + nd], aux[at + 2 + nd:at + 2 + 2 * nd]
+        view = None
+        if g.numel() and (strides >= 0).all() and not _overlaps(shape, strides):
+            view = (tuple(shape.tolist()), strides.tolist(), off)
+        return [(a, scatter_add(g, ctx.strided_map(at), ctx.size(a), view))]
     if k == GATHER:
         return [(a, scatter_add(g, aux[at:at + g.numel()], ctx.size(a)))]
     if k == SCATTER_ADD:
@@ -477,3 +506,17 @@ def graph_reverse(ctx, s, k, row, g):
             out.append((sj, gather_flat(g, idx)))
         return out
     raise AssertionError(k)
+
+
+def _overlaps(shape, strides):
+    """Whether a strided view can reach one element twice (a zero or too small a
+    stride); conservative: sorted by stride, each must step past the extent of the
+    dimensions inside it."""
+    reach = 0
+    for st, n in sorted(zip(np.abs(strides).tolist(), shape.tolist())):
+        if n <= 1:
+            continue
+        if st <= reach:
+            return True
+        reach += st * (n - 1)
+    return False
