@@ -208,8 +208,8 @@ def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_
     for i, t in enumerate(inputs):
         g = res.get(id(t))
         if g is None:
-            if materialize_grads:
-                out.append(Tensor._wrap(np.zeros(t.shape, t.dtype)))
+            if materialize_grads:       # PyTorch's zeros take part in the new graph
+                out.append(Tensor(np.zeros(t.shape, t.dtype), requires_grad=True))
                 continue
             if not allow_unused:
                 raise RuntimeError("The differentiated Tensor at index %d appears to not have been used in the "

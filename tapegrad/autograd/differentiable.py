@@ -199,12 +199,16 @@ def _at_stop(T, s, g):
     if t is not None:
         x = t._extra()
         gt = as_shape(g, t.shape)
-        x.grad = gt if x.grad is None else x.grad + gt
+        if x.grad is None:
+            x.grad = _COPY(gt, name=_CLONE_NAME) if gt.requires_grad else Tensor._wrap(gt._data.copy())
+        else:
+            x.grad = x.grad + gt
     return g
 
 
 _COPY = _ew.UNARY_BY_NAME["copy"].record
 _COPY_NAME = name_id("CopyBackwards")
+_CLONE_NAME = name_id("CloneBackward0")
 
 
 def accumulate_grad(leaf, g):

@@ -292,10 +292,8 @@ def _at_stop(T, s, view):
     if t is not None:
         g = view.reshape(t.shape).astype(t.dtype)
         x = t._extra()
-        if x.grad is None:
-            x.grad = Tensor._wrap(g)
-        else:
-            x.grad._data += g
+        # out of place, as PyTorch's retain_grad: an earlier y.grad keeps its value
+        x.grad = Tensor._wrap(g) if x.grad is None else Tensor._wrap(x.grad._data + g)
 
 
 def _accumulate(leaf, g, owned):

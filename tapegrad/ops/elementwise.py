@@ -63,6 +63,8 @@ def _pow(x, p):
         return x * x * x
     if p == 0.5:
         return np.sqrt(x)
+    if p == 1.0:
+        return np.copy(x)
     return np.power(x, p)
 
 
@@ -370,16 +372,11 @@ def _graph_ns():
             if isinstance(cond, (bool, np.bool_)):
                 return a if cond else b
             return F.where(cond, a, b)
-        def ipow(v, e):
-            if isinstance(e, float) and e == 1.0:
-                return v
-            return F.pow(v, e)
-
         def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
             return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
         _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
                          cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
-                         ipow=ipow, __builtins__={})
+                         ipow=F.pow, __builtins__={})
     return _GRAPH_NS
 
 
