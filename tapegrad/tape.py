@@ -89,12 +89,20 @@ def rotate():
     state().tape = None
 
 
+def resume(T):
+    """Record the next operations onto ``T`` again, when that is safe: this thread's
+    tape, not sealed (no newer tape refers to it).  Otherwise start a new tape."""
+    st = state()
+    st.tape = T if (T.limit and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES) else None
+
+
 class Tape:
-    __slots__ = ("id", "buf", "n", "cap", "limit", "vals", "vobj", "leaves", "ext", "imports", "hooks", "retained",
-                 "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
+    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "vals", "vobj", "leaves", "ext", "imports", "hooks",
+                 "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
 
     def __init__(self):
         self.id = next(_ids)
+        self.owner = threading.get_ident()     # the thread that records on it
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
         self.cap = 256          # entries the buffer holds

@@ -743,3 +743,19 @@ def test_empty_through_elementwise_and_tapes():
     _new_tape()
     (y.exp()).sum().backward()
     assert x.grad.shape == (0, 3)
+
+
+@pytest.mark.parametrize("before", [253, 254, 255, 256])
+def test_inputs_imported_at_the_end_of_the_buffer(before):
+    """A binary op whose inputs are new to the tape appends their entries first; when
+    they take the buffer's last free entries, the op's own entry must still fit."""
+    tg.tape.rotate()
+    x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x * 1.0
+    for _ in range(before - 2):
+        y = y + 0.0
+    a = tg.tensor([2.0, 2.0, 2.0], requires_grad=True)         # imported by the op below
+    out = tg.where(tg.tensor([True, False, True]), y * a, y)   # and so is the condition
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 1.0, 2.0])
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0, 0.0, 3.0])

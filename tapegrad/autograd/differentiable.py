@@ -114,10 +114,15 @@ def graph_seeds(outputs, grads):
 def run_backward(seeds, retain_graph, targets=None, accumulate=True):
     """Like ``engine.run_backward``, recording the gradient computation.
     ``seeds``: list of (root tensor, flat seed Tensor).  Returns {id(target): Tensor}."""
-    _tp.rotate()
     pending = {}
     for t, g in seeds:
         pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
+    # The gradient is recorded on the roots' tape when it can be continued, so a
+    # later backward through it is one sweep over one tape; else on a new tape.
+    if len(pending) == 1:
+        _tp.resume(next(iter(pending)))
+    else:
+        _tp.rotate()
     results = {}
     tgt_ids = None if targets is None else {id(t): t for t in targets}
     with enable_grad():
@@ -139,21 +144,24 @@ def _sum(gs):
 def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
     ints, flts = T.arrays()
     process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    # copies: the walk may append to T, and a bytearray cannot grow while viewed
+    ints, flts = ints.copy(), flts.copy()
     ctx = _Context(T, ints, flts, reach)
     adj = {s: _sum(gs) for s, gs in slot_seeds.items()}
-    for s in np.flatnonzero(process)[::-1].tolist():
+    order = np.flatnonzero(process)[::-1]
+    stops = T.hooks or T.retained
+    for s, row, (f0, f1) in zip(order.tolist(), ints[order].tolist(), flts[order][:, _F0:_F1 + 1].tolist()):
         g = adj.get(s)
         if g is None:
             continue
-        if s in T.hooks or s in T.retained:
+        if stops and (s in T.hooks or s in T.retained):
             g = adj[s] = _at_stop(T, s, g)
-        code = int(ints[s, _OP])
+        code = row[_OP]
         family, k = code >> 6, code & 63
-        row = ints[s].tolist()
         if family == UNARY or family == BINARY:
-            parts = _ew.graph_reverse(ctx, s, family, k, row, float(flts[s, _F0]), float(flts[s, _F1]), g)
+            parts = _ew.graph_reverse(ctx, s, family, k, row, f0, f1, g)
         elif family == REDUCE:
-            parts = _rd.graph_reverse(ctx, s, k, row, g, float(flts[s, _F0]))
+            parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
         elif family == SHAPE:
             parts = _sh.graph_reverse(ctx, s, k, row, g)
         elif family == LINALG:

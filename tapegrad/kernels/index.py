@@ -140,3 +140,39 @@ def broadcast_strides(in_shape, out_shape):
         if in_shape[d] != 1:
             st[off + d] = cs[d]
     return st
+
+
+@jit
+def strided_gather_add(dst, src, aux, at):
+    """``dst[j] += src[map[j]]`` for the descriptor at ``aux[at:]`` (the transpose
+    of ``strided_scatter_add``)."""
+    nd = aux[at]
+    off = aux[at + 1]
+    n = dst.size
+    if n == 0:
+        return
+    if nd == 0:
+        dst[0] += src[off]
+        return
+    shape = aux[at + 2:at + 2 + nd]
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    inner = shape[nd - 1]
+    istr = strides[nd - 1]
+    idx = np.zeros(nd, np.int64)
+    pos = off
+    j = 0
+    for o in range(n // inner):
+        p = pos
+        for k in range(inner):
+            dst[j] += src[p]
+            j += 1
+            p += istr
+        d = nd - 2
+        while d >= 0:
+            idx[d] += 1
+            pos += strides[d]
+            if idx[d] < shape[d]:
+                break
+            pos -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1

@@ -258,7 +258,9 @@ def _unary_recorder(op):
         s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
         if save_in:
             T.vals[s] = d
-        o = T.n                 # room is guaranteed: n < limit <= cap
+        o = T.n
+        if o >= T.cap:          # importing an input above took the last free entry
+            T.grow()
         sz = out.size
         _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, sz, 0, p, q,
               out.item() if sz == 1 else 0.0)
@@ -317,7 +319,9 @@ def _binary_recorder(op):
             words, bits = plan
             if words is not None:
                 i0 = T.aux_append(words)
-        o = T.n                 # room is guaranteed: n < limit <= cap
+        o = T.n
+        if o >= T.cap:          # importing an input above took the last free entry
+            T.grow()
         sz = out.size
         _pack(T.buf, o * _ESIZE, code, sa, sb, sc, i0, bits, nm0 if name < 0 else name, sz, 0, 0.0, 0.0,
               out.item() if sz == 1 else 0.0)
@@ -352,6 +356,9 @@ def binary(op, a, b, c=None, name=-1):
 # The same rule strings, evaluated with tapegrad's own operations on tensors, so
 # the gradient is recorded and can be differentiated again.  Conditions are not
 # differentiated (``and`` becomes ``&`` on boolean tensors).
+from .shape import gather_flat, scatter_add     # noqa: E402
+
+
 def _graph_code(rule):
     return compile(rule.replace(" and ", " & "), "<rule %s>" % rule, "eval")
 
@@ -412,7 +419,6 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
             if not bits & (8 << j):
                 maps[j] = ctx.strided_map(at)
             at += 2 + 2 * int(ctx.aux[at])
-    from .shape import gather_flat, scatter_add
     env = {"g": g}
     for j, name in ((0, "a"), (1, "b"), (2, "c"), (3, "y")):
         if not op.saves & (1 << j):

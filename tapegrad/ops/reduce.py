@@ -323,12 +323,19 @@ def max_dim(x, dim, keepdim=False, largest=True):
 
 
 # -- differentiable reverse (create_graph=True) ----------------------------------------
+from .shape import gather_flat, scatter_add, strided_view   # noqa: E402
+
+
+def _functions():
+    from .. import functions
+    return functions
+
+
 # ``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi`` maps
 # every input element to its group, gathering spreads a per-group value over the
 # group and scatter-adding sums over it.
 def graph_reverse(ctx, s, k, row, g, f0):
-    from .. import functions as F
-    from .shape import gather_flat, scatter_add
+    F = _functions()
     a, at, ngroups = row[1], row[4], row[5]
     n = ctx.size(a)
     if n == 0 or not ctx.needs(a):
@@ -342,7 +349,8 @@ def graph_reverse(ctx, s, k, row, g, f0):
     if k == LOG_SOFTMAX:
         y = ctx.value(s)
         return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
-    G = g.expand(n) if ngroups == 1 else gather_flat(g, gi)     # g spread over each group
+    # g spread over each group
+    G = strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
     if k == SUM:
         return [(a, G)]
     if k == MEAN:
@@ -383,7 +391,6 @@ def graph_reverse(ctx, s, k, row, g, f0):
 def _group_prod(x, gi, ngroups):
     """Product of each group of the flat tensor ``x`` (differentiable): the groups
     laid out as the rows of a matrix, by sorting."""
-    from .shape import gather_flat
     order = np.argsort(gi, kind="stable")
     rows = gather_flat(x, order).reshape(ngroups, -1)
     return prod(rows, dim=1)

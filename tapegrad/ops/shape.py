@@ -11,11 +11,12 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import c_strides, descriptor, slot_view, strided_scatter_add
+from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map,
+                             strided_scatter_add)
 from ..tensor import Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
 
-RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD = range(6)
+RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
     STRIDED: define(SHAPE, STRIDED, "strided"),
@@ -23,6 +24,7 @@ CODES = {
     SETITEM: define(SHAPE, SETITEM, "setitem"),
     CAT: define(SHAPE, CAT, "cat"),
     SCATTER_ADD: define(SHAPE, SCATTER_ADD, "scatter_add"),
+    STRIDED_SCATTER: define(SHAPE, STRIDED_SCATTER, "strided_scatter"),
 }
 VARIADIC = -2   # an entry whose input slots are listed in aux, see ``_record``
 
@@ -41,6 +43,8 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
     elif k == SCATTER_ADD:  # the transpose of GATHER (used by the differentiable reverse)
         for i in range(dx.size):
             dx[i] += g[aux[at + i]]
+    elif k == STRIDED_SCATTER:  # the transpose of STRIDED (likewise)
+        strided_gather_add(dx, g, aux, at)
     elif k == SETITEM:      # aux: [r, lin[r], vmap[r]]
         r = aux[at]
         if dx.size:
@@ -437,24 +441,62 @@ def stack(tensors, dim=0):
     return cat(tensors, dim, stacking=True)
 
 
-def scatter_add(x, idx, n, view=None):
+def scatter_add(x, idx, n):
     """A flat tensor of ``n`` elements with ``out[idx[i]] += x[i]`` (``x`` flat):
-    the transpose of gathering by ``idx``, needed by the differentiable reverse.
-    ``view``: the same map as a descriptor ``(shape, strides, offset)`` whose
-    elements do not overlap, for a faster forward."""
+    the transpose of gathering by ``idx``, needed by the differentiable reverse."""
     d = x._data
-    if view is not None:
-        out = np.zeros(n, d.dtype)
-        shape, strides, offset = view
-        isz = out.itemsize
-        v = np.lib.stride_tricks.as_strided(out[offset:], shape, [st * isz for st in strides])
-        v += d.reshape(shape)
-    else:
-        out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
-        out = out.astype(d.dtype, copy=False)
+    out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
+    out = out.astype(d.dtype, copy=False)
     if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(SCATTER_ADD, x, out, "IndexAddBackward0", idx)
+
+
+def _words(aux, at):
+    return aux[at:at + 2 + 2 * int(aux[at])].copy()
+
+
+def _as_view(flat, words):
+    """The strided view that descriptor ``words`` describes, over the C-contiguous
+    1-d array ``flat``."""
+    nd, off = int(words[0]), int(words[1])
+    isz = flat.itemsize
+    return np.ndarray(tuple(words[2:2 + nd].tolist()), flat.dtype, flat, off * isz,
+                      tuple((words[2 + nd:] * isz).tolist()))
+
+
+def strided_view(x, words):
+    """The flat elements of the strided view ``words`` of the flat tensor ``x``
+    (differentiable: STRIDED)."""
+    d = np.ascontiguousarray(x._data).reshape(-1)
+    nd = int(words[0])
+    if d.size:
+        out = _as_view(d, words).reshape(-1)
+        if out.base is not None and _overlaps(words[2:2 + nd], words[2 + nd:]):
+            out.flags.writeable = False     # one element seen several times: no writing through it
+    else:
+        out = np.zeros(int(np.prod(words[2:2 + nd])), d.dtype)
+    if not x._rg or not _tp.state().grad:
+        return Tensor._wrap(out)
+    return _mark_view(_record(STRIDED, x, out, "AsStridedBackward0", words), x)
+
+
+def strided_scatter(x, words, n):
+    """A flat tensor of ``n`` elements: zeros with the strided view ``words`` of it
+    increased by the flat tensor ``x`` (the transpose of ``strided_view``)."""
+    d = x._data
+    out = np.zeros(n, d.dtype)
+    if d.size:
+        nd = int(words[0])
+        shape, strides = words[2:2 + nd], words[2 + nd:]
+        if not _overlaps(shape, strides):
+            v = _as_view(out, words)
+            v += d.reshape(v.shape)
+        else:       # elements reached twice (expand): add up
+            out += np.bincount(strided_map(words, 0), weights=d, minlength=n).astype(d.dtype, copy=False)
+    if not x._rg or not _tp.state().grad:
+        return Tensor._wrap(out)
+    return _record(STRIDED_SCATTER, x, out, "AsStridedScatterBackward0", words)
 
 
 def gather_flat(x, idx):
@@ -471,12 +513,9 @@ def graph_reverse(ctx, s, k, row, g):
     if k == RESHAPE:
         return [(a, g)]
     if k == STRIDED:
-        nd, off = int(aux[at]), int(aux[at + 1])
-        shape, strides = aux[at + 2:at + 2 + nd], aux[at + 2 + nd:at + 2 + 2 * nd]
-        view = None
-        if g.numel() and (strides >= 0).all() and not _overlaps(shape, strides):
-            view = (tuple(shape.tolist()), strides.tolist(), off)
-        return [(a, scatter_add(g, ctx.strided_map(at), ctx.size(a), view))]
+        return [(a, strided_scatter(g, _words(aux, at), ctx.size(a)))]
+    if k == STRIDED_SCATTER:
+        return [(a, strided_view(g, _words(aux, at)))]
     if k == GATHER:
         return [(a, scatter_add(g, aux[at:at + g.numel()], ctx.size(a)))]
     if k == SCATTER_ADD:
