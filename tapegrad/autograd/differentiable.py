@@ -34,19 +34,21 @@ _OP, _SIZE, _VNUM, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VNUM, _tp.F0, _tp.F1, 
 
 class _Context:
     """What an op's ``graph_reverse`` may ask about the tape being walked."""
-    __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps")
+    __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps", "_needs", "_sizes")
 
     def __init__(self, T, ints, flts, reach):
         self.T, self.ints, self.flts, self.reach = T, ints, flts, reach
         self.aux = engine._aux(T)
         self._values, self._maps = {}, {}
+        self._needs = ((reach != 0) & (ints[:, _OP] != CONST)).tolist()
+        self._sizes = ints[:, _SIZE].tolist()
 
     def size(self, s):
-        return int(self.ints[s, _SIZE])
+        return self._sizes[s]
 
     def needs(self, s):
         """Whether input slot ``s`` gets a gradient in this backward."""
-        return s >= 0 and bool(self.reach[s]) and self.ints[s, _OP] != CONST
+        return s >= 0 and self._needs[s]
 
     def strided_map(self, at):
         m = self._maps.get(at)

@@ -31,40 +31,25 @@ _addr = K.address
 
 class _Slots:
     """Locators of flat float64 arrays: ``loc[s] >= 0`` an offset into ``arena``,
-    ``-2`` passed to the sweep by address: an array of its own (``big[s]``) or a
-    part of one more buffer (``shared``, at ``shared_at[s]``)."""
-    __slots__ = ("loc", "ptr", "arena", "big", "shared", "shared_at")
+    ``-2`` an array of its own (``big[s]``, passed to the sweep by address)."""
+    __slots__ = ("loc", "ptr", "arena", "big")
 
     def __init__(self, loc, arena):
         self.loc = loc
         self.ptr = np.zeros(len(loc), np.int64)
         self.arena = arena
         self.big = {}
-        self.shared = self.shared_at = None
 
     def add_big(self, s, a):
         self.big[s] = a
         self.ptr[s] = _addr(a)
-
-    def add_shared(self, slots, sizes):
-        """One uninitialised buffer for the large slots ``slots`` (one allocation
-        instead of one per slot)."""
-        offsets = np.cumsum(sizes) - sizes
-        self.shared = np.empty(int(sizes.sum()))
-        self.shared_at = np.zeros(len(self.loc), np.int64)
-        self.shared_at[slots] = offsets
-        self.ptr[slots] = _addr(self.shared) + 8 * offsets
 
     def view(self, s, size):
         l = self.loc[s]
         if l >= 0:
             return self.arena[l:l + size]
         if l == -2:
-            b = self.big.get(s)
-            if b is None:
-                o = self.shared_at[s]
-                return self.shared[o:o + size]
-            return b
+            return self.big[s]
         return None
 
 
@@ -81,16 +66,9 @@ def _storage(T, ints, sizes, flts, needval, reach):
         if v.dtype != np.float64 or not v.flags.c_contiguous:
             v = np.ascontiguousarray(v, dtype=np.float64)
         V.add_big(s, v.reshape(-1))
-    # large adjoints are left uninitialised (the sweep zeroes one only if it must add);
-    # a leaf's gets an array of its own, since it becomes .grad
     A = _Slots(aloc, np.zeros(asize))
-    if abig.size:
-        own = ints[abig, _tp.OP] == LEAF
-        for s in abig[own].tolist():
-            A.add_big(s, np.empty(int(sizes[s])))
-        rest = abig[~own]
-        if rest.size:
-            A.add_shared(rest, sizes[rest])
+    for s in abig.tolist():
+        A.add_big(s, np.empty(int(sizes[s])))     # zeroed by the sweep only if it must add
     return V, A, touched
 
 
@@ -195,8 +173,9 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     Returns (process, reach, needval, {target slot: [tensors]})."""
     n = T.n
     if T.freed.size < n:
-        freed = np.zeros(n, np.uint8)
-        freed[:T.freed.size] = T.freed
+        freed = np.zeros(max(n, 2 * T.freed.size, 256), np.uint8)    # room to grow: no copy per backward
+        if T.freed.size:
+            freed[:T.freed.size] = T.freed
         T.freed = freed
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
 
@@ -256,9 +235,9 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         _at_stop(T, e, A.view(e, sizes[e]))
         e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
                   A.arena, aux, e, e)
-    if A.big or A.shared is not None:    # reached, but nothing was written (cannot happen today)
-        for s in np.flatnonzero((A.loc == -2) & (touched == 0)).tolist():
-            A.view(s, sizes[s])[:] = 0.0
+    for s in A.big:
+        if not touched[s]:          # reached, but nothing was written (cannot happen today)
+            A.big[s][:] = 0.0
 
     # results: targets, leaves, and EXT entries (handed to their older tape)
     if tgt_ids is not None:

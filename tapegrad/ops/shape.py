@@ -456,26 +456,40 @@ def _words(aux, at):
     return aux[at:at + 2 + 2 * int(aux[at])].copy()
 
 
+_GEOMETRY = {}   # descriptor words -> (shape, strides in elements, offset, whether elements repeat)
+
+
+def _geometry(words):
+    key = words.tobytes()
+    geo = _GEOMETRY.get(key)
+    if geo is None:
+        nd = int(words[0])
+        shape, strides = words[2:2 + nd], words[2 + nd:]
+        geo = (tuple(shape.tolist()), tuple(strides.tolist()), int(words[1]), _overlaps(shape, strides))
+        if len(_GEOMETRY) > 4096:
+            _GEOMETRY.clear()
+        _GEOMETRY[key] = geo
+    return geo
+
+
 def _as_view(flat, words):
     """The strided view that descriptor ``words`` describes, over the C-contiguous
     1-d array ``flat``."""
-    nd, off = int(words[0]), int(words[1])
+    shape, strides, off, _ = _geometry(words)
     isz = flat.itemsize
-    return np.ndarray(tuple(words[2:2 + nd].tolist()), flat.dtype, flat, off * isz,
-                      tuple((words[2 + nd:] * isz).tolist()))
+    return np.ndarray(shape, flat.dtype, flat, off * isz, tuple(st * isz for st in strides))
 
 
 def strided_view(x, words):
     """The flat elements of the strided view ``words`` of the flat tensor ``x``
     (differentiable: STRIDED)."""
     d = np.ascontiguousarray(x._data).reshape(-1)
-    nd = int(words[0])
     if d.size:
         out = _as_view(d, words).reshape(-1)
-        if out.base is not None and _overlaps(words[2:2 + nd], words[2 + nd:]):
+        if out.base is not None and _geometry(words)[3]:
             out.flags.writeable = False     # one element seen several times: no writing through it
     else:
-        out = np.zeros(int(np.prod(words[2:2 + nd])), d.dtype)
+        out = np.zeros(int(np.prod(words[2:2 + int(words[0])])), d.dtype)
     if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     return _mark_view(_record(STRIDED, x, out, "AsStridedBackward0", words), x)
@@ -487,9 +501,7 @@ def strided_scatter(x, words, n):
     d = x._data
     out = np.zeros(n, d.dtype)
     if d.size:
-        nd = int(words[0])
-        shape, strides = words[2:2 + nd], words[2 + nd:]
-        if not _overlaps(shape, strides):
+        if not _geometry(words)[3]:
             v = _as_view(out, words)
             v += d.reshape(v.shape)
         else:       # elements reached twice (expand): add up
