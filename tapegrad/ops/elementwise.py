@@ -359,20 +359,22 @@ def binary(op, a, b, c=None, name=-1):
 from .shape import gather_flat, scatter_add     # noqa: E402
 
 
-def _graph_code(rule):
-    return compile(rule.replace(" and ", " & "), "<rule %s>" % rule, "eval")
+_GRAPH_NS = {}     # the names rules use, bound to tensor functions on first use
+
+
+def _graph_rule(rule, params):
+    src = "lambda %s: %s" % (params, rule.replace(" and ", " & "))
+    return eval(compile(src, "<rule %s>" % rule, "eval"), _GRAPH_NS)
 
 
 for _op in UNARY_OPS:
-    _op.graph = _graph_code(_op.rule)
+    _op.graph = _graph_rule(_op.rule, "g, x, y, p, q")
 for _op in BINARY_OPS:
-    _op.graph = (_graph_code(_op.rule_a), _graph_code(_op.rule_b))
-
-_GRAPH_NS = {}
+    _op.graph = (_graph_rule(_op.rule_a, "g, a, b, c, y"), _graph_rule(_op.rule_b, "g, a, b, c, y"))
 
 
 def _graph_ns():
-    if not _GRAPH_NS:
+    if "where" not in _GRAPH_NS:
         from .. import functions as F
 
         def where(cond, a, b):
@@ -383,7 +385,7 @@ def _graph_ns():
             return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
         _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
                          cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
-                         ipow=F.pow, __builtins__={})
+                         ipow=F.pow)
     return _GRAPH_NS
 
 
@@ -395,18 +397,16 @@ def _adjoint(r, g):
 
 
 def graph_reverse(ctx, s, family, k, row, f0, f1, g):
-    ns = _graph_ns()
+    if "where" not in _GRAPH_NS:
+        _graph_ns()
     if family == UNARY:
         op = UNARY_OPS[k]
         a = row[1]
         if not ctx.needs(a):
             return []
-        env = {"g": g, "p": f0, "q": f1}
-        if op.saves & 1:
-            env["x"] = ctx.value(a)
-        if op.saves & 8:
-            env["y"] = ctx.value(s)
-        return [(a, _adjoint(eval(op.graph, ns, env), g))]
+        x = ctx.value(a) if op.saves & 1 else None
+        y = ctx.value(s) if op.saves & 8 else None
+        return [(a, _adjoint(op.graph(g, x, y, f0, f1), g))]
     op = BINARY_OPS[k]
     ins = (row[1], row[2], row[3])
     i0, bits = row[4], row[5]
@@ -419,20 +419,19 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
             if not bits & (8 << j):
                 maps[j] = ctx.strided_map(at)
             at += 2 + 2 * int(ctx.aux[at])
-    env = {"g": g}
-    for j, name in ((0, "a"), (1, "b"), (2, "c"), (3, "y")):
-        if not op.saves & (1 << j):
-            continue
-        v = ctx.value(s if j == 3 else ins[j])
-        if j < 3 and maps[j] is not None:
-            v = gather_flat(v, maps[j])
-        env[name] = v
+    vals = [None, None, None, None]     # a, b, c, y
+    for j in range(4):
+        if op.saves & (1 << j):
+            v = ctx.value(s if j == 3 else ins[j])
+            if j < 3 and maps[j] is not None:
+                v = gather_flat(v, maps[j])
+            vals[j] = v
     out = []
     for j in (0, 1):
         sl = ins[j]
         if not ctx.needs(sl):
             continue
-        r = _adjoint(eval(op.graph[j], ns, env), g)
+        r = _adjoint(op.graph[j](g, *vals), g)
         size = ctx.size(sl)
         if maps[j] is not None:
             r = scatter_add(r, maps[j], size)

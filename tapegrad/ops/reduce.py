@@ -326,9 +326,14 @@ def max_dim(x, dim, keepdim=False, largest=True):
 from .shape import gather_flat, scatter_add, strided_view   # noqa: E402
 
 
+_F = []
+
+
 def _functions():
-    from .. import functions
-    return functions
+    if not _F:
+        from .. import functions
+        _F.append(functions)
+    return _F[0]
 
 
 # ``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi`` maps
