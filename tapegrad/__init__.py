@@ -16,7 +16,7 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
                         prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
-from .tape import Tape  # noqa: F401
+from .tape import Tape, memory_stats  # noqa: F401
 from .tensor import Tensor
 
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
 from .ops.registry import name_id
 from .autograd import engine as _engine
+from . import tape as _tp
 from .tensor import Tensor
 
 _SCALARS = (int, float, bool, np.number)
@@ -333,7 +334,7 @@ def _sum_m(self, dim=None, keepdim=False, dtype=None):
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate the gradient of this tensor into the leaves (see tg.autograd.backward)."""
     if gradient is None and inputs is None and not create_graph and self._tape is not None \
-            and self._data.size == 1:
+            and self._data.size == 1 and not _tp.anomaly[0]:
         # the common ``loss.backward()``: nothing to validate beyond this
         _engine.run_backward([(self, _ONE)], bool(retain_graph))
         return

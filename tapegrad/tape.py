@@ -15,8 +15,10 @@ operation is imported as an ``EXT`` entry; backward hands its adjoint on to the
 older tape, so graphs spanning several tapes differentiate as one.
 """
 import itertools
+import os
 import struct
 import threading
+import weakref
 
 import numpy as np
 
@@ -30,6 +32,11 @@ _tls = threading.local()
 inplace_counter = [0]
 
 ROTATE_ENTRIES = 1 << 18    # start a new tape past this many entries
+
+# Anomaly mode (``tg.autograd.detect_anomaly``): [enabled, check_nan].  While it is
+# on, every recording stops by ``Tape.room`` to note the user's source line.
+anomaly = [False, True]
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 # One entry: 9 int64 fields then 2 float64 fields, packed into a bytearray
 # (``struct.pack_into`` is several times cheaper per op than growing
@@ -93,12 +100,36 @@ def resume(T):
     """Record the next operations onto ``T`` again, when that is safe: this thread's
     tape, not sealed (no newer tape refers to it).  Otherwise start a new tape."""
     st = state()
-    st.tape = T if (T.limit and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES) else None
+    st.tape = T if (not T.sealed and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES) else None
+
+
+_LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
+
+
+def memory_stats():
+    """What the live tapes hold: how many tapes and entries, and the bytes of the
+    values they keep for backward (each array counted once), of their entry
+    buffers and of their auxiliary parameters."""
+    tapes = list(_LIVE)
+    seen, saved = set(), 0
+    for T in tapes:
+        for v in T.vals:
+            if v is not None and id(v) not in seen:
+                seen.add(id(v))
+                saved += v.nbytes
+    return {
+        "tapes": len(tapes),
+        "entries": sum(T.n for T in tapes),
+        "saved_arrays": len(seen),
+        "saved_bytes": saved,
+        "entry_bytes": sum(len(T.buf) for T in tapes),
+        "aux_bytes": sum(8 * T.aux_len for T in tapes),
+    }
 
 
 class Tape:
-    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "vals", "vobj", "leaves", "ext", "imports", "hooks",
-                 "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
+    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "vals", "vobj", "leaves", "ext", "imports",
+                 "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
 
     def __init__(self):
         self.id = next(_ids)
@@ -106,7 +137,10 @@ class Tape:
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
         self.cap = 256          # entries the buffer holds
-        self.limit = min(256, ROTATE_ENTRIES)  # min(cap, ROTATE_ENTRIES); 0 once sealed (``room``)
+        # recorders call ``room`` when n reaches limit (<= cap): normally the capacity,
+        # 0 once sealed, and the next entry while anomaly mode notes source lines
+        self.limit = 0 if anomaly[0] else min(256, ROTATE_ENTRIES)
+        self.sealed = False
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
@@ -118,8 +152,9 @@ class Tape:
         self.aux = []           # chunks of int64 words; see aux_append
         self.aux_len = 0
         self.inplace_mark = inplace_counter[0]
-        self.sources = None     # slot -> user source line (anomaly mode; later issue)
+        self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
+        _LIVE.add(self)
 
     def __len__(self):
         return self.n
@@ -136,16 +171,40 @@ class Tape:
     def grow(self):
         self.buf.extend(bytes(len(self.buf)))
         self.cap = len(self.buf) // ESIZE
-        if self.limit:
-            self.limit = min(self.cap, ROTATE_ENTRIES)
 
     def room(self):
-        """Called when ``n`` reached ``limit``: grow the buffer, or report (False)
-        that this tape is full or sealed and a new one must start."""
-        if self.limit == 0 or self.n >= ROTATE_ENTRIES:
+        """Called when ``n`` reached ``limit``: make room for the next entries, or
+        report (False) that this tape is full or sealed and a new one must start."""
+        if self.sealed or self.n >= ROTATE_ENTRIES:
             return False
-        self.grow()
+        if self.n >= self.cap:
+            self.grow()
+        if anomaly[0]:
+            self.note_source()
+            self.limit = self.n + 1     # come back here for the next operation
+        else:
+            self.limit = min(self.cap, ROTATE_ENTRIES)
         return True
+
+    def note_source(self):
+        """Remember the user's line that records the next entries (anomaly mode)."""
+        import sys
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+            f = f.f_back
+        where = "<unknown>" if f is None else '"%s", line %d, in %s' % (f.f_code.co_filename, f.f_lineno,
+                                                                       f.f_code.co_name)
+        if self.sources is None:
+            self.sources = []
+        self.sources.append((self.n, where))
+
+    def source(self, s):
+        """The user's line that recorded entry ``s`` (anomaly mode), or None."""
+        if not self.sources:
+            return None
+        import bisect
+        i = bisect.bisect_right(self.sources, (s, "\uffff")) - 1
+        return self.sources[i][1] if i >= 0 else None
 
     def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
         """Append an entry whose output is ``arr`` (kept for the reverse pass if ``save``)."""
@@ -161,6 +220,7 @@ class Tape:
         return s
 
     def seal(self):
+        self.sealed = True
         self.limit = 0          # the owner's next op sees "no room" and starts a new tape
 
     def field(self, s, k):

@@ -4,7 +4,9 @@ import warnings
 import numpy as np
 
 from ..tensor import Tensor
+from .. import tape as _tp
 from . import differentiable, engine
+from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly  # noqa
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from . import functional  # noqa: F401,E402
@@ -85,7 +87,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         retain_graph = create_graph
     if create_graph:
         differentiable.warn_reference_cycle()
-        return _backward_graph(tensors, given, retain_graph, inputs)
+    if create_graph or _tp.anomaly[0]:
+        return _backward_graph(tensors, given, retain_graph, inputs, create_graph)
     seeds, leaf_seeds = _split_roots(tensors, grads)
     if inputs is None:
         if seeds:
@@ -142,8 +145,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     _check_roots(outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    if create_graph:
-        return _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads)
+    if create_graph or _tp.anomaly[0]:
+        return _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads, create_graph)
     seeds, leaf_seeds = _split_roots(outputs, grads)
     res = engine.run_backward(seeds, retain_graph, targets=inputs, accumulate=False) if seeds else {}
     for t, g in leaf_seeds:
@@ -167,14 +170,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 # -- create_graph=True: the same, through the differentiable reverse ----------------------
-def _graph_results(roots, given, retain_graph, targets, accumulate):
+def _graph_results(roots, given, retain_graph, targets, accumulate, record):
     seeds, leaf_seeds = _split_roots(roots, differentiable.graph_seeds(roots, given))
-    res = differentiable.run_backward(seeds, retain_graph, targets, accumulate) if seeds else {}
+    res = differentiable.run_backward(seeds, retain_graph, targets, accumulate, record,
+                                      _tp.anomaly[0] and _tp.anomaly[1]) if seeds else {}
     return res, leaf_seeds
 
 
-def _backward_graph(tensors, given, retain_graph, inputs):
-    res, leaf_seeds = _graph_results(tensors, given, retain_graph, inputs, True)
+def _backward_graph(tensors, given, retain_graph, inputs, record):
+    res, leaf_seeds = _graph_results(tensors, given, retain_graph, inputs, True, record)
     if inputs is None:
         for t, g in leaf_seeds:
             differentiable.accumulate_grad(t, g)
@@ -197,8 +201,8 @@ def _backward_graph(tensors, given, retain_graph, inputs):
     return None
 
 
-def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads):
-    res, leaf_seeds = _graph_results(outputs, given, retain_graph, inputs, False)
+def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_grads, record):
+    res, leaf_seeds = _graph_results(outputs, given, retain_graph, inputs, False, record)
     for t, g in leaf_seeds:
         if any(t is i for i in inputs):
             g = differentiable.as_shape(g, t.shape)
@@ -209,7 +213,7 @@ def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_
         g = res.get(id(t))
         if g is None:
             if materialize_grads:       # PyTorch's zeros take part in the new graph
-                out.append(Tensor(np.zeros(t.shape, t.dtype), requires_grad=True))
+                out.append(Tensor(np.zeros(t.shape, t.dtype), requires_grad=record))
                 continue
             if not allow_unused:
                 raise RuntimeError("The differentiated Tensor at index %d appears to not have been used in the "

@@ -18,10 +18,10 @@ from ..ops import elementwise as _ew
 from ..ops import linalg as _la
 from ..ops import reduce as _rd
 from ..ops import shape as _sh
-from ..ops.registry import BINARY, CONST, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
+from ..ops.registry import BINARY, CONST, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
 from ..tensor import Tensor
 from . import engine
-from .grad_mode import enable_grad
+from .grad_mode import set_grad_enabled
 
 REFERENCE_CYCLE = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter and its "
@@ -113,26 +113,28 @@ def graph_seeds(outputs, grads):
     return seeds
 
 
-def run_backward(seeds, retain_graph, targets=None, accumulate=True):
-    """Like ``engine.run_backward``, recording the gradient computation.
+def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True, check=False):
+    """Like ``engine.run_backward``, recording the gradient computation (``record``;
+    else computing it with grad mode off), and with ``check`` (anomaly mode)
+    raising at the first entry whose gradient holds NaN or inf.
     ``seeds``: list of (root tensor, flat seed Tensor).  Returns {id(target): Tensor}."""
     pending = {}
     for t, g in seeds:
         pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
     # The gradient is recorded on the roots' tape when it can be continued, so a
     # later backward through it is one sweep over one tape; else on a new tape.
-    if len(pending) == 1:
+    if record and len(pending) == 1:
         _tp.resume(next(iter(pending)))
     else:
         _tp.rotate()
     results = {}
     tgt_ids = None if targets is None else {id(t): t for t in targets}
-    with enable_grad():
+    with set_grad_enabled(record):
         for T in engine._tape_order(list(pending)):
             slot_seeds = pending.pop(T, None)
             if slot_seeds:
                 ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
-                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads)
+                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads, record, check)
     return results
 
 
@@ -143,7 +145,7 @@ def _sum(gs):
     return total
 
 
-def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record=True, check=False):
     ints, flts = T.arrays()
     process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
     # copies: the walk may append to T, and a bytearray cannot grow while viewed
@@ -171,6 +173,8 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         else:
             raise AssertionError(code)
         for i, r in parts:
+            if check:
+                _check_finite(T, s, row, i, r)
             prev = adj.get(i)
             adj[i] = r if prev is None else prev + r
 
@@ -190,13 +194,35 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         for s, leaf in T.leaves.items():
             g = adj.get(s)
             if g is not None and reach[s]:
-                accumulate_grad(leaf, g)
+                if record:
+                    accumulate_grad(leaf, g)
+                else:
+                    engine._accumulate(leaf, g._data.reshape(-1), False)
     for s, (older, slot) in T.ext.items():
         g = adj.get(s)
         if g is not None and reach[s] and (tgt_ids is None or ext_leads):
             pending.setdefault(older, {}).setdefault(slot, []).append(g)
     if not retain:
         engine._free(T, ints, process, needval)
+
+
+def _check_finite(T, s, row, i, r):
+    """Anomaly mode: entry ``s`` gave input slot ``i`` the gradient ``r``."""
+    d = r._data
+    if d.dtype.kind != "f" or np.isfinite(d).all():
+        return
+    what = "nan" if np.isnan(d).any() else "inf"
+    if row[3] == _sh.VARIADIC:
+        at = row[4]
+        ins = engine._aux(T)[at + 1:at + 1 + engine._aux(T)[at]].tolist()
+    else:
+        ins = row[1:4]
+    k = ins.index(i)
+    name = GRAD_FN_NAMES[row[_tp.NM]]
+    where = T.source(s)
+    raise RuntimeError("Function '%s' returned %s values in its %dth output.%s"
+                       % (name, what, k, "" if where is None else
+                          " The operation that caused it was recorded at:\n  File " + where))
 
 
 def _at_stop(T, s, g):
