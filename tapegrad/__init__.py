@@ -18,6 +18,7 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
 from .tape import Tape, memory_stats  # noqa: F401
 from .tensor import Tensor
+from .tensor import unsupported_array_msg as _unsupported_array_msg
 
 __version__ = "0.1.0"
 
@@ -41,15 +42,21 @@ def from_numpy(arr):
     """A tensor sharing memory with ``arr``."""
     if not isinstance(arr, np.ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
-    if arr.dtype == object:
-        raise TypeError("can't convert np.ndarray of type numpy.object_.")
+    if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind == "c":
+            raise TypeError("tapegrad does not support complex tensors")
+        raise TypeError(_unsupported_array_msg(arr.dtype))
     return Tensor._wrap(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
 
 
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    return tuple(operator.index(s) for s in size)
+    shape = tuple(operator.index(s) for s in size)
+    for s in shape:
+        if s < 0:
+            raise RuntimeError("Trying to create tensor with negative dimension %d: %s" % (s, list(shape)))
+    return shape
 
 
 def _make(arr, requires_grad):

@@ -14,20 +14,43 @@ from .ops.elementwise import unary as _unary
 from .ops.registry import name_id
 from .autograd import engine as _engine
 from . import tape as _tp
+from . import tensor as _tensor_mod
 from .tensor import Tensor
 
-_SCALARS = (int, float, bool, np.number)
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
 _NM = {k: name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
                               "ToCopyBackward0", "AddBackward0", "MulBackward0")}
+
+
+class _Unsupported(TypeError):
+    """Data that is neither a tensor, a numeric array nor a number (``_arith`` turns it
+    into Python's "unsupported operand type(s)" error)."""
 
 
 def _tensor(v, like=None):
     if isinstance(v, Tensor):
         return v
     if isinstance(v, np.ndarray):
+        if v.dtype.kind not in "biuf":
+            _bad_array(v)
         return Tensor._wrap(v)
     dt = like.dtype if (isinstance(like, Tensor) and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
-    return Tensor._wrap(np.asarray(v, dtype=dt))
+    try:
+        arr = np.asarray(v, dtype=dt)
+    except (TypeError, ValueError):
+        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__) from None
+    if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind == "c":
+            _bad_array(arr)
+        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__)
+    return Tensor._wrap(arr)
+
+
+def _bad_array(arr):
+    """PyTorch's refusal of a NumPy array it cannot hold (tapegrad also refuses complex)."""
+    if arr.dtype.kind == "c":
+        raise TypeError("tapegrad does not support complex tensors")
+    raise TypeError(_tensor_mod.unsupported_array_msg(arr.dtype))
 
 
 def _is_scalar(v):
@@ -46,29 +69,51 @@ def _scalar(v):
     return t is float or t is int or (isinstance(v, _SCALARS) and not isinstance(v, np.ndarray))
 
 
-def _arith(name, both, tensor_scalar, scalar_tensor):
+def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
     its parameter (``tensor_scalar(t, x)`` / ``scalar_tensor(t, x)``)."""
     def f(a, b):
-        if type(b) is Tensor:
-            if type(a) is Tensor:
-                return both(a, b)
-            if _scalar(a):
-                return scalar_tensor(b, a)
-        elif type(a) is Tensor and (type(b) is float or _scalar(b)):
-            return tensor_scalar(a, b)
-        return both(_tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a))
+        try:                # (free unless something raises)
+            if type(b) is Tensor:
+                if type(a) is Tensor:
+                    return both(a, b)
+                if _scalar(a):
+                    return scalar_tensor(b, a)
+            elif type(a) is Tensor and (type(b) is float or _scalar(b)):
+                return tensor_scalar(a, b)
+        except ValueError as e:
+            _value_error(e)
+            raise
+        try:
+            ta, tb = _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a)
+        except _Unsupported:
+            raise TypeError("unsupported operand type(s) for %s: '%s' and '%s'"
+                            % (symbol, type(a).__name__, type(b).__name__)) from None
+        try:
+            return both(ta, tb)
+        except ValueError as e:
+            _value_error(e)
+            raise
     f.__name__ = f.__qualname__ = name
     return f
 
 
+_NEG_INT_POW = "Integers to negative integer powers are not allowed."
+
+
+def _value_error(e):
+    """NumPy's ValueErrors that PyTorch raises as RuntimeErrors."""
+    if str(e) == _NEG_INT_POW:          # integer ** negative integer
+        raise RuntimeError(_NEG_INT_POW) from None
+
+
 _SUB_NM = _NM["SubBackward0"]
-_add = _arith("add", _ADD, _ADD_S, _ADD_S)
-_sub = _arith("sub", _SUB, lambda t, x: _ADD_S(t, -x, name=_SUB_NM), _RSUB_S)
-mul = _arith("mul", _MUL, _MUL_S, _MUL_S)
-div = _arith("div", _DIV, _DIV_S, _RDIV_S)
-pow = _arith("pow", _POW, _POW_S, _RPOW_S)
+_add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
+_sub = _arith("sub", "-", _SUB, lambda t, x: _ADD_S(t, -x, name=_SUB_NM), _RSUB_S)
+mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
+div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
+pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
 def _scaled(b, alpha):
@@ -210,18 +255,30 @@ def min(x, dim=None, keepdim=False):
     return _extreme(x, dim, keepdim, False)
 
 
-def argmax(x, dim=None, keepdim=False):
+def _arg_extreme(x, dim, keepdim, what):
     d = x._data
-    if dim is None:
-        return Tensor._wrap(np.asarray(d.argmax(), np.int64))
-    return Tensor._wrap(np.asarray(d.argmax(axis=_rd.normalize_dims(dim, x.ndim)[0], keepdims=keepdim), np.int64))
+    try:
+        if dim is None:
+            return Tensor._wrap(np.asarray(getattr(d, what)(), np.int64))
+        ax = _rd.normalize_dims(dim, x.ndim)
+        if not ax:          # a 0-d tensor
+            return Tensor._wrap(np.zeros((), np.int64))
+        return Tensor._wrap(np.asarray(getattr(d, what)(axis=ax[0], keepdims=keepdim), np.int64))
+    except ValueError:      # NumPy's "attempt to get argmax of an empty sequence"
+        if d.size == 0:
+            if dim is None:
+                raise IndexError("%s(): Expected reduction dim to be specified for input.numel() == 0." % what) \
+                    from None
+            raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax[0])) from None
+        raise
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg_extreme(x, dim, keepdim, "argmax")
 
 
 def argmin(x, dim=None, keepdim=False):
-    d = x._data
-    if dim is None:
-        return Tensor._wrap(np.asarray(d.argmin(), np.int64))
-    return Tensor._wrap(np.asarray(d.argmin(axis=_rd.normalize_dims(dim, x.ndim)[0], keepdims=keepdim), np.int64))
+    return _arg_extreme(x, dim, keepdim, "argmin")
 
 
 # -- Tensor methods and operators -----------------------------------------------------

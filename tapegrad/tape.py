@@ -163,7 +163,7 @@ class Tape:
     def aux_append(self, words):
         """Store variable-length integer parameters; returns their offset."""
         at = self.aux_len
-        w = words if type(words) is np.ndarray else np.asarray(words, dtype=np.int64).ravel()
+        w = words if (type(words) is np.ndarray and words.ndim == 1) else np.asarray(words, dtype=np.int64).ravel()
         self.aux.append(w)
         self.aux_len += w.size
         return at

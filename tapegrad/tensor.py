@@ -360,6 +360,16 @@ class _RemovableHandle:
         self.remove()
 
 
+_SUPPORTED = ("float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, "
+              "uint16, uint8, and bool")
+
+
+def unsupported_array_msg(dt):
+    """PyTorch's refusal of a NumPy array of dtype ``dt`` (object, strings...)."""
+    return ("can't convert np.ndarray of type numpy.%s. The only supported types are: %s."
+            % (dt.type.__name__, _SUPPORTED))
+
+
 def _as_array(data, dtype=None):
     if isinstance(data, Tensor):
         arr = data._data
@@ -369,16 +379,17 @@ def _as_array(data, dtype=None):
     if dtype is not None:
         dtype = np.dtype(dtype)
     if isinstance(data, np.ndarray):
-        if data.dtype == object:
-            raise TypeError("can't convert np.ndarray of type numpy.object_. The only supported types are: "
-                            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.")
+        if data.dtype.kind not in "biufc":
+            raise TypeError(unsupported_array_msg(data.dtype))
         arr = np.array(data, dtype=dtype, copy=True)
     else:
         try:
             arr = np.array(data, dtype=dtype)
         except (ValueError, TypeError) as e:
+            _bad_data(data)
             raise TypeError("could not convert %r to a tensor: %s" % (type(data).__name__, e)) from None
         if arr.dtype == object or arr.dtype.kind in "USV":
+            _bad_data(data)
             raise TypeError("could not convert data of type %s to a tensor: only numbers, nested sequences "
                             "of numbers and arrays are supported" % type(data).__name__)
         if dtype is None and arr.dtype.kind == "f" and arr.dtype != np.float64:
@@ -388,6 +399,57 @@ def _as_array(data, dtype=None):
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     return arr
+
+
+_MAX_DIMS = 64
+
+
+def _is_seq(obj):
+    return isinstance(obj, (list, tuple, str)) or (isinstance(obj, (np.ndarray, Tensor)) and obj.ndim > 0)
+
+
+def _bad_data(data):
+    """Raise PyTorch's error for ``data`` that NumPy could not make a numeric array
+    of (torch.tensor's order: strings, the shape along the first elements, the
+    element types, then every sequence's length)."""
+    if isinstance(data, str):
+        raise TypeError("new(): invalid data type 'str'")
+    sizes = []
+    seq = data
+    while _is_seq(seq):
+        n = len(seq)
+        sizes.append(n)
+        if len(sizes) > _MAX_DIMS:
+            raise ValueError("too many dimensions '%s'" % type(seq).__name__)
+        if n == 0:
+            break
+        seq = seq[0]
+    _infer(data)
+    _check_lengths(data, sizes, 0)
+
+
+def _infer(obj):
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            _infer(v)
+    elif isinstance(obj, str):
+        raise TypeError("new(): invalid data type 'str'")
+    elif not isinstance(obj, (int, float, complex, np.number, np.bool_, np.ndarray, Tensor)):
+        raise RuntimeError("Could not infer dtype of %s" % type(obj).__name__)
+
+
+def _check_lengths(obj, sizes, dim):
+    if dim == len(sizes):
+        if isinstance(obj, (list, tuple)):
+            raise TypeError("must be real number, not %s" % type(obj).__name__)
+        return
+    if not _is_seq(obj):
+        raise TypeError("not a sequence")
+    if len(obj) != sizes[dim]:
+        raise ValueError("expected sequence of length %d at dim %d (got %d)" % (sizes[dim], dim, len(obj)))
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            _check_lengths(v, sizes, dim + 1)
 
 
 def _wrap_dim(dim, ndim):

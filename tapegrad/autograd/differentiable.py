@@ -129,12 +129,19 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
         _tp.rotate()
     results = {}
     tgt_ids = None if targets is None else {id(t): t for t in targets}
+    leaf_grads = []     # applied at the end, so a failing tape leaves .grad untouched
     with set_grad_enabled(record):
         for T in engine._tape_order(list(pending)):
             slot_seeds = pending.pop(T, None)
             if slot_seeds:
                 ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
-                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads, record, check)
+                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads, record, check,
+                      leaf_grads)
+        for leaf, g in leaf_grads:
+            if record:
+                accumulate_grad(leaf, g)
+            else:
+                engine._accumulate(leaf, g._data.reshape(-1), False)
     return results
 
 
@@ -145,7 +152,7 @@ def _sum(gs):
     return total
 
 
-def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record=True, check=False):
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record, check, leaf_grads):
     ints, flts = T.arrays()
     process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
     # copies: the walk may append to T, and a bytearray cannot grow while viewed
@@ -194,10 +201,7 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         for s, leaf in T.leaves.items():
             g = adj.get(s)
             if g is not None and reach[s]:
-                if record:
-                    accumulate_grad(leaf, g)
-                else:
-                    engine._accumulate(leaf, g._data.reshape(-1), False)
+                leaf_grads.append((leaf, g))
     for s, (older, slot) in T.ext.items():
         g = adj.get(s)
         if g is not None and reach[s] and (tgt_ids is None or ext_leads):

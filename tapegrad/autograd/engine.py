@@ -127,13 +127,16 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
         pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
     results = {} if targets is not None else None
     tgt_ids = None if targets is None else {id(t): t for t in targets}
+    leaf_grads = []     # applied once every tape went through: a failing tape leaves .grad untouched
     for T in _tape_order(list(pending)):
         slot_seeds = pending.pop(T, None)
         if slot_seeds:
             # with targets, gradient leaves through EXT entries only if a target may
             # lie on another tape
             ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
-            _sweep_tape(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads)
+            _sweep_tape(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads)
+    for leaf, g, owned in leaf_grads:
+        _accumulate(leaf, g, owned)
     return results
 
 
@@ -203,7 +206,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     return process, reach, needval, tslots
 
 
-def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads):
+def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads):
     n = T.n
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
@@ -255,7 +258,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     if accumulate and tgt_ids is None:
         for s, leaf in T.leaves.items():
             if reach[s]:
-                _accumulate(leaf, A.view(s, sizes[s]), s in A.big)
+                leaf_grads.append((leaf, A.view(s, sizes[s]), s in A.big))
     for s, (older, slot) in T.ext.items():
         if reach[s] and (tgt_ids is None or ext_leads):
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))

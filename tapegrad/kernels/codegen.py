@@ -55,6 +55,10 @@ def ipow(x, e):
         return 1.0 / x
     if e == 0.5:
         return sqrt(x)
+    if e == -0.5:           # PyTorch's rsqrt: nan below zero, as its gradient of sqrt
+        return 1.0 / sqrt(x)
+    if e == -2.0:
+        return 1.0 / (x * x)
     return x ** e
 
 
@@ -64,7 +68,7 @@ def sign(x):
         return 1.0
     if x < 0.0:
         return -1.0
-    return 0.0 * x
+    return 0.0              # also for nan, as PyTorch's sgn
 '''
 
 

@@ -65,7 +65,18 @@ def _pow(x, p):
         return np.sqrt(x)
     if p == 1.0:
         return np.copy(x)
+    if p == -0.5 and x.dtype.kind == "f":
+        return np.reciprocal(np.sqrt(x))
     return np.power(x, p)
+
+
+def _sign(x):
+    out = np.asarray(np.sign(x))
+    if out.dtype.kind == "f" and out.ndim:
+        out[out != out] = 0.0       # sign(nan) is 0 in PyTorch
+    elif out.dtype.kind == "f" and out != out:
+        out = np.zeros((), out.dtype)
+    return out
 
 
 def _where(c, a, b):
@@ -86,8 +97,8 @@ UNARY_OPS = [
     Unary("tan",      "TanBackward0",     np.tan,       "g * (1.0 + y * y)"),
     Unary("tanh",     "TanhBackward0",    np.tanh,      "g * (1.0 - y * y)"),
     Unary("sigmoid",  "SigmoidBackward0", expit,        "g * y * (1.0 - y)"),
-    Unary("relu",     "ReluBackward0",    _relu,        "where(x > 0.0, g, 0.0)"),
-    Unary("sign",     "SignBackward0",    np.sign,      "0.0 * g"),
+    Unary("relu",     "ReluBackward0",    _relu,        "where(x <= 0.0, 0.0, g)"),
+    Unary("sign",     "SignBackward0",    _sign,        "0.0 * g"),
     Unary("floor",    "FloorBackward0",   np.floor,     "0.0 * g"),
     Unary("round",    "RoundBackward0",   np.round,     "0.0 * g"),
     Unary("clamp",    "ClampBackward1",   _clamp,       "where((x >= p) and (x <= q), g, 0.0)", nparams=2),
@@ -111,12 +122,13 @@ BINARY_OPS = [
     Binary("pow",      "PowBackward1",      np.power,
            "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
            "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
+    # (written as PyTorch's masks, so a nan operand passes the gradient to both)
     Binary("maximum",  "MaximumBackward0",  np.maximum,
-           "where(a > b, g, where(a == b, 0.5 * g, 0.0))",
-           "where(b > a, g, where(a == b, 0.5 * g, 0.0))"),
+           "where(a < b, 0.0, where(a == b, 0.5 * g, g))",
+           "where(b < a, 0.0, where(a == b, 0.5 * g, g))"),
     Binary("minimum",  "MinimumBackward0",  np.minimum,
-           "where(a < b, g, where(a == b, 0.5 * g, 0.0))",
-           "where(b < a, g, where(a == b, 0.5 * g, 0.0))"),
+           "where(a > b, 0.0, where(a == b, 0.5 * g, g))",
+           "where(b > a, 0.0, where(a == b, 0.5 * g, g))"),
     # where(c, a, b): the condition c is a third (constant) input
     Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)"),
 ]
@@ -255,12 +267,15 @@ def _unary_recorder(op):
         T = st.tape
         if T is None or T.n >= T.limit:
             T = _tape(st)
-        s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+        if x._tid == T.id and x._sver == x._ver[0]:
+            s = x._slot
+        else:
+            s = T.adopt(x)
+            if T.n >= T.cap:    # importing the input took the last free entry
+                T.grow()
         if save_in:
             T.vals[s] = d
         o = T.n
-        if o >= T.cap:          # importing an input above took the last free entry
-            T.grow()
         sz = out.size
         _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, sz, 0, p, q,
               out.item() if sz == 1 else 0.0)
@@ -269,10 +284,33 @@ def _unary_recorder(op):
         ver = [0]
         T.vobj.append(ver)
         t = _new(Tensor)
-        t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, T.id, o, ver, 0, T, None
+        t._data = out
+        t._rg = True
+        t._tid = T.id
+        t._slot = o
+        t._ver = ver
+        t._sver = 0
+        t._tape = T
+        t._x = None
         return t
     record.__name__ = op.name
     return record
+
+
+def _broadcast_error(shapes):
+    """PyTorch's error for operands whose shapes do not broadcast (or a ValueError
+    NumPy raised for another reason, unchanged)."""
+    cur = tuple(shapes[0])
+    for nxt in shapes[1:]:
+        nd = max(len(cur), len(nxt))
+        a, b = (1,) * (nd - len(cur)) + cur, (1,) * (nd - len(nxt)) + tuple(nxt)
+        for d in range(nd - 1, -1, -1):
+            if a[d] != b[d] and a[d] != 1 and b[d] != 1:
+                return RuntimeError("The size of tensor a (%d) must match the size of tensor b (%d) at "
+                                    "non-singleton dimension %d" % (a[d], b[d], d))
+        cur = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(a, b))
+    import sys
+    return sys.exc_info()[1]
 
 
 def _binary_recorder(op):
@@ -285,7 +323,11 @@ def _binary_recorder(op):
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
             ad, bd = _promote(ad, bd)
-        out = fwd(ad, bd) if c is None else fwd(c._data, ad, bd)
+        try:
+            out = fwd(ad, bd) if c is None else fwd(c._data, ad, bd)
+        except ValueError:
+            raise _broadcast_error([ad.shape, bd.shape] if c is None else [c._data.shape, ad.shape, bd.shape]) \
+                from None
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not (a._rg or b._rg):
@@ -330,7 +372,14 @@ def _binary_recorder(op):
         ver = [0]
         T.vobj.append(ver)
         t = _new(Tensor)
-        t._data, t._rg, t._tid, t._slot, t._ver, t._sver, t._tape, t._x = out, True, tid, o, ver, 0, T, None
+        t._data = out
+        t._rg = True
+        t._tid = tid
+        t._slot = o
+        t._ver = ver
+        t._sver = 0
+        t._tape = T
+        t._x = None
         return t
     record.__name__ = op.name
     return record

@@ -54,7 +54,7 @@ def view_slot(T, t):
     from .registry import name_id
     base = _base(t)
     sb = base._slot if (base._tid == T.id and base._sver == base._ver[0]) else T.adopt(base)
-    at = T.aux_append(region(t, base))
+    at = T.aux_append(region(t, base).ravel())
     s = T.new_slot(CODES[GATHER], sb, -1, -1, at, -1, name_id("AsStridedBackward0"), 0.0, 0.0,
                    t._data, False, t._ver)
     t._tape, t._slot, t._tid, t._sver, t._rg = T, s, T.id, t._ver[0], True
@@ -100,6 +100,18 @@ def _set_producer(ver, nm):
         ver[1] = nm
 
 
+_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
+               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _check_cast(src, dst):
+    """PyTorch's rule for writing a result of dtype ``src`` into a tensor of dtype
+    ``dst``: no floating point into an integer tensor, nothing but bool into bool."""
+    if (src.kind == "f" and dst.kind in "biu") or (src.kind != "b" and dst.kind == "b"):
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_TYPE_NAMES.get(src.name, src.name), _TYPE_NAMES.get(dst.name, dst.name)))
+
+
 def apply(y, result_fn):
     """Run ``result_fn()`` (an out-of-place op on ``y``) and store it into ``y``."""
     check_inplace(y)
@@ -111,6 +123,8 @@ def apply(y, result_fn):
     if r._data.shape != d.shape:
         raise RuntimeError("output with shape %s doesn't match the broadcast shape %s"
                            % (list(d.shape), list(r._data.shape)))
+    if r._data.dtype is not d.dtype:
+        _check_cast(r._data.dtype, d.dtype)
     T = r._tape
     if (not pre_saved and T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals)
             and T.vals[y._slot] is d):

@@ -75,7 +75,8 @@ _PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
 
 def matmul(x, y):
     if not isinstance(y, Tensor):
-        y = Tensor._wrap(np.asarray(y))
+        from ..functions import _tensor
+        y = _tensor(y)
     a, b = x._data, y._data
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are %dD and %dD"
@@ -92,7 +93,7 @@ def matmul(x, y):
     try:
         out = np.matmul(a, b)
     except ValueError as e:
-        raise RuntimeError(str(e)) from None
+        raise RuntimeError(_broadcast_msg(A.shape[:-2], B.shape[:-2]) or str(e)) from None
     out = out if type(out) is np.ndarray else np.asarray(out)
     if not (x._rg or y._rg) or not _tp.state().grad:
         return Tensor._wrap(out)
@@ -134,6 +135,16 @@ def matmul(x, y):
     return Tensor._recorded(out, T, o, ver)
 
 
+def _broadcast_msg(sa, sb):
+    """PyTorch's message for batch shapes that do not broadcast (None if they do)."""
+    for i in range(1, min(len(sa), len(sb)) + 1):
+        p, q = sa[-i], sb[-i]
+        if p != q and p != 1 and q != 1:
+            return ("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton dimension %d"
+                    % (p, q, max(len(sa), len(sb)) - i))
+    return None
+
+
 def mm(x, y):
     if x.ndim != 2:
         raise RuntimeError("self must be a matrix")
@@ -145,6 +156,9 @@ def mm(x, y):
 def mv(x, y):
     if x.ndim != 2 or y.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected, got %d, %d" % (x.ndim, y.ndim))
+    if x.shape[1] != y.shape[0]:
+        raise RuntimeError("size mismatch, got input (%d), mat (%dx%d), vec (%d)"
+                           % (x.shape[0], x.shape[0], x.shape[1], y.shape[0]))
     return matmul(x, y)
 
 
@@ -155,8 +169,14 @@ def dot(x, y):
 
 
 def bmm(x, y):
-    if x.ndim != 3 or y.ndim != 3:
+    if x.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
+    if y.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    xs, ys = x.shape, y.shape
+    if ys[0] != xs[0] or ys[1] != xs[2]:
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
+                           % (xs[0], xs[2], ys[0], ys[1]))
     return matmul(x, y)
 
 

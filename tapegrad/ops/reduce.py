@@ -3,8 +3,10 @@
 Every op here maps each input element to a group (the output element it reduces
 into, or its softmax row) through one strided descriptor, so a single kernel
 serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in max/min/amax split
-the gradient evenly (PyTorch's full-reduction rule); ``max(dim)`` returns
-indices and gives the whole gradient to them (see ``max_dim``).
+the gradient evenly (PyTorch's full-reduction rule); a NaN maximum sends it to
+the NaNs for max()/min() and makes it NaN for amax/amin, as in PyTorch;
+``max(dim)`` returns indices and gives the whole gradient to them (see
+``max_dim``).  prod's gradient follows PyTorch's too (NaN and inf included).
 """
 import math
 
@@ -53,20 +55,32 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     elif k == MEAN:
         for i in range(n):
             dx[i] += g[gi[i]] / K
-    elif k == PROD:     # zeros: only a lone zero gets the product of the others
-        nz = np.zeros(ngroups, np.int64)
-        pnz = np.ones(ngroups)
+    elif k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
+        zeros = 0           # (f0 = 1: prod() of everything, whose gradient is 0 when two or more are zero)
         for i in range(n):
             if x[i] == 0.0:
-                nz[gi[i]] += 1
-            else:
-                pnz[gi[i]] *= x[i]
-        for i in range(n):
-            o = gi[i]
-            if nz[o] == 0:
-                dx[i] += g[o] * pnz[o] / x[i]
-            elif nz[o] == 1 and x[i] == 0.0:
-                dx[i] += g[o] * pnz[o]
+                zeros += 1
+        if zeros > 1 and f0 != 0.0:
+            return
+        if zeros == 0:
+            p = np.ones(ngroups)
+            for i in range(n):
+                p[gi[i]] *= x[i]
+            for i in range(n):
+                o = gi[i]
+                dx[i] += g[o] * (p[o] / x[i])
+        else:           # exclusive prefix times exclusive suffix product, in order (NaN/inf as PyTorch)
+            ex = np.empty(n)
+            p = np.ones(ngroups)
+            for i in range(n):
+                o = gi[i]
+                ex[i] = p[o]
+                p[o] *= x[i]
+            p[:] = 1.0
+            for i in range(n - 1, -1, -1):
+                o = gi[i]
+                dx[i] += g[o] * (ex[i] * p[o])
+                p[o] *= x[i]
     elif k == VAR or k == STD:
         m = np.zeros(ngroups)
         for i in range(n):
@@ -79,14 +93,17 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
                 dx[i] += g[o] * 2.0 * (x[i] - m[o]) / (K - f0)
             elif y[o] != 0.0:       # std of a constant: 0, not nan (PyTorch)
                 dx[i] += g[o] * (x[i] - m[o]) / ((K - f0) * y[o])
-    elif k == EXTREMUM:
+    elif k == EXTREMUM:     # f0 = 0: max()/min() (ties and NaNs split); 1: amax/amin (a NaN result: NaN)
         cnt = np.zeros(ngroups)
         for i in range(n):
-            if x[i] == y[gi[i]]:
-                cnt[gi[i]] += 1.0
+            o = gi[i]
+            if x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
+                cnt[o] += 1.0
         for i in range(n):
             o = gi[i]
-            if x[i] == y[o]:
+            if y[o] != y[o] and f0 != 0.0:
+                dx[i] += np.nan
+            elif x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
                 dx[i] += g[o] / cnt[o]
     elif k == LOGSUMEXP:
         for i in range(n):
@@ -112,14 +129,29 @@ def normalize_dims(dim, ndim):
     if dim is None:
         return tuple(range(ndim))
     if ndim == 0:
-        for d in (dim if isinstance(dim, (list, tuple)) else (dim,)):
+        dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+        for d in dims:
             _wrap_dim(d, 0)
+        if len(dims) > 1:
+            _repeated(dims, 0)
         return ()
     if isinstance(dim, (list, tuple)):
         if len(dim) == 0:
             return tuple(range(ndim))
-        return tuple(sorted({_wrap_dim(d, ndim) for d in dim}))
+        axes = {_wrap_dim(d, ndim) for d in dim}
+        if len(axes) != len(dim):
+            _repeated(dim, ndim)
+        return tuple(sorted(axes))
     return (_wrap_dim(dim, ndim),)
+
+
+def _repeated(dims, ndim):
+    seen = set()
+    for d in dims:
+        w = _wrap_dim(d, ndim)
+        if w in seen:
+            raise RuntimeError("dim %d appears multiple times in the list of dims" % w)
+        seen.add(w)
 
 
 _GROUPS = {}
@@ -202,7 +234,8 @@ def _count(shape, axes):
 
 def prod(x, dim=None, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
-    return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim))
+    return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim),
+                   1.0 if dim is None else 0.0)
 
 
 def _correction(unbiased, correction):
@@ -240,19 +273,22 @@ def _check_nonempty(x, what, dim):
 def amax(x, dim=(), keepdim=False):
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amax", axes)
-    return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0")
+    return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0", 1.0)
 
 
 def amin(x, dim=(), keepdim=False):
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amin", axes)
-    return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0")
+    return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)
 
 
 def logsumexp(x, dim, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
-    out = special.logsumexp(x._data, axis=axes, keepdims=keepdim) if x._data.size else \
-        np.full(np.sum(x._data, axis=axes, keepdims=keepdim).shape, -np.inf, x.dtype)
+    if x.ndim == 0:     # the log-sum-exp of one number is the number
+        out = x._data.astype(np.result_type(x.dtype, np.float32))
+    else:
+        out = special.logsumexp(x._data, axis=axes, keepdims=keepdim) if x._data.size else \
+            np.full(np.sum(x._data, axis=axes, keepdims=keepdim).shape, -np.inf, x.dtype)
     return _record(LOGSUMEXP, x, np.asarray(out, x.dtype), axes, "LogsumexpBackward0")
 
 
@@ -384,10 +420,14 @@ def graph_reverse(ctx, s, k, row, g, f0):
         nz = Tensor._wrap(Y._data != 0)
         return [(a, F.where(nz, G * (x - m) / ((K - f0) * F.where(nz, Y, 1.0)), 0.0))]
     if k == EXTREMUM:
-        y = ctx.value(s)._data
-        hit = (x._data == y[gi]).astype(np.float64)
+        yg = ctx.value(s)._data[gi]
+        xd = x._data
+        hit = ((xd == yg) | (np.isnan(xd) & np.isnan(yg))).astype(np.float64)
         cnt = np.bincount(gi, weights=hit, minlength=ngroups)
-        return [(a, G * Tensor._wrap((hit / np.where(cnt == 0, 1.0, cnt)[gi]).astype(g.dtype)))]
+        w = hit / np.where(cnt == 0, 1.0, cnt)[gi]
+        if f0 != 0.0:       # amax/amin: a NaN result sends NaN to its whole group (PyTorch)
+            w[np.isnan(yg)] = np.nan
+        return [(a, G * Tensor._wrap(w.astype(g.dtype)))]
     if k == LOGSUMEXP:
         return [(a, G * F.exp(x - gather_flat(ctx.value(s), gi)))]
     raise AssertionError(k)

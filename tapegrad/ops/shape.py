@@ -13,7 +13,7 @@ from .. import tape as _tp
 from .._jit import jit
 from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map,
                              strided_scatter_add)
-from ..tensor import Tensor, _wrap_dim
+from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
 
 RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
@@ -128,8 +128,20 @@ def reshape(x, shape, name="ViewBackward0"):
     try:
         out = x._data.reshape(shape)
     except ValueError:
-        raise RuntimeError("shape '%s' is invalid for input of size %d" % (list(shape), x._data.size)) from None
+        out = None
+    if out is None or out.shape != shape:   # (an inferred size: NumPy takes any negative number for it)
+        _check_inferred(shape)
+        if out is None:
+            raise RuntimeError("shape '%s' is invalid for input of size %d" % (list(shape), x._data.size))
     return _mark_view(_record(RESHAPE, x, out, name), x)
+
+
+def _check_inferred(shape):
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for i, n in enumerate(shape):
+        if n < -1:
+            raise RuntimeError("invalid shape dimension %d at index %d of shape %s" % (n, i, list(shape)))
 
 
 def _shape_arg(shape):
@@ -220,6 +232,8 @@ def permute(x, *dims):
 def transpose(x, dim0, dim1, name="TransposeBackward0"):
     nd = x.ndim
     if nd == 0:
+        _wrap_dim(dim0, 0)
+        _wrap_dim(dim1, 0)
         return x
     a, b = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
     return strided(x, lambda v: np.swapaxes(v, a, b), name, ("swap", a, b))
@@ -237,19 +251,34 @@ def expand(x, *sizes):
     sizes = _shape_arg(sizes)
     sh = x.shape
     if len(sizes) < len(sh):
-        raise RuntimeError("expand(torch.DoubleTensor{%s}, size=%s): the number of sizes provided (%d) must be "
-                           "greater or equal to the number of dimensions in the tensor (%d)"
-                           % (list(sh), list(sizes), len(sizes), len(sh)))
+        raise RuntimeError(_expand_ndim_msg(x, sizes))
     lead = len(sizes) - len(sh)
     target = tuple(sh[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
-    try:
-        np.broadcast_shapes(sh, target)
-        if np.broadcast_shapes(sh, target) != target:
-            raise ValueError
-    except ValueError:
-        raise RuntimeError("The expanded size of the tensor must match the existing size at non-singleton "
-                           "dimension: target sizes %s, tensor sizes %s" % (list(sizes), list(sh))) from None
+    if lead or target != sh:
+        _check_expand(sh, sizes, target, lead)
     return strided(x, lambda a: np.broadcast_to(a, target), "ExpandBackward0", ("expand", target))
+
+
+def _expand_ndim_msg(x, sizes):
+    return ("expand(torch.%s{%s}, size=%s): the number of sizes provided (%d) must be greater or equal to the "
+            "number of dimensions in the tensor (%d)"
+            % (_TYPE_NAME.get(x.dtype, "Tensor"), list(x.shape), list(sizes), len(sizes), x.ndim))
+
+
+def _check_expand(sh, sizes, target, lead):
+    """PyTorch's checks of ``expand`` (right to left, as it infers the sizes)."""
+    for i in range(len(target) - 1, -1, -1):
+        n = target[i]
+        if i < lead:
+            if n < 0:
+                raise RuntimeError("The expanded size of the tensor (%d) isn't allowed in a leading, non-existing "
+                                   "dimension %d" % (n, i))
+            continue
+        e = sh[i - lead]
+        if n != e and (e != 1 or n < 0):
+            raise RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at "
+                               "non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s"
+                               % (n, e, i, list(sizes), list(sh)))
 
 
 def broadcast_to(x, shape):
@@ -258,6 +287,8 @@ def broadcast_to(x, shape):
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
     a, b = _wrap_dim(dim1, x.ndim), _wrap_dim(dim2, x.ndim)
+    if a == b:
+        raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
     return strided(x, lambda v: np.diagonal(v, offset, a, b), "DiagonalBackward0")
 
 
@@ -265,7 +296,7 @@ def gather_linear(x, lin, name):
     """``out.flat[j] = x.flat[lin.flat[j]]`` (``lin`` an int array of the output's shape)."""
     out = x._data.reshape(-1)[lin] if x._data.size else np.zeros(lin.shape, x.dtype)
     if not x._rg or not _tp.state().grad:
-        return Tensor._wrap(out)
+        return Tensor._wrap(np.asarray(out))    # a 0-d index gives a NumPy scalar
     return _record(GATHER, x, out, name, lin.ravel())
 
 
@@ -274,6 +305,8 @@ def _normalize_index(x, idx):
     """Index as NumPy understands it; True when it has an advanced (array) part."""
     if not isinstance(idx, tuple):
         idx = (idx,)
+    if len(idx) > x.ndim:
+        _check_index_count(x, idx)
     out, advanced = [], False
     dim = 0
     for k in idx:
@@ -300,7 +333,7 @@ def _normalize_index(x, idx):
             advanced = True
         elif isinstance(k, slice):
             if k.step is not None and k.step <= 0:
-                raise ValueError("step must be greater than zero")
+                raise ValueError("step must be greater than zero" if k.step else "slice step cannot be zero")
             dim += 1
         elif k is None:
             pass
@@ -319,6 +352,29 @@ def _normalize_index(x, idx):
                              "are valid indices (got %s)" % type(k).__name__)
         out.append(k)
     return tuple(out), advanced
+
+
+def _check_index_count(x, idx):
+    """PyTorch's errors for an index that uses more dimensions than ``x`` has."""
+    used = 0
+    for k in idx:
+        if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_)):
+            continue
+        if isinstance(k, (Tensor, np.ndarray)) and k.dtype.kind == "b":
+            used += k.ndim
+        else:
+            used += 1
+    nd = x.ndim
+    if used <= nd:
+        return
+    if nd == 0 and used == 1:
+        k = next(k for k in idx if not (k is None or k is Ellipsis or isinstance(k, (bool, np.bool_))))
+        if isinstance(k, (int, np.integer)):
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        if isinstance(k, slice):
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    raise IndexError("too many indices for tensor of dimension %d" % nd)
 
 
 def _index_name(idx):
@@ -377,7 +433,7 @@ def setitem(y, idx, value, view_op=True):
     except IndexError as e:
         raise _fix_index_error(e) from None
     except ValueError as e:
-        raise RuntimeError(str(e)) from None
+        raise _setitem_error(d, idx, advanced, v, e) from None
     if not tracking:
         commit_inplace(y, None)
         return
@@ -386,11 +442,49 @@ def setitem(y, idx, value, view_op=True):
     commit_inplace(y, r)
 
 
+def _setitem_error(d, idx, advanced, v, e):
+    try:
+        shape = d[idx].shape
+    except Exception:       # noqa: BLE001  (only the message is at stake)
+        return RuntimeError(str(e))
+    vs = v.shape
+    if advanced:
+        return RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                            "shape %s" % (list(vs), list(shape)))
+    lead = len(shape) - len(vs)
+    if lead < 0:
+        return RuntimeError(_expand_ndim_msg(v, shape))
+    for i in range(len(vs) - 1, -1, -1):
+        n = shape[i + lead] if i + lead >= 0 else 1
+        if vs[i] != n and vs[i] != 1:
+            return RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at "
+                                "non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s"
+                                % (n, vs[i], i + lead, list(shape), list(vs)))
+    return RuntimeError(str(e))
+
+
+def _cat_error(datas, ax, e):
+    """PyTorch's message for tensors that cannot be concatenated along ``ax``."""
+    first = datas[0]
+    for i, d in enumerate(datas):
+        if d.ndim == 0:
+            return RuntimeError("zero-dimensional tensor (at position %d) cannot be concatenated" % i)
+    for i, d in enumerate(datas):
+        if d.ndim != first.ndim:
+            return RuntimeError("Tensors must have same number of dimensions: got %d and %d" % (first.ndim, d.ndim))
+        for j in range(d.ndim):
+            if j != ax and d.shape[j] != first.shape[j]:
+                return RuntimeError("Sizes of tensors must match except in dimension %d. Expected size %d but got "
+                                    "size %d for tensor number %d in the list." % (ax, first.shape[j], d.shape[j], i))
+    return RuntimeError(str(e))
+
+
 def cat(tensors, dim=0, stacking=False):
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors" if not stacking
-                           else "stack expects a non-empty TensorList")
+        if stacking:
+            raise RuntimeError("stack expects a non-empty TensorList")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError("expected Tensor as element %d in argument 0, but got %s"
@@ -414,7 +508,7 @@ def cat(tensors, dim=0, stacking=False):
         try:
             out = np.concatenate(datas, axis=ax)
         except ValueError as e:
-            raise RuntimeError("Sizes of tensors must match except in dimension %d: %s" % (ax, e)) from None
+            raise _cat_error(datas, ax, e) from None
         parts = datas
         name = "CatBackward0"
     if not any(t._rg for t in tensors) or not _tp.state().grad:
