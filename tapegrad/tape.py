@@ -31,7 +31,12 @@ _tls = threading.local()
 # older than the counter must check the versions of the values it saved.
 inplace_counter = [0]
 
-ROTATE_ENTRIES = 1 << 18    # start a new tape past this many entries
+# A tape is freed only when none of its tensors is alive, so the thread starts a new
+# tape past this many entries or elements (the values an entry keeps are at most its
+# inputs' and output's): a loop that records without ever calling backward holds
+# at most about one tape's worth of memory.
+ROTATE_ENTRIES = 1 << 18
+ROTATE_ELEMENTS = 1 << 22   # 32 MiB of float64
 
 # Anomaly mode (``tg.autograd.detect_anomaly``): [enabled, check_nan].  While it is
 # on, every recording stops by ``Tape.room`` to note the user's source line.
@@ -100,7 +105,8 @@ def resume(T):
     """Record the next operations onto ``T`` again, when that is safe: this thread's
     tape, not sealed (no newer tape refers to it).  Otherwise start a new tape."""
     st = state()
-    st.tape = T if (not T.sealed and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES) else None
+    st.tape = T if (not T.sealed and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES
+                    and T.elements < ROTATE_ELEMENTS) else None
 
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
@@ -128,8 +134,9 @@ def memory_stats():
 
 
 class Tape:
-    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "vals", "vobj", "leaves", "ext", "imports",
-                 "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes", "__weakref__")
+    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
+                 "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
+                 "__weakref__")
 
     def __init__(self):
         self.id = next(_ids)
@@ -139,8 +146,10 @@ class Tape:
         self.cap = 256          # entries the buffer holds
         # recorders call ``room`` when n reaches limit (<= cap): normally the capacity,
         # 0 once sealed, and the next entry while anomaly mode notes source lines
-        self.limit = 0 if anomaly[0] else min(256, ROTATE_ENTRIES)
+        self.limit = 0 if anomaly[0] else min(16, ROTATE_ENTRIES)   # first look at the sizes early
         self.sealed = False
+        self.elements = 0       # elements of the entries before ``counted`` (see ``room``)
+        self.counted = 0
         self.vals = []          # slot -> ndarray or None
         self.vobj = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
@@ -169,21 +178,37 @@ class Tape:
         return at
 
     def grow(self):
-        self.buf.extend(bytes(len(self.buf)))
+        # a new buffer rather than extending this one: views of the old entries
+        # (a backward in progress) stay valid while entries are appended
+        old = self.buf
+        self.buf = bytearray(2 * len(old))
+        self.buf[:len(old)] = old
         self.cap = len(self.buf) // ESIZE
 
     def room(self):
         """Called when ``n`` reached ``limit``: make room for the next entries, or
-        report (False) that this tape is full or sealed and a new one must start."""
-        if self.sealed or self.n >= ROTATE_ENTRIES:
+        report (False) that this tape is full or sealed and a new one must start.
+        It also counts the elements of the entries so far, and comes back sooner
+        when they are large."""
+        n = self.n
+        if self.sealed or n >= ROTATE_ENTRIES:
             return False
-        if self.n >= self.cap:
+        if n > self.counted:
+            sizes = np.frombuffer(self.buf, np.int64, count=n * NFIELDS)[self.counted * NFIELDS + SIZE::NFIELDS]
+            self.elements += int(sizes.sum())
+            self.counted = n
+            del sizes
+            if self.elements >= ROTATE_ELEMENTS:
+                return False
+        if n >= self.cap:
             self.grow()
         if anomaly[0]:
             self.note_source()
-            self.limit = self.n + 1     # come back here for the next operation
+            self.limit = n + 1     # come back here for the next operation
         else:
-            self.limit = min(self.cap, ROTATE_ENTRIES)
+            # entries until the element budget could run out at the average size so far
+            left = (ROTATE_ELEMENTS - self.elements) * n // max(self.elements, 1) if n else 1024
+            self.limit = min(self.cap, ROTATE_ENTRIES, n + max(8, min(1024, left)))
         return True
 
     def note_source(self):

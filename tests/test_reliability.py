@@ -183,3 +183,37 @@ def test_ten_thousand_training_steps_hold_flat_memory():
     assert stats[9_999]["tapes"] <= 2
     assert rss[9_999] - rss[200] < 8 * 2 ** 20, rss
     assert loss.item() < ((Y - Y.mean()) ** 2).mean().item()    # it did train
+
+
+def test_recording_without_backward_holds_bounded_memory():
+    """A loop that records (grad mode on) but never calls backward: each iteration's
+    graph dies with its tensors, so what the tapes hold stays bounded (PyTorch frees
+    such graphs node by node; tapegrad starts a new tape past a size budget)."""
+    rng = np.random.default_rng(0)
+    W = tg.tensor(rng.standard_normal((100, 100)) * 0.1, requires_grad=True)
+    X = tg.tensor(rng.standard_normal((100, 100)))
+    peak, rss = 0, {}
+    budget = 2 * tg.tape.ROTATE_ELEMENTS * 8        # two tapes' worth of float64
+    for it in range(3000):
+        y = (X @ W).tanh().sum()
+        assert np.isfinite(y.item())
+        peak = max(peak, tg.memory_stats()["saved_bytes"])
+        if it in (1000, 2999):
+            rss[it] = _rss_bytes()
+    assert peak < budget, peak
+    assert rss[2999] - rss[1000] < 64 * 2 ** 20, rss
+    y.backward()                                      # the last graph still differentiates
+    Xn, Wn = X.numpy(), W.detach().numpy()
+    np.testing.assert_allclose(W.grad.numpy(), Xn.T @ (1 - np.tanh(Xn @ Wn) ** 2),
+                               rtol=1e-10)
+
+
+def test_repeated_create_graph_without_backward_is_bounded():
+    x = tg.tensor(np.linspace(0.1, 1.0, 2000), requires_grad=True)
+    peak = 0
+    for _ in range(600):
+        g, = tg.autograd.grad((x ** 3).sum(), x, create_graph=True)
+        h, = tg.autograd.grad(g.sum(), x, create_graph=True)
+        peak = max(peak, tg.memory_stats()["saved_bytes"])
+    np.testing.assert_allclose(h.detach().numpy(), 6 * x.detach().numpy(), rtol=1e-12)
+    assert peak < 2 * tg.tape.ROTATE_ELEMENTS * 8 * 2, peak

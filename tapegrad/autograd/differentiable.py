@@ -34,21 +34,19 @@ _OP, _SIZE, _VNUM, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VNUM, _tp.F0, _tp.F1, 
 
 class _Context:
     """What an op's ``graph_reverse`` may ask about the tape being walked."""
-    __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps", "_needs", "_sizes")
+    __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps")
 
     def __init__(self, T, ints, flts, reach):
         self.T, self.ints, self.flts, self.reach = T, ints, flts, reach
         self.aux = engine._aux(T)
         self._values, self._maps = {}, {}
-        self._needs = ((reach != 0) & (ints[:, _OP] != CONST)).tolist()
-        self._sizes = ints[:, _SIZE].tolist()
 
     def size(self, s):
-        return self._sizes[s]
+        return int(self.ints[s, _SIZE])
 
     def needs(self, s):
         """Whether input slot ``s`` gets a gradient in this backward."""
-        return s >= 0 and self._needs[s]
+        return s >= 0 and self.reach[s] != 0 and self.ints[s, _OP] != CONST
 
     def strided_map(self, at):
         m = self._maps.get(at)
@@ -155,8 +153,7 @@ def _sum(gs):
 def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record, check, leaf_grads):
     ints, flts = T.arrays()
     process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-    # copies: the walk may append to T, and a bytearray cannot grow while viewed
-    ints, flts = ints.copy(), flts.copy()
+    # (the walk may append to T: the views stay valid, as the tape grows into a new buffer)
     ctx = _Context(T, ints, flts, reach)
     adj = {s: _sum(gs) for s, gs in slot_seeds.items()}
     order = np.flatnonzero(process)[::-1]
