@@ -146,7 +146,7 @@ class Tape:
         self.cap = 256          # entries the buffer holds
         # recorders call ``room`` when n reaches limit (<= cap): normally the capacity,
         # 0 once sealed, and the next entry while anomaly mode notes source lines
-        self.limit = 0 if anomaly[0] else min(16, ROTATE_ENTRIES)   # first look at the sizes early
+        self.limit = 0 if anomaly[0] else min(32, ROTATE_ENTRIES)   # first look at the sizes early
         self.sealed = False
         self.elements = 0       # elements of the entries before ``counted`` (see ``room``)
         self.counted = 0
