@@ -606,3 +606,27 @@ def test_hessian_matches_torch(name):
     Ht = torch.autograd.functional.hessian(lambda q: fn(q, torch), torch.tensor(p, dtype=torch.float64))
     np.testing.assert_allclose(g, gt.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(H, Ht.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_one_element_adjoint_of_a_full_sum_is_expanded_where_needed():
+    """The reverse of a full sum or mean hands on one element standing for all of
+    them; every consumer must see the same gradient as with an explicit one."""
+    rng = np.random.default_rng(3)
+    xv, cv = rng.uniform(0.5, 1.5, (3, 4)), rng.uniform(0.5, 1.5, (1,))
+
+    def f(x, c):
+        s = (x + c).sum() + (x * c).mean()        # c broadcast: its gradient sums the n copies
+        y = x * s                                 # the sum's adjoint meets a full-size operand
+        return (y[1:, ::2] ** 2).sum() + tg.cat([x, x]).mean() + (x @ x.T).sum() * c.sum()
+
+    for create_graph in (False, True):
+        x, c = tg.tensor(xv, requires_grad=True), tg.tensor(cv, requires_grad=True)
+        gx, gc = tg.autograd.grad(f(x, c), (x, c), create_graph=create_graph)
+        if create_graph:
+            ref = (gx.detach().numpy(), gc.detach().numpy())
+        else:
+            base = (gx.numpy(), gc.numpy())
+    np.testing.assert_allclose(ref[0], base[0], rtol=1e-12)
+    np.testing.assert_allclose(ref[1], base[1], rtol=1e-12)
+    x, c = tg.tensor(xv, requires_grad=True), tg.tensor(cv, requires_grad=True)
+    assert tg.autograd.gradgradcheck(f, (x, c))

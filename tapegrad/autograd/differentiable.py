@@ -84,6 +84,23 @@ class _Context:
         return t
 
 
+_EXPAND = {}
+
+
+def expand_adjoint(g, n):
+    """An adjoint of one element standing for that value at all ``n`` elements of
+    its slot (the reverse of a full sum or mean leaves it so, which saves the
+    elementwise rules after it from working on ``n`` copies), made explicit."""
+    if g.numel() == n:
+        return g
+    words = _EXPAND.get(n)
+    if words is None:
+        if len(_EXPAND) > 1024:
+            _EXPAND.clear()
+        words = _EXPAND[n] = np.array((1, 0, n, 0), np.int64)
+    return _sh.strided_view(g, words)
+
+
 def as_shape(t, shape):
     """``t`` with another shape of the same size.  A recorded tensor is flat in its
     slot anyway, so this is an alias of the same slot (no entry: the gradient keeps
@@ -163,11 +180,15 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         if g is None:
             continue
         if stops and (s in T.hooks or s in T.retained):
-            g = adj[s] = _at_stop(T, s, g)
+            g = adj[s] = _at_stop(T, s, expand_adjoint(g, ctx.size(s)))
         code = row[_OP]
         family, k = code >> 6, code & 63
         if family == UNARY or family == BINARY:
             parts = _ew.graph_reverse(ctx, s, family, k, row, f0, f1, g)
+        if family > BINARY and g.numel() != row[_SIZE]:
+            g = expand_adjoint(g, row[_SIZE])
+        if family == UNARY or family == BINARY:
+            pass
         elif family == REDUCE:
             parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
         elif family == SHAPE:
@@ -186,6 +207,7 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         g = adj.get(s)
         if g is None or not reach[s]:
             continue
+        g = expand_adjoint(g, ctx.size(s))
         for t in ts:
             gt = as_shape(g, t.shape)
             if t._tape is None and t._x is not None and t._x.hooks:
@@ -198,11 +220,11 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         for s, leaf in T.leaves.items():
             g = adj.get(s)
             if g is not None and reach[s]:
-                leaf_grads.append((leaf, g))
+                leaf_grads.append((leaf, expand_adjoint(g, ctx.size(s))))
     for s, (older, slot) in T.ext.items():
         g = adj.get(s)
         if g is not None and reach[s] and (tgt_ids is None or ext_leads):
-            pending.setdefault(older, {}).setdefault(slot, []).append(g)
+            pending.setdefault(older, {}).setdefault(slot, []).append(expand_adjoint(g, ctx.size(s)))
     if not retain:
         engine._free(T, ints, process, needval)
 

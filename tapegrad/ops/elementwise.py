@@ -438,6 +438,11 @@ def _graph_ns():
     return _GRAPH_NS
 
 
+def _expand_adjoint(g, n):
+    from ..autograd.differentiable import expand_adjoint
+    return expand_adjoint(g, n)
+
+
 def _adjoint(r, g):
     """A rule's result as a tensor of g's size (a rule may fold to a number)."""
     if isinstance(r, Tensor):
@@ -481,10 +486,13 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
         if not ctx.needs(sl):
             continue
         r = _adjoint(op.graph[j](g, *vals), g)
-        size = ctx.size(sl)
-        if maps[j] is not None:
-            r = scatter_add(r, maps[j], size)
-        elif r.numel() != size:        # a one-element operand broadcast over the output
-            r = r.sum().reshape(size)
+        size, n_out = ctx.size(sl), row[7]
+        if size != n_out or maps[j] is not None:
+            if r.numel() != n_out:      # one element standing for the whole output: made explicit
+                r = _expand_adjoint(r, n_out)
+            if maps[j] is not None:
+                r = scatter_add(r, maps[j], size)
+            else:                       # a one-element operand broadcast over the output
+                r = r.sum().reshape(size)
         out.append((sl, r))
     return out

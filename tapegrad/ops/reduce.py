@@ -390,6 +390,9 @@ def graph_reverse(ctx, s, k, row, g, f0):
     if k == LOG_SOFTMAX:
         y = ctx.value(s)
         return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
+    if ngroups == 1 and (k == SUM or k == MEAN):
+        # one element standing for all n (see differentiable.expand_adjoint)
+        return [(a, g if k == SUM else g / K)]
     # g spread over each group
     G = strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
     if k == SUM:
