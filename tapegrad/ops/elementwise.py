@@ -432,10 +432,31 @@ def _graph_ns():
             return F.where(cond, a, b)
         def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
             return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
+        def ipow(v, e):
+            if type(e) is float and e == 1.0 and type(v) is Tensor:
+                return _pow1(v)
+            return F.pow(v, e)
         _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
                          cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
-                         ipow=F.pow)
+                         ipow=ipow)
     return _GRAPH_NS
+
+
+def _pow1(x):
+    """``x ** 1`` inside a differentiable reverse (``g * 2 * x ** 1`` for a square):
+    the entry PyTorch records too, so higher derivatives still depend on x, but with
+    x's own data (read-only) as its value and x's version counter, like a view,
+    instead of a copy."""
+    if not x._rg or not _tp.state().grad:
+        return x
+    op = UNARY_BY_NAME["pow_s"]
+    T = _tp.current()
+    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    T.vals[s] = x._data                 # pow's reverse reads its input
+    out = x._data.view()
+    out.flags.writeable = False
+    o = T.new_slot(op.code, s, -1, -1, -1, -1, op.nm, 1.0, 0.0, out, False, x._ver)
+    return Tensor._recorded(out, T, o, x._ver)
 
 
 def _expand_adjoint(g, n):

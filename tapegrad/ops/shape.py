@@ -595,9 +595,9 @@ def strided_scatter(x, words, n):
     d = x._data
     out = np.zeros(n, d.dtype)
     if d.size:
-        if not _geometry(words)[3]:
+        if not _geometry(words)[3]:     # each element of the view once: assign into the zeros
             v = _as_view(out, words)
-            v += d.reshape(v.shape)
+            v[...] = d.reshape(v.shape)
         else:       # elements reached twice (expand): add up
             out += np.bincount(strided_map(words, 0), weights=d, minlength=n).astype(d.dtype, copy=False)
     if not x._rg or not _tp.state().grad:
