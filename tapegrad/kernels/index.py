@@ -96,9 +96,11 @@ def strided_scatter_add(dst, src, aux, at, scale=1.0):
     pos = off
     j = 0
     for o in range(n // inner):
-        if istr == 1:
+        if istr == 1:       # (slices first: indexing from 0 lets the loop vectorise)
+            d = dst[pos:pos + inner]
+            r = src[j:j + inner]
             for k in range(inner):
-                dst[pos + k] += scale * src[j + k]
+                d[k] += scale * r[k]
             j += inner
         else:
             p = pos
@@ -162,11 +164,18 @@ def strided_gather_add(dst, src, aux, at):
     pos = off
     j = 0
     for o in range(n // inner):
-        p = pos
-        for k in range(inner):
-            dst[j] += src[p]
-            j += 1
-            p += istr
+        if istr == 1:
+            d = dst[j:j + inner]
+            r = src[pos:pos + inner]
+            for k in range(inner):
+                d[k] += r[k]
+            j += inner
+        else:
+            p = pos
+            for k in range(inner):
+                dst[j] += src[p]
+                j += 1
+                p += istr
         d = nd - 2
         while d >= 0:
             idx[d] += 1
