@@ -415,12 +415,21 @@ def _setitem(self, idx, value):
     _sh.setitem(self, idx, value)
 
 
+def _operator(name, dispatcher):
+    """Tensor <op> Tensor goes straight to the op's recorder, which hands anything
+    else on its right to ``dispatcher``."""
+    _B[name].operator[0] = dispatcher
+    return _B[name].record
+
+
 def _install():
     T = Tensor
     methods = {
-        "__add__": _add, "__radd__": lambda s, o: _add(o, s), "__sub__": _sub, "__rsub__": _rsub,
-        "__mul__": mul, "__rmul__": lambda s, o: mul(o, s), "__truediv__": div, "__rtruediv__": _rdiv,
-        "__pow__": pow, "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
+        "__add__": _operator("add", _add), "__radd__": lambda s, o: _add(o, s),
+        "__sub__": _operator("sub", _sub), "__rsub__": _rsub,
+        "__mul__": _operator("mul", mul), "__rmul__": lambda s, o: mul(o, s),
+        "__truediv__": _operator("div", div), "__rtruediv__": _rdiv,
+        "__pow__": _operator("pow", pow), "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
         "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
         "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
         "__itruediv__": _inplace(div), "__ipow__": _inplace(pow),

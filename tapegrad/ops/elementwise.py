@@ -28,7 +28,8 @@ class Unary:
 
 
 class Binary:
-    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record", "graph")
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record", "graph",
+                 "operator")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
@@ -223,15 +224,26 @@ _CONST_OPERAND = {"add_s", "mul_s", "div_s", "rsub_s", "rdiv_s"}
 _CONSTANTS = {}
 
 
+_F64 = np.dtype(np.float64)
+_CONSTANTS64 = {}      # the same for float64, keyed by the number alone (hashing a dtype is slow)
+
+
 def _constant(p, dt):
+    if dt is _F64:
+        c = _CONSTANTS64.get(p)
+        if c is not None:
+            return c
     c = _CONSTANTS.get((p, dt))
     if c is None:
         if dt.kind != "f" or type(p) not in (float, int):
             return p
         if len(_CONSTANTS) > 1024:
             _CONSTANTS.clear()
+            _CONSTANTS64.clear()
         c = _CONSTANTS[(p, dt)] = np.array(p, dt)
         c.flags.writeable = False
+        if dt is _F64:
+            _CONSTANTS64[p] = c
     return c
 
 
@@ -318,8 +330,13 @@ def _binary_recorder(op):
     tensors (``c``: where's condition)."""
     fwd, code, nm0, saves = op.forward, op.code, op.nm, op.saves
     save_a, save_b, save_c, save_out = saves & 1, saves & 2, saves & 4, saves & 8
+    # The Tensor operator (``__mul__``...) is this function itself, one call less per
+    # op; any other right operand goes to the general dispatcher set in ``operator``.
+    operator = op.operator = [None]
 
     def record(a, b, c=None, name=-1):
+        if type(b) is not Tensor and not isinstance(b, Tensor):   # as ``a <op> b``: a number, array...
+            return operator[0](a, b)
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
             ad, bd = _promote(ad, bd)
