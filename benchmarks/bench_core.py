@@ -7,7 +7,7 @@ the first call compiles Numba kernels, which must never land inside a timing.
 import numpy as np
 import tapegrad as tg
 
-from .compare import chain, chain_inputs, mlp, mlp_inputs, rosen, rosen_inputs
+from .compare import chain, chain_inputs, hvp, hvp_inputs, mlp, mlp_inputs, rosen, rosen_inputs
 
 
 def _inputs(make, **kw):
@@ -45,3 +45,16 @@ class Rosen:
 
     def peakmem_rosen(self, n):
         rosen(tg, self.inputs)
+
+
+class HVP:
+    """Hessian-vector product by double backward (create_graph=True)."""
+    params = [1000, 10_000]
+    param_names = ["n"]
+
+    def setup(self, n):
+        self.inputs = _inputs(hvp_inputs, n=n)
+        hvp(tg, self.inputs)
+
+    def time_hvp(self, n):
+        hvp(tg, self.inputs)
