@@ -217,3 +217,14 @@ def test_repeated_create_graph_without_backward_is_bounded():
         peak = max(peak, tg.memory_stats()["saved_bytes"])
     np.testing.assert_allclose(h.detach().numpy(), 6 * x.detach().numpy(), rtol=1e-12)
     assert peak < 2 * tg.tape.ROTATE_ELEMENTS * 8 * 2, peak
+
+
+def test_anomaly_mode_leaf_roots_and_inputs_accumulate_in_place():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    tg.autograd.backward([x], [tg.tensor([1.0, 1.0])])
+    held = x.grad
+    with tg.autograd.set_detect_anomaly(True):
+        tg.autograd.backward([x], [tg.tensor([2.0, 3.0])])
+        (x * x).sum().backward(inputs=[x])
+    assert x.grad is held
+    np.testing.assert_allclose(held.numpy(), [1 + 2 + 2, 1 + 3 + 4])

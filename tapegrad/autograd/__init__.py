@@ -179,9 +179,14 @@ def _graph_results(roots, given, retain_graph, targets, accumulate, record):
 
 def _backward_graph(tensors, given, retain_graph, inputs, record):
     res, leaf_seeds = _graph_results(tensors, given, retain_graph, inputs, True, record)
+    if record:
+        accumulate = differentiable.accumulate_grad
+    else:       # anomaly mode without create_graph: in place, as the compiled path
+        def accumulate(t, g):
+            engine._accumulate(t, g._data.reshape(-1), False)
     if inputs is None:
         for t, g in leaf_seeds:
-            differentiable.accumulate_grad(t, g)
+            accumulate(t, g)
         return None
     for t, g in leaf_seeds:
         if any(t is i for i in inputs):
@@ -193,7 +198,7 @@ def _backward_graph(tensors, given, retain_graph, inputs, record):
         if g is None:
             continue
         if t._tape is None:
-            differentiable.accumulate_grad(t, g)
+            accumulate(t, g)
         else:
             x = t._extra()
             x.retains = True

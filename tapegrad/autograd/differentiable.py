@@ -185,18 +185,17 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         family, k = code >> 6, code & 63
         if family == UNARY or family == BINARY:
             parts = _ew.graph_reverse(ctx, s, family, k, row, f0, f1, g)
-        if family > BINARY and g.numel() != row[_SIZE]:
-            g = expand_adjoint(g, row[_SIZE])
-        if family == UNARY or family == BINARY:
-            pass
-        elif family == REDUCE:
-            parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
-        elif family == SHAPE:
-            parts = _sh.graph_reverse(ctx, s, k, row, g)
-        elif family == LINALG:
-            parts = _la.graph_reverse(ctx, s, k, row, g)
         else:
-            raise AssertionError(code)
+            if g.numel() != row[_SIZE]:     # these families index the adjoint: all elements made explicit
+                g = expand_adjoint(g, row[_SIZE])
+            if family == REDUCE:
+                parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
+            elif family == SHAPE:
+                parts = _sh.graph_reverse(ctx, s, k, row, g)
+            elif family == LINALG:
+                parts = _la.graph_reverse(ctx, s, k, row, g)
+            else:
+                raise AssertionError(code)
         for i, r in parts:
             if check:
                 _check_finite(T, s, row, i, r)
