@@ -1118,3 +1118,23 @@ def test_post_accumulate_hook_error_then_usable():
     np.testing.assert_allclose(arr(x.grad), 2 * X0, rtol=1e-14)   # accumulated before the hook ran
     x.grad = None
     assert_intact(x, y)
+
+
+def test_inplace_on_an_expanded_tensor_is_refused_like_torch():
+    """Found by the long fuzz profile: NumPy's read-only error escaped as ValueError."""
+    x = tg.tensor(X0, requires_grad=True)
+    for op in (lambda e: e.add_(1.0), lambda e: e.mul_(2.0), lambda e: e.__setitem__(0, 5.0),
+               lambda e: e.fill_(0.0), lambda e: e.zero_()):
+        e = (x * 2).expand(2, 3)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a "
+                                               "single memory location"):
+            op(e)
+        with tg.no_grad():
+            with pytest.raises(RuntimeError, match="more than one element"):
+                op(e)
+    assert_intact(x, (x * 2).sin())
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(X0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single "
+                                           "memory location"):
+        (t * 2).expand(2, 3).add_(1.0)

@@ -25,8 +25,18 @@ def _base(t):
     return None if x is None else x.base
 
 
+OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+               "memory location. Please clone() the tensor before performing the operation.")
+
+
 def check_inplace(y, view_op=False):
     """PyTorch's refusals; ``view_op``: the op writes through a view (setitem)."""
+    d = y._data
+    if not d.flags.writeable:
+        if 0 in d.strides and d.size > 1:       # expand / broadcast_to
+            raise RuntimeError(OVERLAP_MSG)
+        raise RuntimeError("a leaf Variable's memory is read-only here: the tensor's NumPy array is not "
+                           "writeable; clone() it before an in-place operation")
     if not _tp.state().grad:
         return
     b = _base(y)
