@@ -17,7 +17,8 @@ import tapegrad.ops.elementwise as elementwise
 from tapegrad.autograd import grad, gradgradcheck
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_ops import BINARY, MATMUL, PAIRS, REDUCTIONS, SHAPE_OPS, SHAPES, UNARY, leaf  # noqa: E402
+from test_ops import (BINARY, MATMUL, PAIRS, REDUCTIONS, SHAPE_OPS, SHAPES, UNARY, inplace_fn,  # noqa: E402
+                      leaf, setitem_fn)
 
 SECOND_TIME = "Trying to backward through the graph a second time"
 NO_GRAD_FN = "element 0 of tensors does not require grad and does not have a grad_fn"
@@ -359,22 +360,6 @@ def test_retained_graph_gradient_is_not_mutated_by_later_backward():
 # ---------------------------------------------------------------------------------------------
 # 3. every operation: create_graph=True agrees with the compiled sweep
 # ---------------------------------------------------------------------------------------------
-def _setitem_fn(x, s):
-    y = x * 2
-    y[1] = s * 3
-    y[0, 1:3] = 0.0
-    return y
-
-
-def _inplace_fn(x):
-    y = x * 1.5
-    y += x
-    y.mul_(x)
-    y.sub_(1.0)
-    y /= 2.0
-    return y
-
-
 def _catalog():
     cases = []
     for name in sorted(UNARY):
@@ -394,8 +379,8 @@ def _catalog():
     for sa, sb in MATMUL:
         cases.append(pytest.param(lambda a, b: a @ b, lambda sa=sa, sb=sb: (leaf(*sa), leaf(*sb)),
                                   id="matmul-%s-%s" % (sa, sb)))
-    cases.append(pytest.param(_setitem_fn, lambda: (leaf(3, 4), leaf(4)), id="setitem"))
-    cases.append(pytest.param(_inplace_fn, lambda: (leaf(3, 4),), id="inplace"))
+    cases.append(pytest.param(setitem_fn, lambda: (leaf(3, 4), leaf(4)), id="setitem"))
+    cases.append(pytest.param(inplace_fn, lambda: (leaf(3, 4),), id="inplace"))
     return cases
 
 
