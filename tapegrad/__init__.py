@@ -16,7 +16,10 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
                         prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
-from .tape import Tape, memory_stats  # noqa: F401
+from . import tape as _tape
+from . import replay as _replay
+from .replay import NotReplayable, Tape, TapeDivergence, compile, load_tape, record  # noqa: F401
+from .tape import memory_stats  # noqa: F401
 from .tensor import Tensor
 from .tensor import unsupported_array_msg as _unsupported_array_msg
 
@@ -46,7 +49,7 @@ def from_numpy(arr):
         if arr.dtype.kind == "c":
             raise TypeError("tapegrad does not support complex tensors")
         raise TypeError(_unsupported_array_msg(arr.dtype))
-    return Tensor._wrap(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+    return Tensor._const(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
 
 
 def _shape(size):
@@ -60,7 +63,7 @@ def _shape(size):
 
 
 def _make(arr, requires_grad):
-    out = Tensor._wrap(arr)
+    out = Tensor._const(arr)
     if requires_grad:
         out.requires_grad_(True, _creation=True)
     return out
@@ -128,18 +131,26 @@ def manual_seed(seed):
     return _rng
 
 
+def _random():
+    if _tape.recording[0]:
+        _replay.refuse_hook("it draws random numbers (a replay would reuse them)")
+
+
 def randn(*size, dtype=None, requires_grad=False):
+    _random()
     return _make(_rng.standard_normal(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
 
 
 def rand(*size, dtype=None, requires_grad=False):
+    _random()
     return _make(_rng.random(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None):
+    _random()
     if high is None:
         low, high = 0, low
-    return Tensor._wrap(_rng.integers(low, high, size=size).astype(dtype or np.int64))
+    return Tensor._const(_rng.integers(low, high, size=size).astype(dtype or np.int64))
 
 
 def is_tensor(obj):

@@ -33,7 +33,7 @@ def _tensor(v, like=None):
     if isinstance(v, np.ndarray):
         if v.dtype.kind not in "biuf":
             _bad_array(v)
-        return Tensor._wrap(v)
+        return Tensor._const(v)
     dt = like.dtype if (isinstance(like, Tensor) and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
     try:
         arr = np.asarray(v, dtype=dt)
@@ -43,7 +43,7 @@ def _tensor(v, like=None):
         if arr.dtype.kind == "c":
             _bad_array(arr)
         raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__)
-    return Tensor._wrap(arr)
+    return Tensor._const(arr)
 
 
 def _bad_array(arr):
@@ -285,7 +285,11 @@ def argmin(x, dim=None, keepdim=False):
 def _cmp(ufunc):
     def f(self, other):
         o = other._data if isinstance(other, Tensor) else other
-        return Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        if _tp.recording[0]:
+            from .replay import compare_hook
+            compare_hook(ufunc, self, other, out)
+        return out
     return f
 
 
@@ -296,7 +300,11 @@ def _bitwise(ufunc, name):
         for v in (self._data, o):
             if v.dtype.kind not in "biu":
                 raise RuntimeError('"%s_cpu" not implemented for \'%s\'' % (name, _type_name(v.dtype)))
-        return Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        if _tp.recording[0]:
+            from .replay import compare_hook
+            compare_hook(ufunc, self, other, out)
+        return out
     return f
 
 
@@ -307,7 +315,11 @@ def _type_name(dt):
 def _invert(self):
     if self.dtype.kind not in "biu":
         raise RuntimeError('"bitwise_not_cpu" not implemented for \'%s\'' % _type_name(self.dtype))
-    return Tensor._wrap(np.asarray(np.invert(self._data)))
+    out = Tensor._wrap(np.asarray(np.invert(self._data)))
+    if _tp.recording[0]:
+        from .replay import compare_hook
+        compare_hook(np.invert, self, None, out)
+    return out
 
 
 def _inplace(fn):

@@ -31,6 +31,11 @@ _tls = threading.local()
 # older than the counter must check the versions of the values it saved.
 inplace_counter = [0]
 
+# How many threads are recording a function for replay (``tapegrad.replay``): the
+# few places that must tell the session something test this first, so they cost
+# nothing otherwise.
+recording = [0]
+
 # A tape is freed only when none of its tensors is alive, so the thread starts a new
 # tape past this many entries or elements (the values an entry keeps are at most its
 # inputs' and output's): a loop that records without ever calling backward holds
@@ -55,11 +60,12 @@ ESIZE = ENTRY.size
 
 class _State:
     """Per-thread grad mode and recording tape."""
-    __slots__ = ("grad", "tape")
+    __slots__ = ("grad", "tape", "rec")
 
     def __init__(self):
         self.grad = True
         self.tape = None
+        self.rec = None         # the tapegrad.replay session recording on this thread
 
 
 def state():
@@ -136,6 +142,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
+                 "shapes",
                  "__weakref__")
 
     def __init__(self):
@@ -163,6 +170,7 @@ class Tape:
         self.inplace_mark = inplace_counter[0]
         self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
+        self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
         _LIVE.add(self)
 
     def __len__(self):
@@ -191,14 +199,16 @@ class Tape:
         It also counts the elements of the entries so far, and comes back sooner
         when they are large."""
         n = self.n
-        if self.sealed or n >= ROTATE_ENTRIES:
+        if self.sealed:
+            return False
+        if n >= ROTATE_ENTRIES and self.shapes is None:     # (a recording for replay stays on one tape)
             return False
         if n > self.counted:
             sizes = np.frombuffer(self.buf, np.int64, count=n * NFIELDS)[self.counted * NFIELDS + SIZE::NFIELDS]
             self.elements += int(sizes.sum())
             self.counted = n
             del sizes
-            if self.elements >= ROTATE_ELEMENTS:
+            if self.elements >= ROTATE_ELEMENTS and self.shapes is None:
                 return False
         if n >= self.cap:
             self.grow()
@@ -208,7 +218,9 @@ class Tape:
         else:
             # entries until the element budget could run out at the average size so far
             left = (ROTATE_ELEMENTS - self.elements) * n // max(self.elements, 1) if n else 1024
-            self.limit = min(self.cap, ROTATE_ENTRIES, n + max(8, min(1024, left)))
+            self.limit = min(self.cap, n + max(8, min(1024, left)))
+            if self.shapes is None:
+                self.limit = min(self.limit, ROTATE_ENTRIES)
         return True
 
     def note_source(self):
@@ -242,6 +254,8 @@ class Tape:
         self.n = s + 1
         self.vals.append(arr if save else None)
         self.vobj.append(ver)
+        if self.shapes is not None:
+            self.shapes[s] = arr.shape
         return s
 
     def seal(self):
@@ -275,6 +289,10 @@ class Tape:
             if t._rg:
                 self.leaves[s] = t
             t._tid, t._slot, t._sver = self.id, s, ver[0]
+            if recording[0]:
+                rec = state().rec
+                if rec is not None and rec.tape is self:
+                    rec.adopted(s, t)
             return s
         if t._tape is self:                       # changed in place since its slot was made
             return self._refresh(t)
@@ -286,6 +304,11 @@ class Tape:
             return s
         s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
         self.ext[s] = (t._tape, t._slot)
+        if recording[0]:
+            rec = state().rec
+            if rec is not None and rec.tape is self:
+                rec.refuse("it uses a tensor that requires grad computed outside the function; pass it as an "
+                           "argument instead")
         # Seal the source: if it is another thread's current tape, that thread's next
         # op starts a new tape, so links between tapes always point to older entries.
         t._tape.seal()

@@ -80,6 +80,11 @@ class Tensor:
         t._x = None
         return t
 
+    # a constant made from outside data (tg.zeros, tg.from_numpy, a number): while a
+    # function is recorded for replay, ``_wrap`` is replaced to mark tensors made off
+    # the tape from recorded values, and these stay unmarked
+    _const = _wrap
+
     @staticmethod
     def _recorded(arr, tape, slot, ver):
         t = _new(Tensor)
@@ -234,13 +239,17 @@ class Tensor:
 
     # -- conversion -------------------------------------------------------------
     def numpy(self, force=False):
+        if _tp.recording[0]:
+            from .replay import read_hook
+            if read_hook(self, self._data) is False:
+                return self._data
         if self._rg and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        arr = self.numpy()
+        arr = self.numpy()      # (a guard while recording for replay)
         if dtype is not None and arr.dtype != dtype:
             return arr.astype(dtype)
         return arr.copy() if copy else arr
@@ -248,9 +257,15 @@ class Tensor:
     def item(self):
         if self._data.size != 1:
             raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
+        if _tp.recording[0]:
+            from .replay import read_hook
+            read_hook(self, self._data)
         return self._data.reshape(-1)[0].item()
 
     def tolist(self):
+        if _tp.recording[0]:
+            from .replay import read_hook
+            read_hook(self, self._data)
         return self._data.tolist()
 
     def __float__(self):
@@ -270,6 +285,9 @@ class Tensor:
     def __bool__(self):
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        if _tp.recording[0]:
+            from .replay import read_hook
+            read_hook(self, self._data)
         return bool(self._data.reshape(-1)[0])
 
     def detach(self):

@@ -345,6 +345,7 @@ class Module:
 
 def _rng():
     import tapegrad
+    tapegrad._random()      # (a function recorded for replay must not draw random numbers)
     return tapegrad._rng
 
 

@@ -534,3 +534,26 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
                 r = r.sum().reshape(size)
         out.append((sl, r))
     return out
+
+
+# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
+def replay_forward(family, k, row, vals, f0, f1):
+    """The value of an entry recomputed from its inputs' values (``vals``), the
+    same NumPy call the recorder made."""
+    if family == UNARY:
+        op = UNARY_OPS[k]
+        x = vals[row[1]]
+        n = op.nparams
+        if n == 0:
+            out = op.forward(x)
+        elif op.name in _CONST_OPERAND:
+            out = op.forward(x, _constant(f0, x.dtype))
+        else:
+            out = op.forward(x, f0) if n == 1 else op.forward(x, f0, f1)
+        return out if type(out) is _ndarray else np.asarray(out)
+    op = BINARY_OPS[k]
+    ad, bd = vals[row[1]], vals[row[2]]
+    if ad.dtype is not bd.dtype:
+        ad, bd = _promote(ad, bd)
+    out = op.forward(ad, bd) if row[3] < 0 else op.forward(vals[row[3]], ad, bd)
+    return out if type(out) is _ndarray else np.asarray(out)

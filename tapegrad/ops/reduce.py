@@ -339,6 +339,9 @@ def max_dim(x, dim, keepdim=False, largest=True):
     """max/min along one dim: values and first-occurrence indices; the gradient goes
     entirely to the returned index (PyTorch)."""
     from .shape import gather_linear
+    if _tp.recording[0]:
+        from ..replay import refuse_hook
+        refuse_hook("max/min along a dim pick elements by value (not replayable yet)")
     ax = _wrap_dim(dim, x.ndim)
     what = "max" if largest else "min"
     d = x._data
@@ -442,3 +445,45 @@ def _group_prod(x, gi, ngroups):
     order = np.argsort(gi, kind="stable")
     rows = gather_flat(x, order).reshape(ngroups, -1)
     return prod(rows, dim=1)
+
+
+# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
+def replay_forward(k, row, x, aux, shape, name, f0):
+    """The value of reduction entry ``row`` recomputed from its input ``x``: the
+    axes are the dimensions its group descriptor gives stride 0, the output
+    shape (keepdim or not) is the recorded one."""
+    at = row[4]
+    nd = int(aux[at])
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if k == SUM:
+            out = x.sum(axis=axes)
+        elif k == MEAN:
+            out = x.sum(axis=axes) / _count(x.shape, axes) if x.size else np.full(shape, np.nan, x.dtype)
+        elif k == PROD:
+            out = x.prod(axis=axes)
+        elif k == VAR:
+            out = x.var(axis=axes, ddof=f0)
+        elif k == STD:
+            out = x.std(axis=axes, ddof=f0)
+        elif k == EXTREMUM:
+            out = x.max(axis=axes) if name.startswith(("Max", "Amax")) else x.min(axis=axes)
+        elif k == LOGSUMEXP:
+            if x.ndim == 0:
+                out = x.astype(np.result_type(x.dtype, np.float32))
+            else:
+                out = special.logsumexp(x, axis=axes) if x.size else np.full(shape, -np.inf, x.dtype)
+        else:
+            ax = [d for d in range(nd) if strides[d] == 0]
+            ax = ax[0] if ax else (0 if x.ndim else None)
+            if x.ndim and x.size:
+                s = _shifted(x, ax)
+                if k == SOFTMAX:
+                    e = np.exp(s)
+                    out = e / e.sum(axis=ax, keepdims=True)
+                else:
+                    out = s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
+            else:
+                out = np.ones_like(x) if k == SOFTMAX else np.zeros_like(x)
+    return np.asarray(out, x.dtype if k != SUM else None).reshape(shape)

@@ -81,7 +81,8 @@ def _record(kind, x, out, name, words=None, b=None):
     if not rg or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
-    s = -1 if not x._rg else (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))
+    s = -1 if not (x._rg or _tp.recording[0]) else \
+        (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))     # (replay needs x)
     sb = -1
     if b is not None:
         sb = b._slot if (b._tid == T.id and b._sver == b._ver[0]) else T.adopt(b)
@@ -311,6 +312,9 @@ def _normalize_index(x, idx):
     dim = 0
     for k in idx:
         if isinstance(k, Tensor):
+            if _tp.recording[0]:        # a tensor as index: a guard on its values
+                from ..replay import read_hook
+                read_hook(k, k._data)
             k = k._data
             if k.ndim == 0 and k.dtype.kind in "iu":
                 k = int(k)
@@ -516,7 +520,8 @@ def cat(tensors, dim=0, stacking=False):
     T = _tp.current()
     slots = []
     for t in tensors:
-        slots.append((t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t)) if t._rg else -1)
+        slots.append((t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t))
+                     if (t._rg or _tp.recording[0]) else -1)
     outer = int(np.prod(out.shape[:ax], dtype=np.int64))
     total = int(np.prod(out.shape[ax:], dtype=np.int64))
     words = [len(tensors), *slots, outer, total]
@@ -665,3 +670,55 @@ def _overlaps(shape, strides):
             return True
         reach += st * (n - 1)
     return False
+
+
+# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
+def replay_forward(k, row, vals, aux, shape):
+    """The value of shape entry ``row`` recomputed from its inputs' values; every
+    kind works on the flat (C-order) elements, as the reverse kernels do."""
+    at = row[4]
+    if k == CAT:
+        m = int(aux[at])
+        outer = int(aux[at + 1 + m])
+        parts = [vals[int(aux[at + 1 + j])] for j in range(m)]
+        if any(p.size for p in parts):
+            out = np.concatenate([p.reshape(outer, -1) if outer else p.reshape(0, p.size) for p in parts], axis=1)
+        else:
+            out = np.concatenate([p.reshape(-1) for p in parts])
+        return out.reshape(shape)
+    x = vals[row[1]]
+    if k == RESHAPE:
+        return x.reshape(shape)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    n = int(np.prod(shape, dtype=np.int64))
+    if k == STRIDED:
+        words = _words(aux, at)
+        if not flat.size:
+            return np.zeros(shape, flat.dtype)
+        out = _as_view(flat, words)
+        if _geometry(words)[3]:
+            out = out.view()
+            out.flags.writeable = False
+        return out.reshape(shape)
+    if k == GATHER:
+        return flat[aux[at:at + n]].reshape(shape)
+    if k == SETITEM:
+        r = int(aux[at])
+        out = flat.copy()
+        v = np.ascontiguousarray(vals[row[2]]).reshape(-1)
+        out[aux[at + 1:at + 1 + r]] = v[aux[at + 1 + r:at + 1 + 2 * r]]
+        return out.reshape(shape)
+    if k == SCATTER_ADD:
+        out = np.bincount(aux[at:at + flat.size], weights=flat, minlength=n) if flat.size else np.zeros(n)
+        return out.astype(flat.dtype, copy=False).reshape(shape)
+    if k == STRIDED_SCATTER:
+        words = _words(aux, at)
+        out = np.zeros(n, flat.dtype)
+        if flat.size:
+            if not _geometry(words)[3]:
+                v = _as_view(out, words)
+                v[...] = flat.reshape(v.shape)
+            else:
+                out += np.bincount(strided_map(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
+        return out.reshape(shape)
+    raise NotImplementedError("replay of shape kernel %d" % k)

@@ -1,0 +1,931 @@
+"""Record a function once, replay its tape with new inputs.
+
+``tg.compile(fn)`` and ``tg.record(fn, *args)`` run ``fn`` eagerly once under a
+recording session (``_Session``) that keeps everything a replay needs:
+
+* the tape itself (all of it on one tape: no rotation while recording), with the
+  output shape of every non-elementwise entry;
+* where each leaf and constant came from (``sources``): an argument, read anew at
+  each replay; a tensor the function captured (closure, module parameter), read
+  live, so parameters updated by an optimizer are used and receive ``.grad``;
+  or a comparison of recorded values (``x > 0``), recomputed;
+* a guard for every place Python read a recorded value (``bool``, ``float``,
+  ``item``, ``tolist``, ``numpy``, a tensor used as an index, an integer argument
+  read by library code): the value seen then, checked at replay.
+
+Anything the session cannot follow (a value computed outside the tape from a
+recorded one: ``detach``, ``argmax``, random numbers, a captured non-leaf) makes
+the recording *not replayable*: ``tg.compile`` then always runs the function
+eagerly for that signature and ``tg.record`` raises, so a replay is never wrong.
+
+A replay (``Recording.forward``) recomputes every entry from its inputs with the
+family's ``replay_forward`` (the same NumPy call the recorder made), checks the
+guards, and builds a sealed tape over the new values: the ordinary compiled
+reverse sweep then differentiates it, accumulating into the live leaves.
+"""
+import itertools
+import linecache
+import os
+import pickle
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from . import tape as _tp
+from .ops import elementwise as _ew
+from .ops import linalg as _la
+from .ops import reduce as _rd
+from .ops import shape as _sh
+from .ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY
+from .tensor import Tensor
+
+FORMAT_VERSION = 1
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class TapeDivergence(RuntimeError):
+    """A replayed tape met a guard whose value differs from the recording's: the
+    Python code would have taken another path."""
+
+
+class NotReplayable(RuntimeError):
+    """The function does something a tape cannot replay (see the message)."""
+
+
+class _Rerecord(Exception):
+    """A captured tensor changed shape, dtype or requires_grad: record again."""
+
+
+def _user_line():
+    """``file:line`` of the first frame outside tapegrad (where the user read a value)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return '"%s", line %d, in %s%s' % (f.f_code.co_filename, f.f_lineno, f.f_code.co_name,
+                                      (": " + line) if line else "")
+
+
+# -- the recording session ------------------------------------------------------------
+class _WatchedArg(Tensor):
+    """An integer or boolean argument while recording: library code that reads its
+    values (labels turned into gather indices, masks) adds a guard on the whole
+    argument, so a replay with other values records again instead of reusing them."""
+    __slots__ = ("_real", "_rec", "_idx")
+
+    @property
+    def _data(self):
+        self._rec.arg_read(self._idx)
+        return self._real
+
+    @_data.setter
+    def _data(self, value):
+        self._rec.refuse("it changes an integer argument in place")
+        self._real = value
+
+
+class _Session:
+    """What the recording of one call collects (see the module docstring)."""
+
+    def __init__(self):
+        self.tape = _tp.Tape()
+        self.tape.shapes = {}
+        self.reason = None
+        self.args = []          # (kind, user object, tensor used while recording)
+        self.arg_ids = {}       # id(tensor used while recording) -> argument index
+        self.sources = {}       # slot -> ("arg", i) | ("captured", tensor) | ("derived", spec)
+        self.guards = []        # (ref, value, where)
+        self.arg_guards = {}    # argument index -> (value, where)
+        self.tainted = {}       # id -> tensor computed from recorded values off the tape
+        self.derived = {}       # id -> (tensor, spec): a comparison of recorded values
+        self.keep = []          # objects whose ids the dicts above use
+
+    def refuse(self, why):
+        if self.reason is None:
+            self.reason = why
+
+    # events from the library
+    def adopted(self, s, t):
+        i = self.arg_ids.get(id(t))
+        if i is not None:
+            self.sources[s] = ("arg", i)
+            return
+        d = self.derived.get(id(t))
+        if d is not None:
+            self.sources[s] = ("derived", d[1])
+            return
+        if id(t) in self.tainted:
+            self.refuse("a value computed off the tape from recorded values (detach, argmax, a cast of a "
+                        "comparison, ...) feeds the computation")
+        self.sources[s] = ("captured", t)
+
+    def arg_read(self, i):
+        if i not in self.arg_guards:
+            self.arg_guards[i] = (np.array(self.args[i][2]._real, copy=True), _user_line())
+
+    def wrapped(self, t):
+        """A tensor made off the tape (``Tensor._wrap``) while recording."""
+        self.tainted[id(t)] = t
+
+    def ref(self, t):
+        """How a replay finds tensor ``t``'s value: ("slot", s) or ("derived", spec)."""
+        d = self.derived.get(id(t))
+        if d is not None:
+            return ("derived", d[1])
+        if id(t) in self.tainted:
+            self.refuse("Python reads a value computed off the tape from recorded values (detach, argmax, "
+                        "a cast of a comparison, ...)")
+            return None
+        if isinstance(t, _WatchedArg):
+            return ("arg", t._idx)
+        T = self.tape
+        return ("slot", t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t))
+
+    def read(self, t, value):
+        """Python read the value of ``t`` (``bool``, ``item``, ...): a guard."""
+        if isinstance(t, _WatchedArg):
+            return      # (its property already guards the whole argument)
+        r = self.ref(t)
+        if r is not None:
+            self.guards.append((r, np.array(value, copy=True), _user_line()))
+
+    def really_requires_grad(self, t):
+        i = self.arg_ids.get(id(t))
+        if i is not None:
+            return self.args[i][0] in ("leaf", "nonleaf")
+        T = self.tape
+        if t._tape is not T:
+            return bool(t._rg)
+        shadows = {s for s, src in self.sources.items()
+                   if src[0] == "arg" and self.args[src[1]][0] not in ("leaf", "nonleaf")}
+        return _reaches_leaf(T, t._slot, shadows)
+
+    def compared(self, ufunc, a, b, out):
+        """``out = ufunc(a, b)`` computed off the tape (a comparison): recomputed at replay."""
+        ops = []
+        for v in ((a,) if b is None else (a, b)):
+            if isinstance(v, Tensor):
+                r = self.ref(v)
+                if r is None:
+                    return
+                ops.append(r)
+            else:
+                ops.append(("value", np.array(v, copy=True)))
+        self.derived[id(out)] = (out, (ufunc.__name__, ops))
+        self.keep.append(out)
+
+
+def _session():
+    return _tp.state().rec
+
+
+_plain_wrap = Tensor._wrap
+
+
+def _recording_wrap(arr):
+    t = _plain_wrap(arr)
+    rec = _tp.state().rec
+    if rec is not None:
+        rec.wrapped(t)
+    return t
+
+
+def read_hook(t, value):
+    """Called by Tensor's value reads while some thread records.  Returns False
+    for a tensor that requires grad only because the recording traces the
+    arguments (``numpy()`` of it is allowed, as in eager execution)."""
+    rec = _tp.state().rec
+    if rec is not None:
+        rec.read(t, value)
+        if t._rg and not rec.really_requires_grad(t):
+            return False
+    return None
+
+
+def compare_hook(ufunc, a, b, out):
+    rec = _tp.state().rec
+    if rec is not None:
+        rec.compared(ufunc, a, b, out)
+
+
+def refuse_hook(why):
+    rec = _tp.state().rec
+    if rec is not None:
+        rec.refuse(why)
+
+
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _begin(rec):
+    st = _tp.state()
+    if st.rec is not None:
+        raise RuntimeError("a compiled function is being recorded already on this thread (nested tg.compile "
+                           "calls record eagerly)")
+    with _SESSIONS_LOCK:
+        _tp.recording[0] += 1
+        Tensor._wrap = staticmethod(_recording_wrap)
+    st.rec = rec
+    st.tape = rec.tape
+
+
+def _end(rec):
+    st = _tp.state()
+    st.rec = None
+    with _SESSIONS_LOCK:
+        _tp.recording[0] -= 1
+        if _tp.recording[0] == 0:
+            Tensor._wrap = staticmethod(_plain_wrap)
+    _tp.rotate()
+
+
+# -- arguments --------------------------------------------------------------------
+def _is_array_arg(v):
+    return isinstance(v, (Tensor, np.ndarray))
+
+
+def _arg_key(v):
+    if isinstance(v, Tensor):
+        return ("T", v._data.shape, v._data.dtype.str, v._rg)
+    if isinstance(v, np.ndarray):
+        return ("A", v.shape, v.dtype.str)
+    try:
+        hash(v)
+    except TypeError:
+        raise NotReplayable("argument of type %s is neither an array nor hashable" % type(v).__name__) from None
+    return ("V", type(v).__name__, v)
+
+
+def _recording_arg(rec, i, v, grad_arrays):
+    """The tensor ``fn`` sees for argument ``v`` while recording."""
+    arr = v._data if isinstance(v, Tensor) else v
+    if arr.dtype.kind != "f":
+        w = object.__new__(_WatchedArg)
+        w._real, w._rec, w._idx = arr, rec, i
+        w._rg, w._tid, w._slot, w._ver, w._sver, w._tape, w._x = False, 0, -1, [0], 0, None, None
+        kind = "int"
+        t = w
+    elif isinstance(v, Tensor) and v._rg and v._tape is None and v._x is None:
+        kind, t = "leaf", v                          # a leaf that requires grad: gradients go to it
+    else:
+        t = _plain_wrap(arr)
+        t._rg = True                                  # recorded like a leaf; a constant on replay
+        if isinstance(v, Tensor):
+            t._ver = v._ver
+        kind = "array" if not isinstance(v, Tensor) else ("nonleaf" if v._rg else "data")
+        if kind == "array" and grad_arrays:
+            kind = "leaf"
+    rec.args.append((kind, v, t, t._ver[0]))
+    rec.arg_ids[id(t)] = i
+    rec.keep.append(t)
+    return t
+
+
+# -- structures of outputs ------------------------------------------------------------
+def _flatten(obj, leaves):
+    """A template of ``obj`` with its tensors replaced by their index in ``leaves``."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, tuple) and type(obj) is not tuple and hasattr(obj, "_fields"):
+        return ("N", type(obj), [_flatten(o, leaves) for o in obj])
+    if isinstance(obj, (tuple, list)):
+        return ("L" if isinstance(obj, list) else "U", type(obj), [_flatten(o, leaves) for o in obj])
+    if isinstance(obj, dict):
+        return ("D", type(obj), [(k, _flatten(v, leaves)) for k, v in obj.items()])
+    return ("V", obj)
+
+
+def _unflatten(tpl, leaves):
+    kind = tpl[0]
+    if kind == "T":
+        return leaves[tpl[1]]
+    if kind == "V":
+        return tpl[1]
+    if kind == "N":
+        return tpl[1](*[_unflatten(o, leaves) for o in tpl[2]])
+    if kind in ("L", "U"):
+        items = [_unflatten(o, leaves) for o in tpl[2]]
+        if tpl[1] in (list, tuple):
+            return tpl[1](items)
+        try:
+            return tpl[1](items)
+        except TypeError:
+            return tpl[1](*items)
+    return tpl[1]((k, _unflatten(v, leaves)) for k, v in tpl[2])
+
+
+_DERIVED_FNS = {name: getattr(np, name) for name in
+                ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+                 "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "logical_and", "logical_or")}
+
+
+# -- a recording ----------------------------------------------------------------------
+class Recording:
+    """One recorded tape and what replaying it needs.  ``forward(args)`` replays."""
+
+    def __init__(self, rec, out_template, out_refs, nargs):
+        T = rec.tape
+        n = T.n
+        self.n = n
+        self.buf = bytes(T.buf[:n * _tp.ESIZE])
+        ints, flts = T.arrays()
+        self.ints = ints.copy()
+        self.f0 = flts[:, _tp.F0].copy()
+        self.f1 = flts[:, _tp.F1].copy()
+        self.aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+        self.shapes = dict(T.shapes)
+        self.saved = np.array([v is not None for v in T.vals], bool)
+        self.nargs = nargs
+        self.arg_kinds = [a[0] for a in rec.args]
+        self.arg_meta = [(np.asarray(a[2]._real if isinstance(a[2], _WatchedArg) else a[2]._data).shape,
+                          np.asarray(a[2]._real if isinstance(a[2], _WatchedArg) else a[2]._data).dtype)
+                         for a in rec.args]
+        self.sources = {}
+        self.constants = {}     # slot -> array (for a saved tape: captured tensors' values)
+        for s, src in rec.sources.items():
+            if src[0] == "captured":
+                t = src[1]
+                self.sources[s] = ("captured", t, t._data.shape, t._data.dtype, bool(t._rg))
+            else:
+                self.sources[s] = src
+        self.guards = rec.guards
+        self.arg_guards = rec.arg_guards
+        self.out_template = out_template
+        self.out_refs = out_refs
+        self.rg = self._requires_grad()
+        self.real_leaf = {}     # slot -> argument index or captured tensor, for gradient leaves
+        for s, src in self.sources.items():
+            if src[0] == "arg" and self.arg_kinds[src[1]] in ("leaf", "nonleaf"):
+                self.real_leaf[s] = src[1]
+            elif src[0] == "captured" and src[4] and src[1]._tape is None:
+                self.real_leaf[s] = src[1]
+        self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
+        self.rows = self.ints[:, :6].tolist()
+
+    def _requires_grad(self):
+        """Which slots depend on a leaf that requires grad (as eager recording would say)."""
+        n = self.n
+        rg = np.zeros(n, bool)
+        aux = self.aux
+        for s in range(n):
+            row = self.ints[s]
+            code = int(row[0])
+            if code in (LEAF, CONST, EXT):
+                src = self.sources.get(s)
+                if src is None:
+                    continue
+                if src[0] == "arg":
+                    rg[s] = self.arg_kinds[src[1]] in ("leaf", "nonleaf")
+                elif src[0] == "captured":
+                    rg[s] = src[4]
+                continue
+            ins = [int(row[1]), int(row[2])]
+            if row[3] == _sh.VARIADIC:
+                at = int(row[4])
+                ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
+            else:
+                ins.append(int(row[3]))
+            rg[s] = any(rg[i] for i in ins if i >= 0)
+        return rg
+
+    # -- replay ---------------------------------------------------------------
+    def check_args(self, arrays):
+        for i, (val, where) in self.arg_guards.items():
+            new = arrays[i]
+            if new.shape != val.shape or not np.array_equal(new, val):
+                return ("the values of integer argument %d, read at %s" % (i, where), val, new)
+        return None
+
+    def forward(self, arrays):
+        """Every slot's value for argument arrays ``arrays``; raises _Divergence."""
+        n = self.n
+        vals = [None] * n
+        rows, names, shapes, aux, f0, f1 = self.rows, self.names, self.shapes, self.aux, self.f0, self.f1
+        sources = self.sources
+        for s in range(n):
+            row = rows[s]
+            code = row[0]
+            fam, k = code >> 6, code & 63
+            if fam == UNARY or fam == BINARY:
+                vals[s] = _ew.replay_forward(fam, k, row, vals, f0[s], f1[s])
+            elif fam == SHAPE:
+                vals[s] = _sh.replay_forward(k, row, vals, aux, shapes[s])
+            elif fam == REDUCE:
+                vals[s] = _rd.replay_forward(k, row, vals[row[1]], aux, shapes[s], names[s], f0[s])
+            elif fam == LINALG:
+                vals[s] = _la.replay_forward(k, row, vals)
+            else:
+                src = sources[s]
+                kind = src[0]
+                if kind == "arg":
+                    vals[s] = arrays[src[1]]
+                elif kind == "captured":
+                    t = src[1]
+                    d = t._data
+                    if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
+                        raise _Rerecord()
+                    vals[s] = d
+                elif kind == "const":
+                    vals[s] = src[1]
+                else:
+                    vals[s] = self.derived(src[1], vals, arrays)
+        return vals
+
+    def derived(self, spec, vals, arrays):
+        name, ops = spec
+        xs = [self.value_of(r, vals, arrays) for r in ops]
+        return np.asarray(_DERIVED_FNS[name](*xs))
+
+    def value_of(self, ref, vals, arrays):
+        kind = ref[0]
+        if kind == "slot":
+            return vals[ref[1]]
+        if kind == "arg":
+            return arrays[ref[1]]
+        if kind == "value":
+            return ref[1]
+        return self.derived(ref[1], vals, arrays)
+
+    def check_guards(self, vals, arrays):
+        for ref, val, where in self.guards:
+            new = self.value_of(ref, vals, arrays)
+            if np.shape(new) != val.shape or not np.array_equal(new, val, equal_nan=val.dtype.kind == "f"):
+                return (where, val, new)
+        return None
+
+    def tape_for(self, vals, arrays, args):
+        """A sealed tape over the replayed values, whose leaves are the live tensors."""
+        T = _tp.Tape()
+        n = self.n
+        buf = bytearray(self.buf)
+        T.buf, T.n, T.cap = buf, n, n
+        T.seal()
+        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        ints[:, _tp.VNUM] = 0
+        ones = [s for s in range(n) if vals[s].size == 1]
+        if ones:
+            flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones], np.float64)
+        saved = self.saved
+        T.vals = [vals[s] if saved[s] else None for s in range(n)]
+        shared = [0]
+        vobj = [shared] * n
+        for s, src in self.sources.items():
+            t = None
+            if src[0] == "arg":
+                kind, user = self.arg_kinds[src[1]], args[src[1]]
+                if kind == "leaf" and isinstance(user, Tensor):
+                    t = user
+                elif kind == "nonleaf":
+                    ints[s, 0] = EXT
+                    T.ext[s] = (user._tape, user._slot)
+                    user._tape.seal()
+                    t = user
+                elif isinstance(user, Tensor):
+                    ints[s, 0] = CONST
+                    t = user
+                else:
+                    ints[s, 0] = CONST
+            elif src[0] == "captured":
+                t = src[1]
+            if t is not None:
+                vobj[s] = t._ver
+                ints[s, _tp.VNUM] = t._ver[0]
+                if ints[s, 0] == LEAF:
+                    T.leaves[s] = t
+        for s, v in enumerate(vobj):
+            if v is shared and self.rg[s]:
+                vobj[s] = [0]
+        T.vobj = vobj
+        T.aux = [self.aux]
+        T.aux_len = self.aux.size
+        T.inplace_mark = _tp.inplace_counter[0]
+        return T
+
+    def outputs(self, vals, arrays, args, T):
+        leaves = []
+        for ref in self.out_refs:
+            kind = ref[0]
+            if kind == "slot":
+                s = ref[1]
+                if self.rg[s] and T is not None:
+                    leaves.append(Tensor._recorded(vals[s], T, s, T.vobj[s]))
+                else:
+                    leaves.append(_plain_wrap(vals[s]))
+            elif kind == "arg":
+                a = args[ref[1]]
+                leaves.append(a if isinstance(a, Tensor) else _plain_wrap(a))
+            elif kind == "object":
+                leaves.append(ref[1])
+            else:
+                leaves.append(_plain_wrap(self.derived(ref[1], vals, arrays)))
+        return _unflatten(self.out_template, leaves)
+
+    # -- saving ---------------------------------------------------------------
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        src = {}
+        for s, v in self.sources.items():
+            if v[0] == "captured":       # saved as its current value: a constant of the saved tape
+                src[s] = ("const", np.array(v[1]._data, copy=True))
+            else:
+                src[s] = v
+        st["sources"] = src
+        st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
+        tpl_leaves = []
+        st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
+        del tpl_leaves
+        return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
+
+
+# -- recording a call ---------------------------------------------------------------
+def _record_call(fn, args, kwargs, grad_arrays=False):
+    """Run ``fn`` once under a session.  Returns (outputs as eager would give them,
+    Recording or None, the reason it cannot be replayed or None)."""
+    rec = _Session()
+    _begin(rec)
+    try:
+        targs = [(_recording_arg(rec, i, v, grad_arrays) if _is_array_arg(v) else v) for i, v in enumerate(args)]
+        out = fn(*targs, **kwargs)
+    finally:
+        _end(rec)
+    leaves = []
+    tpl = _flatten(out, leaves)
+    refs = []
+    T = rec.tape
+    for t in leaves:
+        if id(t) in rec.derived:
+            refs.append(("derived", rec.derived[id(t)][1]))
+        elif id(t) in rec.arg_ids:
+            refs.append(("arg", rec.arg_ids[id(t)]))
+        elif t._tape is T and t._sver == t._ver[0]:
+            refs.append(("slot", t._slot))
+        elif t._tape is None and id(t) not in rec.tainted and not t._rg:
+            refs.append(("object", t))
+        else:
+            rec.refuse("it returns a tensor the tape does not produce (computed off the tape, or changed in place "
+                       "after its last recorded operation)")
+            refs.append(None)
+    if T.n == 0:
+        rec.refuse("it records nothing")
+    for kind, user, t, v0 in rec.args:
+        if t._ver[0] != v0:
+            rec.refuse("it changes an argument in place")
+    for s, src in rec.sources.items():
+        if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VNUM):
+            rec.refuse("it changes a captured tensor in place")
+    R = None
+    if rec.reason is None:
+        R = Recording(rec, tpl, refs, len(args))
+    # what the eager call returns: the recorded tensors, with the arguments' stand-ins
+    # turned back into constants (so requires_grad is what eager execution gives)
+    user_args = [a[1] for a in rec.args]
+    arrays = [(_real(a)) for a in user_args]
+    if R is not None:
+        try:
+            vals = R.forward(arrays)
+            bad = R.check_guards(vals, arrays)
+            same = bad is None and all(
+                r is None or r[0] != "slot" or _same(vals[r[1]], leaves[j]._data) for j, r in enumerate(refs))
+            same = same and all(v is None or _same(v, vals[s]) for s, v in enumerate(T.vals))
+        except _Rerecord:
+            same = False
+        except Exception as e:      # a replay must reproduce the call exactly, or not be used
+            rec.refuse("its replay fails (%s: %s)" % (type(e).__name__, e))
+            R, same = None, True
+        if R is not None and not same:
+            rec.refuse("its replay does not reproduce the recorded values")
+            R = None
+        if R is not None:
+            T2 = R.tape_for(vals, arrays, user_args)
+            return R.outputs(vals, arrays, user_args, T2), R, None
+    # not replayable: hand back the recorded call itself
+    for s, t in list(T.leaves.items()):
+        i = rec.arg_ids.get(id(t))
+        if i is not None and rec.args[i][0] != "leaf":
+            del T.leaves[s]
+            T.set_field(s, 0, CONST)
+    fixed = []
+    for t, r in zip(leaves, refs):
+        if r is not None and r[0] == "arg":
+            a = user_args[r[1]]
+            fixed.append(a if isinstance(a, Tensor) else _plain_wrap(a))
+        elif t._rg and t._tape is T and not _reaches_leaf(T, t._slot):
+            fixed.append(_plain_wrap(t._data))
+        else:
+            fixed.append(t)
+    return _unflatten(tpl, fixed), None, rec.reason
+
+
+def _real(a):
+    return a._data if isinstance(a, Tensor) else a
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+
+
+def _reaches_leaf(T, s, exclude=()):
+    ints, _ = T.arrays()
+    seen, todo = set(), [s]
+    aux = np.concatenate(T.aux) if T.aux else None
+    while todo:
+        e = todo.pop()
+        if e < 0 or e in seen:
+            continue
+        seen.add(e)
+        code = int(ints[e, 0])
+        if code == LEAF and e in T.leaves and e not in exclude:
+            return True
+        if code == EXT:
+            return True
+        if code in (LEAF, CONST):
+            continue
+        todo += [int(ints[e, 1]), int(ints[e, 2])]
+        if ints[e, 3] == _sh.VARIADIC:
+            at = int(ints[e, 4])
+            todo += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
+        else:
+            todo.append(int(ints[e, 3]))
+    return False
+
+
+# -- tg.compile ----------------------------------------------------------------------
+class CompileStats:
+    __slots__ = ("calls", "recordings", "replays", "divergences", "eager")
+
+    def __init__(self):
+        self.calls = self.recordings = self.replays = self.divergences = self.eager = 0
+
+    def __repr__(self):
+        return ("CompileStats(calls=%d, recordings=%d, replays=%d, divergences=%d, eager=%d)"
+                % (self.calls, self.recordings, self.replays, self.divergences, self.eager))
+
+
+MAX_TAPES = 8           # recordings kept per signature (one per path through the guards)
+MAX_DIVERGENCES = 64    # a signature that diverged this often without a replay runs eagerly
+
+
+class Compiled:
+    """``tg.compile(fn)``: calls ``fn``, replaying its recorded tape when the
+    arguments' signature and every guard match a recording."""
+
+    def __init__(self, fn, strict=False, log=False):
+        self.fn = fn
+        self.strict = strict
+        self.log = log
+        self.stats = CompileStats()
+        self.cache = {}         # signature -> [Recording] (most recent first) or a reason string
+        self.why = {}           # signature -> why it runs eagerly
+        try:
+            self.__name__ = fn.__name__
+            self.__doc__ = fn.__doc__
+        except AttributeError:
+            pass
+
+    def __repr__(self):
+        return "<tapegrad.compile of %r, %r>" % (self.fn, self.stats)
+
+    def __call__(self, *args, **kwargs):
+        st = self.stats
+        st.calls += 1
+        if _tp.state().rec is not None:
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        try:
+            key = (tuple(_arg_key(a) for a in args), tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
+                   _tp.state().grad)
+        except NotReplayable as e:
+            self.why[None] = str(e)
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        if any(_is_array_arg(v) for v in kwargs.values()):
+            self.why[key] = "arrays passed by keyword are not supported"
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        entry = self.cache.get(key)
+        if isinstance(entry, str):
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        arrays = [_real(a) for a in args]
+        diverged = None
+        if entry:
+            for R in entry:
+                bad = R.check_args(arrays)
+                if bad is None:
+                    try:
+                        vals = R.forward(arrays)
+                    except _Rerecord:
+                        entry.remove(R)
+                        break
+                    except Exception:       # (a path the recording did not take may fail: record anew)
+                        bad = ("the replay", None, None)
+                    else:
+                        bad = R.check_guards(vals, arrays)
+                if bad is None:
+                    if R is not entry[0]:
+                        entry.remove(R)
+                        entry.insert(0, R)
+                    st.replays += 1
+                    T = R.tape_for(vals, arrays, args)
+                    return R.outputs(vals, arrays, args, T)
+                diverged = bad
+            if diverged is not None:
+                st.divergences += 1
+                if self.strict:
+                    where, old, new = diverged
+                    raise TapeDivergence("the tape recorded at the first call diverges at %s: recorded %r, "
+                                         "now %r" % (where, _show(old), _show(new)))
+                if st.divergences > MAX_DIVERGENCES and st.replays == 0:
+                    self.cache[key] = "guards diverge at every call"
+                    st.eager += 1
+                    return self.fn(*args, **kwargs)
+        out, R, why = _record_call(self.fn, args, kwargs)
+        st.recordings += 1
+        if self.log:
+            print("tapegrad.compile: recording %s for %s%s" % (getattr(self.fn, "__name__", self.fn), _sig(key),
+                                                                "" if R else " (not replayable: %s)" % why),
+                  file=sys.stderr)
+        if R is None:
+            self.cache[key] = why
+            self.why[key] = why
+        else:
+            lst = self.cache.setdefault(key, [])
+            lst.insert(0, R)
+            del lst[MAX_TAPES:]
+        return out
+
+
+def _show(v):
+    if v is None:
+        return None
+    v = np.asarray(v)
+    return v.item() if v.size == 1 else v.tolist() if v.size <= 8 else "array of shape %s" % (v.shape,)
+
+
+def _sig(key):
+    parts = []
+    for k in key[0]:
+        parts.append("%s%s" % (np.dtype(k[2]).name, list(k[1])) if k[0] in "TA" else repr(k[2]))
+    return "(" + ", ".join(parts) + ")"
+
+
+def compile(fn=None, *, strict=False, log=False):
+    """Record ``fn`` at its first call with each signature and replay that tape
+    afterwards (see ``tapegrad.replay``).  ``strict=True``: raise
+    ``TapeDivergence`` when Python would take another path, instead of recording
+    again.  ``log=True``: print a line to stderr at each recording."""
+    if fn is None:
+        return lambda f: Compiled(f, strict, log)
+    return Compiled(fn, strict, log)
+
+
+# -- tg.record: a tape for numeric scripts ---------------------------------------------
+class Tape:
+    """One recording of a function of arrays (``tg.record``).  ``tape(*args)``
+    replays the forward pass; ``value_and_grad``/``gradient``/``vjp``
+    differentiate with respect to the floating-point array arguments."""
+
+    def __init__(self, recording):
+        self._R = recording
+
+    @property
+    def num_entries(self):
+        return self._R.n
+
+    def __repr__(self):
+        return "<tapegrad.Tape of %d entries, %d guards>" % (self._R.n, len(self._R.guards))
+
+    def _replay(self, args):
+        R = self._R
+        if len(args) != R.nargs:
+            raise TypeError("this tape takes %d arguments (%d given)" % (R.nargs, len(args)))
+        arrays = []
+        for i, a in enumerate(args):
+            arr = np.asarray(a._data if isinstance(a, Tensor) else a)
+            shape, dtype = R.arg_meta[i]
+            if arr.shape != shape:
+                raise ValueError("argument %d has shape %s; the tape was recorded with %s" % (i, arr.shape, shape))
+            if arr.dtype != dtype:
+                arr = arr.astype(dtype)
+            arrays.append(arr)
+        bad = R.check_args(arrays)
+        if bad is None:
+            try:
+                vals = R.forward(arrays)
+            except _Rerecord:
+                raise TapeDivergence("a tensor the function captured changed shape, dtype or requires_grad "
+                                     "since the recording") from None
+            bad = R.check_guards(vals, arrays)
+        if bad is not None:
+            where, old, new = bad
+            raise TapeDivergence("the recorded tape diverges at %s: recorded %r, now %r"
+                                 % (where, _show(old), _show(new)))
+        return arrays, vals
+
+    def __call__(self, *args):
+        arrays, vals = self._replay(args)
+        return _unflatten(self._R.out_template, [self._R.value_of(r, vals, arrays) if r[0] != "object"
+                                                 else r[1]._data for r in self._R.out_refs])
+
+    def _differentiate(self, args, cotangent):
+        from .autograd.engine import run_backward
+        R = self._R
+        arrays, vals = self._replay(args)
+        if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
+            raise RuntimeError("value_and_grad/gradient/vjp need a function returning one tensor")
+        leaves = [Tensor._wrap(a) if a.dtype.kind == "f" else a for a in arrays]
+        for t in leaves:
+            if isinstance(t, Tensor):
+                t._rg = True
+        T = R.tape_for(vals, arrays, leaves)
+        s = R.out_refs[0][1]
+        y = vals[s]
+        targets = [t for t in leaves if isinstance(t, Tensor)]
+        if cotangent is None:
+            if y.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs; use vjp")
+            seed = np.ones(1)
+        else:
+            seed = np.asarray(cotangent, np.float64).reshape(-1)
+            if seed.size != y.size:
+                raise ValueError("cotangent has %d elements, the output %d" % (seed.size, y.size))
+        grads = [None] * len(leaves)
+        if R.rg[s]:
+            out = Tensor._recorded(y, T, s, T.vobj[s])
+            res = run_backward([(out, seed)], False, targets=targets, accumulate=False)
+            for i, t in enumerate(leaves):
+                if isinstance(t, Tensor):
+                    g = res.get(id(t))
+                    grads[i] = np.zeros(t._data.shape, t._data.dtype) if g is None else np.asarray(g)
+        else:
+            grads = [np.zeros(a.shape, a.dtype) if a.dtype.kind == "f" else None for a in arrays]
+        return y, grads
+
+    def value_and_grad(self, *args):
+        """(value as a float, gradient) for one argument, (value, tuple of gradients) for several."""
+        y, grads = self._differentiate(args, None)
+        return float(y.reshape(-1)[0]), (grads[0] if len(grads) == 1 else tuple(grads))
+
+    def gradient(self, *args):
+        return self.value_and_grad(*args)[1]
+
+    def vjp(self, args, cotangent):
+        """(output, vector-Jacobian products) of the output with ``cotangent``."""
+        args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        y, grads = self._differentiate(args, cotangent)
+        return y, (grads[0] if len(grads) == 1 else tuple(grads))
+
+    # -- saving ---------------------------------------------------------------
+    def save(self, path):
+        with open(path, "wb") as f:
+            pickle.dump(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __getstate__(self):
+        return {"format": FORMAT_VERSION, "recording": self._R}
+
+    def __setstate__(self, st):
+        v = st.get("format") if isinstance(st, dict) else None
+        if v != FORMAT_VERSION:
+            raise ValueError("this tape was saved in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
+        self._R = st["recording"]
+
+
+def load_tape(path):
+    """A tape saved by ``Tape.save``."""
+    with open(path, "rb") as f:
+        try:
+            obj = pickle.load(f)
+        except ValueError:
+            raise
+        except Exception as e:
+            raise ValueError("%s is not a tapegrad tape (%s)" % (path, e)) from None
+    if not isinstance(obj, Tape):
+        raise ValueError("%s does not hold a tapegrad tape" % path)
+    return obj
+
+
+def record(fn, *example_args):
+    """Record ``fn`` on ``example_args`` (arrays or tensors; every floating-point
+    one is differentiated) and return the ``Tape``.  Raises ``NotReplayable`` when
+    the function does something a tape cannot replay."""
+    _, R, why = _record_call(fn, example_args, {}, grad_arrays=True)
+    if R is None:
+        raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
+    return Tape(R)
+
+
+_count = itertools.count()
+del warnings
