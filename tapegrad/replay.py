@@ -357,41 +357,27 @@ class Recording:
         self.arg_guards = rec.arg_guards
         self.out_template = out_template
         self.out_refs = out_refs
-        self.rg = self._requires_grad()
+        self.rg = _requires_grad(self.ints, self.aux, self._source_rg())
         self.real_leaf = {}     # slot -> argument index or captured tensor, for gradient leaves
         for s, src in self.sources.items():
             if src[0] == "arg" and self.arg_kinds[src[1]] in ("leaf", "nonleaf"):
                 self.real_leaf[s] = src[1]
             elif src[0] == "captured" and src[4] and src[1]._tape is None:
                 self.real_leaf[s] = src[1]
+        # entries that depend on no leaf needing a gradient are constants of the replayed
+        # tape, as eager execution would not have recorded them at all
+        self.untracked = np.flatnonzero(~self.rg & (self.ints[:, 0] >= 64))
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
 
-    def _requires_grad(self):
-        """Which slots depend on a leaf that requires grad (as eager recording would say)."""
-        n = self.n
-        rg = np.zeros(n, bool)
-        aux = self.aux
-        for s in range(n):
-            row = self.ints[s]
-            code = int(row[0])
-            if code in (LEAF, CONST, EXT):
-                src = self.sources.get(s)
-                if src is None:
-                    continue
-                if src[0] == "arg":
-                    rg[s] = self.arg_kinds[src[1]] in ("leaf", "nonleaf")
-                elif src[0] == "captured":
-                    rg[s] = src[4]
-                continue
-            ins = [int(row[1]), int(row[2])]
-            if row[3] == _sh.VARIADIC:
-                at = int(row[4])
-                ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
-            else:
-                ins.append(int(row[3]))
-            rg[s] = any(rg[i] for i in ins if i >= 0)
-        return rg
+    def _source_rg(self):
+        out = {}
+        for s, src in self.sources.items():
+            if src[0] == "arg":
+                out[s] = self.arg_kinds[src[1]] in ("leaf", "nonleaf")
+            elif src[0] == "captured":
+                out[s] = src[4]
+        return out
 
     # -- replay ---------------------------------------------------------------
     def check_args(self, arrays):
@@ -468,6 +454,7 @@ class Recording:
         ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
         flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
         ints[:, _tp.VNUM] = 0
+        ints[self.untracked, 0] = CONST
         ones = [s for s in range(n) if vals[s].size == 1]
         if ones:
             flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones], np.float64)
@@ -614,16 +601,42 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         if i is not None and rec.args[i][0] != "leaf":
             del T.leaves[s]
             T.set_field(s, 0, CONST)
+    ints, _ = T.arrays()
+    aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, 0] in (LEAF, CONST)})
+    ints[np.flatnonzero(~rg & (ints[:, 0] >= 64)), 0] = CONST   # what eager execution would not record
+    del ints
     fixed = []
     for t, r in zip(leaves, refs):
         if r is not None and r[0] == "arg":
             a = user_args[r[1]]
             fixed.append(a if isinstance(a, Tensor) else _plain_wrap(a))
-        elif t._rg and t._tape is T and not _reaches_leaf(T, t._slot):
+        elif t._rg and t._tape is T and not rg[t._slot]:
             fixed.append(_plain_wrap(t._data))
         else:
             fixed.append(t)
     return _unflatten(tpl, fixed), None, rec.reason
+
+
+def _requires_grad(ints, aux, source_rg):
+    """Which slots depend on a leaf that requires grad (``source_rg``: slot -> bool
+    for leaves and constants), as eager recording would say."""
+    n = ints.shape[0]
+    rg = np.zeros(n, bool)
+    for s in range(n):
+        row = ints[s]
+        code = int(row[0])
+        if code < 64:
+            rg[s] = source_rg.get(s, code == EXT)
+            continue
+        ins = [int(row[1]), int(row[2])]
+        if row[3] == _sh.VARIADIC:
+            at = int(row[4])
+            ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
+        else:
+            ins.append(int(row[3]))
+        rg[s] = any(rg[i] for i in ins if i >= 0)
+    return rg
 
 
 def _real(a):
@@ -722,7 +735,11 @@ class Compiled:
         arrays = [_real(a) for a in args]
         diverged = None
         if entry:
-            for R in entry:
+            env = _env(self.fn)
+            for R in list(entry):
+                if R.env != env:
+                    entry.remove(R)
+                    continue
                 bad = R.check_args(arrays)
                 if bad is None:
                     try:
@@ -762,10 +779,34 @@ class Compiled:
             self.cache[key] = why
             self.why[key] = why
         else:
+            R.env = _env(self.fn)
             lst = self.cache.setdefault(key, [])
             lst.insert(0, R)
             del lst[MAX_TAPES:]
         return out
+
+
+def _env(fn):
+    """The tensors ``fn`` names directly (closure cells, globals), by identity: a
+    name bound to another tensor since the recording means recording again.
+    (Tensors reached through containers or attributes are read live, by object.)"""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    out = []
+    for c in fn.__closure__ or ():
+        try:
+            v = c.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, Tensor):
+            out.append(id(v))
+    g = fn.__globals__
+    for name in code.co_names:
+        v = g.get(name)
+        if isinstance(v, Tensor):
+            out.append(id(v))
+    return tuple(out)
 
 
 def _show(v):

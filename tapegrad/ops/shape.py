@@ -424,7 +424,7 @@ def getitem(x, idx):
 def setitem(y, idx, value, view_op=True):
     """``y[idx] = value``, in place (grad_fn CopySlices for y)."""
     from .inplace import check_inplace, commit_inplace
-    v = value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value, dtype=y.dtype))
+    v = value if isinstance(value, Tensor) else Tensor._const(np.asarray(value, dtype=y.dtype))
     check_inplace(y, view_op)
     idx, advanced = _normalize_index(y, idx)
     d = y._data

@@ -1,0 +1,414 @@
+"""Tape replay (tg.compile, tg.record): replays agree with eager execution, guards
+catch every branch, captured parameters are read live, tapes save and load."""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+from tapegrad.nn import functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_ops import BINARY, MATMUL, PAIRS, REDUCTIONS, SHAPE_OPS, SHAPES, UNARY, inplace_fn, setitem_fn  # noqa: E402
+
+rng = np.random.default_rng(7)
+
+
+def _arr(shape, positive=False, away=0.0, lo=-2.0, hi=2.0):
+    a = rng.uniform(lo, hi, size=shape)
+    if positive:
+        a = np.abs(a) + 0.5
+    if away:
+        a = np.where(np.abs(a) < away, a + np.sign(a + 1e-9) * away * 2, a)
+    return a
+
+
+def _scalar(fn):
+    """fn's output folded to a scalar with fixed, uneven weights (so every element counts)."""
+    def f(*xs):
+        y = fn(*xs)
+        w = np.linspace(0.5, 1.5, max(y.numel(), 1)).reshape(y.shape) if y.numel() else np.zeros(y.shape)
+        return (y * tg.tensor(w, dtype=y.dtype)).sum()
+    return f
+
+
+def _eager(fn, arrays):
+    xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(*xs)
+    y.backward()
+    return y.item(), [x.grad.numpy() for x in xs]
+
+
+def _compiled(cf, arrays):
+    xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    y = cf(*xs)
+    y.backward()
+    return y.item(), [x.grad.numpy() for x in xs]
+
+
+def _check_replay(fn, make, replayable=True):
+    """Record on one set of inputs, then call with three others: values and
+    gradients agree with eager execution on the same inputs (1e-12 relative)."""
+    f = _scalar(fn)
+    cf = tg.compile(f)
+    _compiled(cf, make())
+    for _ in range(3):
+        arrays = make()
+        v1, g1 = _compiled(cf, arrays)
+        v2, g2 = _eager(f, arrays)
+        np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-300)
+        for a, b in zip(g1, g2):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    if replayable:
+        assert cf.stats.replays == 3 and cf.stats.recordings == 1, (cf.stats, cf.why)
+    return cf
+
+
+CATALOG = {}
+for _n, (_f, _kw) in UNARY.items():
+    for _s in SHAPES:
+        CATALOG["unary-%s-%s" % (_n, _s)] = (_f, (lambda s=_s, kw=_kw: [_arr(s, **kw)]))
+for _n, (_f, _kw) in BINARY.items():
+    for _p in PAIRS:
+        CATALOG["binary-%s-%s" % (_n, _p)] = (_f, (lambda p=_p, kw=_kw: [_arr(p[0], **kw), _arr(p[1], **kw)]))
+for _n, _f in REDUCTIONS.items():
+    CATALOG["reduce-%s" % _n] = (_f, lambda: [_arr((2, 3, 4))])
+for _n, _f in SHAPE_OPS.items():
+    CATALOG["shape-%s" % _n] = (_f, lambda: [_arr((2, 3, 4))])
+for _p in MATMUL:
+    CATALOG["matmul-%s" % (_p,)] = (lambda a, b: a @ b, (lambda p=_p: [_arr(p[0]), _arr(p[1])]))
+CATALOG["setitem"] = (setitem_fn, lambda: [_arr((3, 4)), _arr((4,))])
+CATALOG["inplace"] = (inplace_fn, lambda: [_arr((3, 4))])
+CATALOG["softmax-ce"] = (lambda x: F.cross_entropy(x, tg.tensor([0, 2, 1])), lambda: [_arr((3, 4))])
+
+# not replayed (values decide which elements are picked): run eagerly, still exact
+NOT_REPLAYABLE = {"reduce-max1", "reduce-min0k"}
+# a mask from the values: a guard on the mask, so new values record again
+GUARDED = {"shape-mask", "binary-where-((), ())"}
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_every_op_replays_like_eager(name):
+    fn, make = CATALOG[name]
+    cf = _check_replay(fn, make, replayable=name not in NOT_REPLAYABLE | GUARDED
+                       and not name.startswith("binary-where"))
+    if name in NOT_REPLAYABLE:
+        assert cf.stats.replays == 0 and cf.stats.eager == 3
+        assert "max/min along a dim" in str(cf.why)
+
+
+def test_where_condition_is_recomputed_on_replay():
+    # where(a > 0, a, b): the comparison is part of the replay, not a frozen mask
+    cf = tg.compile(lambda a, b: tg.where(a > 0, a, b).sum())
+    x = tg.tensor([1.0, -1.0, 2.0], requires_grad=True)
+    cf(x, tg.tensor([5.0, 6.0, 7.0]))
+    x2 = tg.tensor([-1.0, 1.0, -2.0], requires_grad=True)
+    y = cf(x2, tg.tensor([5.0, 6.0, 7.0]))
+    assert y.item() == 5.0 + 1.0 + 7.0
+    y.backward()
+    assert x2.grad.tolist() == [0.0, 1.0, 0.0]
+    assert cf.stats.replays == 1
+
+
+def test_replay_is_bit_for_bit_on_the_same_inputs():
+    def f(x, w):
+        h = tg.tanh(x @ w)
+        return (h.softmax(-1) * h).sum() + h.var()
+    x, w = _arr((5, 4)), _arr((4, 3))
+    cf = tg.compile(f)
+    cf(tg.tensor(x), tg.tensor(w, requires_grad=True))
+    W1, W2 = tg.tensor(w, requires_grad=True), tg.tensor(w, requires_grad=True)
+    a = cf(tg.tensor(x), W1)
+    b = f(tg.tensor(x), W2)
+    a.backward()
+    b.backward()
+    assert a.item() == b.item()
+    assert np.array_equal(W1.grad.numpy(), W2.grad.numpy())
+    assert cf.stats.replays == 1
+
+
+# -- branches and guards --------------------------------------------------------
+def branchy(x):
+    if x.sum() > 0:                 # the guard
+        return (x * x).sum()
+    return (x * 3.0).sum()
+
+
+def test_branch_gives_the_right_gradient_on_both_sides_back_and_forth():
+    cf = tg.compile(branchy)
+    for v in [1.0, 2.0, -1.0, -3.0, 0.5, -0.5, 4.0]:
+        x = tg.tensor([v, 0.25], requires_grad=True)
+        y = cf(x)
+        y.backward()
+        if v + 0.25 > 0:
+            assert y.item() == v * v + 0.0625
+            assert x.grad.tolist() == [2 * v, 0.5]
+        else:
+            assert y.item() == 3 * v + 0.75
+            assert x.grad.tolist() == [3.0, 3.0]
+    s = cf.stats
+    assert (s.calls, s.recordings, s.replays) == (7, 2, 5)
+    assert s.divergences == 1      # later switches find the other recording among the kept ones
+
+
+def test_strict_raises_naming_the_line():
+    cf = tg.compile(branchy, strict=True)
+    cf(tg.tensor([1.0, 2.0], requires_grad=True))
+    cf(tg.tensor([3.0, 2.0], requires_grad=True))
+    with pytest.raises(tg.TapeDivergence) as e:
+        cf(tg.tensor([-5.0, 2.0], requires_grad=True))
+    msg = str(e.value)
+    line = branchy.__code__.co_firstlineno + 1
+    assert "test_replay.py\", line %d, in branchy" % line in msg
+    assert "if x.sum() > 0" in msg
+    assert "recorded True, now False" in msg
+
+
+def test_item_and_float_are_guards():
+    def f(x):
+        s = float(x.sum().detach().numpy()) if False else x.sum().item()
+        return x * s
+    cf = tg.compile(lambda x: f(x).sum())
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    assert cf(x).item() == 9.0
+    assert cf(tg.tensor([1.0, 2.0], requires_grad=True)).item() == 9.0
+    assert cf.stats.replays == 1
+    # a different value read by .item(): recorded again, the result follows eager execution
+    assert cf(tg.tensor([2.0, 2.0], requires_grad=True)).item() == 16.0
+    assert cf.stats.recordings == 2
+
+
+def test_tensor_index_is_a_guard():
+    def f(x, idx):
+        return x[idx].sum() * 2
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    i1 = tg.tensor([0, 2])
+    assert cf(x, i1).item() == 8.0
+    assert cf(x, tg.tensor([0, 2])).item() == 8.0
+    assert cf.stats.replays == 1
+    y = cf(x, tg.tensor([1, 3]))
+    assert y.item() == 12.0
+    x.grad = None
+    y.backward()
+    assert x.grad.tolist() == [0.0, 2.0, 0.0, 2.0]
+    assert cf.stats.recordings == 2
+
+
+def test_data_only_outputs_do_not_require_grad():
+    cf = tg.compile(lambda x, w: ((x * 2).sum(), (x * w).sum()))
+    x = tg.tensor([1.0, 2.0])
+    w = tg.tensor([3.0, 4.0], requires_grad=True)
+    for _ in range(2):
+        a, b = cf(x, w)
+        assert not a.requires_grad and a.grad_fn is None and a.item() == 6.0
+        assert b.requires_grad and b.grad_fn.name() == "SumBackward0" and b.item() == 11.0
+    assert cf.stats.replays == 1
+
+
+# -- captured tensors -------------------------------------------------------------
+def test_captured_parameters_update_between_replays():
+    tg.manual_seed(0)
+    X = tg.randn(16, 5)
+    y = tg.tensor(np.arange(16) % 3)
+
+    def losses(step_fn, model):
+        opt = tg.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        out = []
+        for _ in range(6):
+            opt.zero_grad()
+            loss = step_fn(model, X, y)
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out
+
+    def make():
+        tg.manual_seed(1)
+        return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    m1, m2 = make(), make()
+    eager = losses(lambda m, X, y: F.cross_entropy(m(X), y), m1)
+    model_ref = {}
+    step = tg.compile(lambda X, y: F.cross_entropy(model_ref["m"](X), y))
+    model_ref["m"] = m2
+    replayed = losses(lambda m, X, y: step(X, y), m2)
+    assert replayed == eager
+    assert eager[-1] < eager[0]
+    assert step.stats.recordings == 1 and step.stats.replays == 5
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert np.array_equal(p1.numpy(force=True), p2.numpy(force=True))
+
+
+def test_captured_tensor_changing_shape_records_again():
+    box = {"w": tg.tensor([1.0, 2.0], requires_grad=True)}
+    cf = tg.compile(lambda x: (x * box["w"].sum()).sum())
+    x = tg.tensor([1.0, 1.0, 1.0])
+    assert cf(x).item() == 9.0
+    box["w"].data = tg.tensor([1.0, 2.0, 3.0])      # the same tensor, a new shape
+    y = cf(x)
+    assert y.item() == 18.0
+    assert cf.stats.recordings == 2
+    y.backward()
+    assert box["w"].grad.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_name_bound_to_another_tensor_records_again():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    cf = tg.compile(lambda x: (x * w).sum())
+    x = tg.tensor([1.0, 1.0])
+    assert cf(x).item() == 3.0
+    w = tg.tensor([5.0, 7.0], requires_grad=True)     # the closure now names another tensor
+    y = cf(x)
+    assert y.item() == 12.0 and cf.stats.recordings == 2
+    y.backward()
+    assert w.grad.tolist() == [1.0, 1.0]
+
+
+def test_captured_tensor_updated_in_place_is_read_live():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    cf = tg.compile(lambda x: (x * w).sum())
+    x = tg.tensor([3.0, 4.0])
+    assert cf(x).item() == 11.0
+    with tg.no_grad():
+        w.mul_(2.0)
+    y = cf(x)
+    assert y.item() == 22.0 and cf.stats.replays == 1
+    y.backward()
+    assert w.grad.tolist() == [3.0, 4.0]
+
+
+# -- what cannot be replayed runs eagerly (and tg.record refuses it) ----------------
+@pytest.mark.parametrize("body, why", [
+    (lambda x: (x * x.detach()).sum(), "off the tape"),
+    (lambda x: (x * tg.randn(3)).sum(), "random"),
+    (lambda x: (x * x.argmax()).sum(), "off the tape"),
+])
+def test_not_replayable_runs_eagerly(body, why):
+    tg.manual_seed(3)
+    cf = tg.compile(body)
+    x = tg.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    tg.manual_seed(5)
+    y1 = cf(x)
+    tg.manual_seed(5)
+    y2 = body(tg.tensor([1.0, 3.0, 2.0], requires_grad=True))
+    assert y1.item() == y2.item()
+    cf(x)
+    assert cf.stats.replays == 0 and cf.stats.eager == 1
+    assert why in next(iter(cf.why.values()))
+    with pytest.raises(tg.NotReplayable, match=why):
+        tg.record(body, np.array([1.0, 3.0, 2.0]))
+
+
+def test_random_numbers_are_fresh_each_call():
+    cf = tg.compile(lambda x: (x * tg.rand(100)).sum())
+    x = tg.ones(100, requires_grad=True)
+    tg.manual_seed(0)
+    a = cf(x).item()
+    b = cf(x).item()
+    assert a != b           # fresh random numbers each call, as eager execution
+    assert cf.stats.replays == 0
+
+
+# -- tg.record ------------------------------------------------------------------------
+def rosen(x):
+    return (100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2).sum()
+
+
+def test_record_value_and_grad_and_scipy():
+    from scipy.optimize import minimize, rosen as srosen, rosen_der
+    tape = tg.record(rosen, np.zeros(6))
+    x = np.array([0.3, -0.2, 1.5, 0.7, 0.1, 2.0])
+    v, g = tape.value_and_grad(x)
+    assert v == pytest.approx(srosen(x), rel=1e-14)
+    np.testing.assert_allclose(g, rosen_der(x), rtol=1e-13)
+    np.testing.assert_allclose(tape.gradient(x), g, rtol=0)
+    assert tape(x) == pytest.approx(srosen(x), rel=1e-14)
+    res = minimize(tape.value_and_grad, np.full(6, -0.5), jac=True, method="BFGS")
+    assert res.success and np.abs(res.x - 1).max() < 1e-4
+
+
+def test_record_vjp_and_several_arguments():
+    tape = tg.record(lambda a, b: tg.tanh(a @ b), np.ones((2, 3)), np.ones((3, 4)))
+    A, B = _arr((2, 3)), _arr((3, 4))
+    ct = _arr((2, 4))
+    y, (ga, gb) = tape.vjp((A, B), ct)
+    np.testing.assert_allclose(y, np.tanh(A @ B), rtol=1e-14)
+    d = ct * (1 - np.tanh(A @ B) ** 2)
+    np.testing.assert_allclose(ga, d @ B.T, rtol=1e-12)
+    np.testing.assert_allclose(gb, A.T @ d, rtol=1e-12)
+
+
+def test_record_diverges_with_an_error():
+    tape = tg.record(branchy, np.array([1.0, 2.0]))
+    assert tape.value_and_grad(np.array([3.0, 1.0]))[0] == 10.0
+    with pytest.raises(tg.TapeDivergence, match="recorded True, now False"):
+        tape.value_and_grad(np.array([-3.0, 1.0]))
+    with pytest.raises(ValueError, match="shape"):
+        tape(np.zeros(3))
+
+
+def test_saved_tape_replays_in_a_fresh_process(tmp_path):
+    tape = tg.record(rosen, np.zeros(5))
+    path = tmp_path / "rosen.tape"
+    tape.save(str(path))
+    x = np.array([0.5, -1.0, 2.0, 0.25, 1.5])
+    v, g = tape.value_and_grad(x)
+    code = textwrap.dedent("""
+        import sys, numpy as np, tapegrad as tg
+        tape = tg.load_tape(sys.argv[1])
+        v, g = tape.value_and_grad(np.array([0.5, -1.0, 2.0, 0.25, 1.5]))
+        print(repr(v), repr(g.tolist()))
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    v2, g2 = out.stdout.strip().split(" ", 1)
+    assert float(v2) == v
+    assert eval(g2) == g.tolist()
+    import pickle
+    assert pickle.loads(pickle.dumps(tape)).value_and_grad(x)[0] == v
+
+
+def test_load_refuses_another_format(tmp_path, monkeypatch):
+    from tapegrad import replay
+    tape = tg.record(rosen, np.zeros(3))
+    path = tmp_path / "old.tape"
+    monkeypatch.setattr(replay, "FORMAT_VERSION", 999)
+    tape.save(str(path))
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="saved in format 999; this tapegrad reads format 1"):
+        tg.load_tape(str(path))
+    (tmp_path / "junk.tape").write_bytes(b"not a pickle")
+    with pytest.raises(ValueError, match="not a tapegrad tape"):
+        tg.load_tape(str(tmp_path / "junk.tape"))
+
+
+# -- memory ---------------------------------------------------------------------------
+def test_long_replay_loop_keeps_memory_flat():
+    import tracemalloc
+    w = tg.tensor(_arr((8,)), requires_grad=True)
+    cf = tg.compile(lambda x: (tg.sin(x) * w).sum())
+    x = tg.tensor(_arr((8,)))
+
+    def run(k):
+        for _ in range(k):
+            w.grad = None
+            cf(x).backward()
+
+    run(200)
+    gc.collect()
+    tracemalloc.start()
+    run(500)
+    gc.collect()
+    a = tracemalloc.get_traced_memory()[0]
+    run(5000)
+    gc.collect()
+    b = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert b - a < 64 * 1024, (a, b)
+    assert cf.stats.replays == 5699
+    assert tg.memory_stats()["tapes"] < 20
