@@ -115,11 +115,72 @@ def hvp(lib, inp):
     return loss, [x]
 
 
+# --- replayed tapes (tg.compile): the function body is recorded at the first,
+# untimed call and replayed afterwards; torch runs the same body eagerly.
+
+_COMPILED = {}
+
+
+def _replayed(lib, name, body):
+    """``body`` itself for torch, its tg.compile'd version (made once) for tapegrad."""
+    if lib.__name__ != "tapegrad":
+        return body
+    f = _COMPILED.get(name)
+    if f is None:
+        f = _COMPILED[name] = lib.compile(body)
+    return f
+
+
+def _chain_body(y0, w, steps):
+    y = y0
+    for _ in range(steps):
+        y = y.sin() * w + y.cos() * 0.5
+    return y.sum()
+
+
+def chain_replay(lib, inp):
+    y0 = lib.tensor(inp["y0"], requires_grad=True)
+    w = lib.tensor(inp["w"], requires_grad=True)
+    loss = _replayed(lib, "chain", _chain_body)(y0, w, inp["steps"])
+    loss.backward()
+    return loss, [y0, w]
+
+
+def _mlp_body(x, W1, b1, W2, b2, rows, labels):
+    logits = (x @ W1 + b1).relu() @ W2 + b2
+    return -logits.log_softmax(1)[rows, labels].mean()
+
+
+def mlp_replay(lib, inp):
+    params = [lib.tensor(inp[k], requires_grad=True) for k in ("W1", "b1", "W2", "b2")]
+    rows, labels = inp["rows"], inp["labels"]
+    if lib.__name__ != "tapegrad":
+        rows, labels = lib.as_tensor(rows), lib.as_tensor(labels)
+    loss = _replayed(lib, "mlp", _mlp_body)(lib.tensor(inp["x"]), *params, rows, labels)
+    loss.backward()
+    return loss, params
+
+
+def _rosen_body(x):
+    head = x[:-1]
+    return (100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum()
+
+
+def rosen_replay(lib, inp):
+    x = lib.tensor(inp["x"], requires_grad=True)
+    loss = _replayed(lib, "rosen", _rosen_body)(x)
+    loss.backward()
+    return loss, [x]
+
+
 WORKLOADS = {
     "chain": Workload(chain_inputs, chain, chain, target=0.25),
     "mlp": Workload(mlp_inputs, mlp, mlp, target=1.0),
     "rosen": Workload(rosen_inputs, rosen, rosen, target=1.0),
     "hvp": Workload(hvp_inputs, hvp, hvp, target=1.0),
+    "chain_replay": Workload(chain_inputs, chain_replay, chain_replay, target=0.01),
+    "mlp_replay": Workload(mlp_inputs, mlp_replay, mlp_replay, target=0.7),
+    "rosen_replay": Workload(rosen_inputs, rosen_replay, rosen_replay, target=0.8),
 }
 
 

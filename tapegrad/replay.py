@@ -250,7 +250,7 @@ def _is_array_arg(v):
 
 def _arg_key(v):
     if isinstance(v, Tensor):
-        return ("T", v._data.shape, v._data.dtype.str, v._rg)
+        return ("T", v._data.shape, v._data.dtype.str, v._rg, v._rg and v._tape is None and v._x is None)
     if isinstance(v, np.ndarray):
         return ("A", v.shape, v.dtype.str)
     try:
@@ -367,6 +367,12 @@ class Recording:
         # entries that depend on no leaf needing a gradient are constants of the replayed
         # tape, as eager execution would not have recorded them at all
         self.untracked = np.flatnonzero(~self.rg & (self.ints[:, 0] >= 64))
+        self.rg_slots = np.flatnonzero(self.rg)
+        self.out_slots = sorted({r[1] for r in out_refs if r is not None and r[0] == "slot"})
+        self.source_items = sorted(self.sources.items())
+        self.one_slots = np.flatnonzero(self.ints[:, _tp.SIZE] == 1)
+        self.scalar = None      # set by ``compile_scalar`` after the first replay
+        self.template = None    # see ``_plan``
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
 
@@ -387,9 +393,36 @@ class Recording:
                 return ("the values of integer argument %d, read at %s" % (i, where), val, new)
         return None
 
-    def forward(self, arrays):
-        """Every slot's value for argument arrays ``arrays``; raises _Divergence."""
+    def compile_scalar(self, vals):
+        """Use the compiled forward (``kernels.sweep.replay_scalar``) when every value
+        of the tape is one float64 number and every entry one it knows; ``vals``:
+        the values of a Python replay, which the compiled one must reproduce."""
+        self.scalar = False
+        if any(v.size != 1 or v.dtype != np.float64 for v in vals):
+            return
+        for s, row in enumerate(self.rows):
+            fam, k = row[0] >> 6, row[0] & 63
+            if fam == REDUCE and k not in (_rd.SUM, _rd.MEAN):
+                return
+            if fam == SHAPE and k not in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER):
+                return
+            if fam == LINALG:
+                return
+        self.shapes_all = [v.shape for v in vals]
+        self.scalar = True
+        try:
+            got = self.forward([None] * self.nargs, _from=vals)
+        except Exception:
+            got = None
+        if got is None or not all(np.allclose(got[s], vals[s], rtol=1e-13, atol=0, equal_nan=True)
+                                  for s in range(self.n)):
+            self.scalar = False
+
+    def forward(self, arrays, _from=None):
+        """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
         n = self.n
+        if self.scalar:
+            return self._forward_scalar(arrays, _from)
         vals = [None] * n
         rows, names, shapes, aux, f0, f1 = self.rows, self.names, self.shapes, self.aux, self.f0, self.f1
         sources = self.sources
@@ -422,6 +455,35 @@ class Recording:
                     vals[s] = self.derived(src[1], vals, arrays)
         return vals
 
+    def _forward_scalar(self, arrays, known=None):
+        from .kernels.sweep import replay_scalar
+        if self.template is None:
+            self._plan()
+        buf = bytearray(self.template)
+        n = self.n
+        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        vals = _ScalarVals(buf, flts, self.shapes_all)
+        for s, src in self.source_items:
+            if known is not None:
+                v = known[s]
+            else:
+                kind = src[0]
+                if kind == "arg":
+                    v = arrays[src[1]]
+                elif kind == "captured":
+                    t = src[1]
+                    v = t._data
+                    if v.shape != src[2] or v.dtype != src[3] or bool(t._rg) != src[4]:
+                        raise _Rerecord()
+                elif kind == "const":
+                    v = src[1]
+                else:
+                    v = self.derived(src[1], vals, arrays)
+            flts[s, _tp.VAL] = v.item() if v.ndim else v[()]
+        replay_scalar(ints, flts, n)
+        return vals
+
     def derived(self, spec, vals, arrays):
         name, ops = spec
         xs = [self.value_of(r, vals, arrays) for r in ops]
@@ -444,49 +506,79 @@ class Recording:
                 return (where, val, new)
         return None
 
-    def tape_for(self, vals, arrays, args):
-        """A sealed tape over the replayed values, whose leaves are the live tensors."""
-        T = _tp.Tape()
-        n = self.n
+    def _plan(self):
+        """What every replayed tape of this recording shares: its entries with the
+        untracked ones made constants and versions zeroed, and for each leaf or
+        constant where its tensor comes from (argument index or captured tensor)."""
         buf = bytearray(self.buf)
-        T.buf, T.n, T.cap = buf, n, n
-        T.seal()
+        n = self.n
         ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
         ints[:, _tp.VNUM] = 0
         ints[self.untracked, 0] = CONST
-        ones = [s for s in range(n) if vals[s].size == 1]
-        if ones:
-            flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones], np.float64)
-        saved = self.saved
-        T.vals = [vals[s] if saved[s] else None for s in range(n)]
+        links = []          # (slot, argument index or -1, captured tensor or None, kind)
+        for s, src in sorted(self.sources.items()):
+            if src[0] == "arg":
+                kind = self.arg_kinds[src[1]]
+                if kind == "nonleaf":
+                    ints[s, 0] = EXT
+                elif kind != "leaf":
+                    ints[s, 0] = CONST
+                links.append((s, src[1], None, kind))
+            elif src[0] == "captured":
+                links.append((s, -1, src[1], "leaf" if ints[s, 0] == LEAF else "const"))
+        del ints
+        self.template = bytes(buf)
+        self.links = links
+
+    def tape_for(self, vals, arrays, args):
+        """A sealed tape over the replayed values, whose leaves are the live tensors."""
+        if self.template is None:
+            self._plan()
+        T = _tp.Tape()
+        n = self.n
+        scalar = isinstance(vals, _ScalarVals)
+        if scalar:
+            buf = vals.buf
+            T.vals = [None] * n         # one-element values live in the entries (VAL)
+            T.scalar = True
+        else:
+            buf = bytearray(self.template)
+            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+            ones = self.one_slots
+            if ones.size:
+                flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
+            del flts
+            saved = self.saved
+            T.vals = [vals[s] if saved[s] else None for s in range(n)]
+        T.buf, T.n, T.cap = buf, n, n
+        T.seal()
         shared = [0]
         vobj = [shared] * n
-        for s, src in self.sources.items():
-            t = None
-            if src[0] == "arg":
-                kind, user = self.arg_kinds[src[1]], args[src[1]]
-                if kind == "leaf" and isinstance(user, Tensor):
-                    t = user
-                elif kind == "nonleaf":
-                    ints[s, 0] = EXT
-                    T.ext[s] = (user._tape, user._slot)
-                    user._tape.seal()
-                    t = user
-                elif isinstance(user, Tensor):
-                    ints[s, 0] = CONST
-                    t = user
-                else:
-                    ints[s, 0] = CONST
-            elif src[0] == "captured":
-                t = src[1]
-            if t is not None:
-                vobj[s] = t._ver
-                ints[s, _tp.VNUM] = t._ver[0]
-                if ints[s, 0] == LEAF:
-                    T.leaves[s] = t
-        for s, v in enumerate(vobj):
-            if v is shared and self.rg[s]:
+        ext = T.ext
+        leaves = T.leaves
+        vnum = []
+        for s, i, t, kind in self.links:
+            if t is None:
+                t = args[i]
+                if not isinstance(t, Tensor):
+                    continue
+                if kind == "nonleaf":
+                    ext[s] = (t._tape, t._slot)
+                    t._tape.seal()
+            elif kind == "leaf":
+                leaves[s] = t
+            if kind == "leaf" and i >= 0:
+                leaves[s] = t
+            vobj[s] = t._ver
+            if t._ver[0]:
+                vnum.append((s, t._ver[0]))
+        if vnum:
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            for s, v in vnum:
+                ints[s, _tp.VNUM] = v
+            del ints
+        for s in self.out_slots:       # an output changed in place moves its own version only
+            if vobj[s] is shared:
                 vobj[s] = [0]
         T.vobj = vobj
         T.aux = [self.aux]
@@ -523,6 +615,9 @@ class Recording:
             else:
                 src[s] = v
         st["sources"] = src
+        st["template"] = None
+        st.pop("links", None)
+        st.pop("env", None)
         st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
         tpl_leaves = []
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
@@ -531,6 +626,7 @@ class Recording:
 
     def __setstate__(self, st):
         self.__dict__.update(st)
+        self.template = None
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
 
@@ -593,6 +689,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             rec.refuse("its replay does not reproduce the recorded values")
             R = None
         if R is not None:
+            R.compile_scalar(vals)
             T2 = R.tape_for(vals, arrays, user_args)
             return R.outputs(vals, arrays, user_args, T2), R, None
     # not replayable: hand back the recorded call itself
@@ -616,6 +713,17 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         else:
             fixed.append(t)
     return _unflatten(tpl, fixed), None, rec.reason
+
+
+class _ScalarVals:
+    """The values of a compiled scalar replay: slot ``s`` is ``flts[s, VAL]``."""
+    __slots__ = ("buf", "flts", "shapes")
+
+    def __init__(self, buf, flts, shapes):
+        self.buf, self.flts, self.shapes = buf, flts, shapes
+
+    def __getitem__(self, s):
+        return np.full(self.shapes[s], self.flts[s, _tp.VAL])
 
 
 def _requires_grad(ints, aux, source_rg):

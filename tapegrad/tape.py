@@ -142,7 +142,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes",
+                 "shapes", "scalar",
                  "__weakref__")
 
     def __init__(self):
@@ -171,6 +171,7 @@ class Tape:
         self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
         self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
+        self.scalar = False     # a replayed tape whose values are all single numbers (engine: sweep_scalar)
         _LIVE.add(self)
 
     def __len__(self):

@@ -206,7 +206,32 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     return process, reach, needval, tslots
 
 
+def _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads):
+    """A replayed tape of single numbers (``tapegrad.replay``): every value is in its
+    entry, one adjoint per entry, and the rules run on numbers (``sweep_scalar``)."""
+    n = T.n
+    ints, flts = T.arrays()
+    adj = np.zeros(n)
+    reach = np.zeros(n, np.uint8)
+    (s, gs), = slot_seeds.items()
+    for g in gs:
+        adj[s] += g.reshape(-1)[0]
+    reach[s] = 1
+    K.sweep_scalar(ints, flts, adj, reach, s)
+    for s, leaf in T.leaves.items():
+        if reach[s]:
+            leaf_grads.append((leaf, adj[s:s + 1].copy(), True))
+    for s, (older, slot) in T.ext.items():
+        if reach[s]:
+            pending.setdefault(older, {}).setdefault(slot, []).append(adj[s:s + 1].copy())
+    if not retain:
+        T.freed = reach         # a second backward through what this one used: PyTorch's error
+
+
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads):
+    if (T.scalar and tgt_ids is None and accumulate and len(slot_seeds) == 1 and not T.hooks and not T.retained
+            and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size):
+        return _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads)
     n = T.n
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]

@@ -24,6 +24,8 @@ from ..tape import F0, F1
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
 binary_reverse = _gen.binary_reverse
+replay_scalar = _gen.replay_scalar     # tapegrad.replay: a tape of single numbers, forward
+sweep_scalar = _gen.sweep_scalar       # ... and reverse
 
 ADD = OPCODES["add"] & 63
 SUB = OPCODES["sub"] & 63

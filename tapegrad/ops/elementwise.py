@@ -135,6 +135,22 @@ BINARY_OPS = [
 ]
 
 
+# The forward again, for one element at a time: the compiled replay of tapes whose
+# values are all single numbers (``tapegrad.kernels.codegen`` turns these into one
+# Numba function per family).  ``mx``/``mn`` are NumPy's NaN-propagating maximum and
+# minimum.
+SCALAR_FORWARD = {
+    "neg": "-x", "abs": "abs(x)", "exp": "exp(x)", "log": "log(x)", "log1p": "log1p(x)",
+    "expm1": "expm1(x)", "sqrt": "sqrt(x)", "sin": "sin(x)", "cos": "cos(x)", "tan": "tan(x)",
+    "tanh": "tanh(x)", "sigmoid": "1.0 / (1.0 + exp(-x))", "relu": "mx(x, 0.0)", "sign": "sign(x)",
+    "floor": "np.floor(x)", "round": "np.rint(x)", "clamp": "mn(mx(x, p), q)",
+    "add_s": "x + p", "mul_s": "x * p", "div_s": "x / p", "rsub_s": "p - x", "rdiv_s": "p / x",
+    "pow_s": "ipow(x, p)", "rpow_s": "p ** x", "copy": "x",
+    "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "a ** b",
+    "maximum": "mx(a, b)", "minimum": "mn(a, b)", "where": "where(c != 0.0, a, b)",
+}
+
+
 def _uses(rule, name):
     import re
     return re.search(r"\b%s\b" % name, rule) is not None
