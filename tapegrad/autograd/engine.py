@@ -117,7 +117,16 @@ def apply_hooks(hooks, gt):
     return gt
 
 
+PROFILERS = []          # active tg.profile() blocks (tapegrad/profile.py); empty: no cost but this check
+
+
 def run_backward(seeds, retain_graph, targets=None, accumulate=True):
+    if PROFILERS:
+        return PROFILERS[-1].backward(_run_backward, seeds, retain_graph, targets, accumulate)
+    return _run_backward(seeds, retain_graph, targets, accumulate)
+
+
+def _run_backward(seeds, retain_graph, targets=None, accumulate=True):
     """Differentiate.  ``seeds``: list of (non-leaf tensor, float64 seed array).
     ``targets``: tensors whose gradient to return (``grad``/``inputs=``), or None
     for all leaves.  Returns {id(target): ndarray or None} when targets are given."""
