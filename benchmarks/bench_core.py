@@ -9,6 +9,10 @@ import tapegrad as tg
 
 from .compare import chain, chain_inputs, hvp, hvp_inputs, mlp, mlp_inputs, rosen, rosen_inputs
 
+# asv's default is 60 s per benchmark, setup included: a setup that compiles kernels
+# (empty or invalidated Numba cache) can take longer
+timeout = 300
+
 
 def _inputs(make, **kw):
     return make(np.random.default_rng(0), **kw)
@@ -58,3 +62,26 @@ class HVP:
 
     def time_hvp(self, n):
         hvp(tg, self.inputs)
+
+
+class Torch:
+    """The same workloads in PyTorch (float64, one thread), for reference next to
+    tapegrad's in asv's tables.  Skipped (n/a) when torch is not installed."""
+    params = [["chain", "mlp", "rosen", "hvp"]]
+    param_names = ["workload"]
+
+    def setup(self, workload):
+        try:
+            import torch
+        except ImportError:
+            raise NotImplementedError("torch is not installed")
+        torch.set_num_threads(1)
+        from .compare import WORKLOADS
+        wl = WORKLOADS[workload]
+        self.inputs = _inputs(wl.make_inputs)     # compare.py's sizes
+        self.fn = wl.torch_fn
+        self.torch = torch
+        self.fn(torch, self.inputs)
+
+    def time_torch(self, workload):
+        self.fn(self.torch, self.inputs)

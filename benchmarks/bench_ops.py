@@ -1,0 +1,298 @@
+"""asv benchmarks of the eager path, per op family (``asv run --python=same``).
+
+Each family records a graph and differentiates it (``time_``: record + backward;
+``peakmem_``: the process's peak memory while doing so), parameterized over the
+number of elements ``n`` and, where it means something, the graph length (how
+many ops are chained).  ``Sweep`` times the reverse sweep alone: the graph is
+recorded once in ``setup`` with ``retain_graph=True`` and only
+``loss.backward(retain_graph=True)`` is timed.  ``TapeCost`` tracks what one op
+adds to the tape: entries, bytes of the values it saves for backward, bytes of
+entry and auxiliary storage.
+
+Every ``setup`` makes one untimed call of what it times: the first call compiles
+(or loads from Numba's cache) the kernels, which must never land inside a timing.
+The largest sizes are skipped (NotImplementedError in ``setup``, shown as n/a)
+where they would make the quick CI pass slow, e.g. 1,000,000 elements chained 64 deep.
+"""
+import numpy as np
+import tapegrad as tg
+
+SIZES = [1, 256, 65_536, 1_000_000]
+
+# asv's default is 60 s per benchmark, setup included: a setup that has to compile
+# kernels (empty or invalidated Numba cache, slow machine) can take longer
+timeout = 300
+LENGTHS = [1, 64]
+
+
+def _data(n, seed=0):
+    return np.random.default_rng(seed).standard_normal(n)
+
+
+def _skip_big(n, length):
+    # 64 ops on 1e6 elements keep ~0.5 GB for backward and take seconds: not in the quick pass
+    if n * length > 4_000_000:
+        raise NotImplementedError("graph too large for this benchmark grid")
+
+
+def _side(n):
+    """A matrix shape with about ``n`` elements: (rows, cols)."""
+    r = max(1, int(round(np.sqrt(n))))
+    return r, max(1, n // r)
+
+
+def _warm_up():
+    """Load (or compile) every kernel family the suite uses, once, at import: asv's
+    forkserver imports the suite before forking a process per benchmark, so each
+    ``setup`` then finds them in memory instead of loading Numba's cache again.
+    (Every ``setup`` still makes its own untimed call.)"""
+    from .compare import chain, chain_inputs, hvp, hvp_inputs, mlp, mlp_inputs, rosen, rosen_inputs
+    rng = np.random.default_rng(0)
+    chain(tg, chain_inputs(rng, steps=3))
+    mlp(tg, mlp_inputs(rng, batch=4, n_in=3, hidden=5, n_out=2))
+    rosen(tg, rosen_inputs(rng, n=8))
+    hvp(tg, hvp_inputs(rng, n=8))
+    x = tg.tensor(_data(4).reshape(2, 2), requires_grad=True)
+    w = tg.tensor(_data(4, 1).reshape(2, 2), requires_grad=True)
+    ys = [tg.sin(x) * w + tg.cos(x) * 0.5, x.mean(dim=1), x.reshape(4), x.transpose(0, 1), x[:, :], x[[1, 0]],
+          x @ w, x + 1.0, x - w]
+    sum(y.sum() for y in ys).backward(retain_graph=True)
+
+
+_warm_up()
+
+
+# -- eager record + backward, per op family ---------------------------------------
+
+class Unary:
+    """Elementwise unary: ``y = tg.sin(y)`` chained ``length`` times, then sum + backward."""
+    params = (SIZES, LENGTHS)
+    param_names = ["n", "length"]
+
+    def setup(self, n, length):
+        _skip_big(n, length)
+        self.x = tg.tensor(_data(n), requires_grad=True)
+        self.run(n, length)
+
+    def run(self, n, length):
+        y = self.x
+        for _ in range(length):
+            y = tg.sin(y)
+        y.sum().backward()
+
+    def time_sin(self, n, length):
+        self.run(n, length)
+
+    def peakmem_sin(self, n, length):
+        self.run(n, length)
+
+
+class Binary:
+    """Elementwise binary: ``y = y * w`` chained ``length`` times, then sum + backward."""
+    params = (SIZES, LENGTHS)
+    param_names = ["n", "length"]
+
+    def setup(self, n, length):
+        _skip_big(n, length)
+        self.x = tg.tensor(_data(n), requires_grad=True)
+        self.w = tg.tensor(_data(n, 1), requires_grad=True)
+        self.run(n, length)
+
+    def run(self, n, length):
+        y, w = self.x, self.w
+        for _ in range(length):
+            y = y * w
+        y.sum().backward()
+
+    def time_mul(self, n, length):
+        self.run(n, length)
+
+    def peakmem_mul(self, n, length):
+        self.run(n, length)
+
+
+class Reduce:
+    """Reductions of an (r, c) matrix with ``n`` elements: ``sum()`` and ``mean(dim=1).sum()``."""
+    params = (SIZES, ["sum", "mean_dim"])
+    param_names = ["n", "op"]
+
+    def setup(self, n, op):
+        r, c = _side(n)
+        self.x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
+        self.f = (lambda x: x.sum()) if op == "sum" else (lambda x: x.mean(dim=1).sum())
+        self.run(n, op)
+
+    def run(self, n, op):
+        self.f(self.x).backward()
+
+    def time_reduce(self, n, op):
+        self.run(n, op)
+
+    def peakmem_reduce(self, n, op):
+        self.run(n, op)
+
+
+class Shape:
+    """Shape ops on an (r, c) matrix: ``reshape``, ``transpose``, basic indexing (a
+    slice) and advanced indexing (an index array), each ``length`` times, then sum + backward."""
+    params = (SIZES[:3], ["reshape", "transpose", "slice", "take"], LENGTHS)
+    param_names = ["n", "op", "length"]
+
+    def setup(self, n, op, length):
+        r, c = _side(n)
+        self.x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
+        rows = np.arange(r)[::-1].copy()
+        self.f = {
+            "reshape": lambda y: y.reshape(c, r),
+            "transpose": lambda y: y.transpose(0, 1),
+            "slice": lambda y: y[:, :],
+            "take": lambda y: y[rows],
+        }[op]
+        self.run(n, op, length)
+
+    def run(self, n, op, length):
+        y = self.x
+        f = self.f
+        for _ in range(length):
+            y = f(y)
+        y.sum().backward()
+
+    def time_shape(self, n, op, length):
+        self.run(n, op, length)
+
+    def peakmem_shape(self, n, op, length):
+        self.run(n, op, length)
+
+
+class Matmul:
+    """Linear algebra: ``(a @ b).sum()`` of two square matrices with ``n`` elements each,
+    then backward (three matrix products in all)."""
+    params = SIZES
+    param_names = ["n"]
+
+    def setup(self, n):
+        r, _ = _side(n)
+        self.a = tg.tensor(_data(r * r).reshape(r, r), requires_grad=True)
+        self.b = tg.tensor(_data(r * r, 1).reshape(r, r), requires_grad=True)
+        self.run(n)
+
+    def run(self, n):
+        (self.a @ self.b).sum().backward()
+
+    def time_matmul(self, n):
+        self.run(n)
+
+    def peakmem_matmul(self, n):
+        self.run(n)
+
+
+# -- the reverse sweep alone ------------------------------------------------------
+
+class Sweep:
+    """``loss.backward(retain_graph=True)`` of a graph recorded once in ``setup``: a
+    ``y = sin(y) * w + cos(y) * 0.5`` recurrence ``length`` steps long (5 entries per step)."""
+    params = (SIZES, [1, 64, 1024])
+    param_names = ["n", "length"]
+
+    def setup(self, n, length):
+        _skip_big(n, length)
+        x = tg.tensor(_data(n), requires_grad=True)
+        w = tg.tensor(_data(n, 1), requires_grad=True)
+        y = x
+        for _ in range(length):
+            y = tg.sin(y) * w + tg.cos(y) * 0.5
+        self.loss = y.sum()
+        self.loss.backward(retain_graph=True)    # compiles (or loads) the sweep; untimed
+
+    def time_sweep(self, n, length):
+        self.loss.backward(retain_graph=True)
+
+
+# -- what one op costs on the tape ------------------------------------------------
+
+_OPS = {
+    "sin": lambda x, w: tg.sin(x),
+    "mul": lambda x, w: x * w,
+    "add_scalar": lambda x, w: x + 1.0,
+    "sum": lambda x, w: x.sum(),
+    "mean_dim": lambda x, w: x.mean(dim=1),
+    "reshape": lambda x, w: x.reshape(-1),
+    "transpose": lambda x, w: x.transpose(0, 1),
+    "slice": lambda x, w: x[1:],
+    "take": lambda x, w: x[[0, 0]],
+    "matmul": lambda x, w: x @ w,
+}
+
+
+class TapeCost:
+    """What one op adds to the tape when it is applied in the middle of a graph (to
+    non-leaf (r, c) inputs ``u = x + w``, ``v = x - w`` with ``n`` elements): entries,
+    bytes of the values it makes the tape keep for backward, entry bytes
+    (``tg.tape.ESIZE`` each) and bytes of auxiliary parameters (shapes, indices)."""
+    params = (list(_OPS), [256, 65_536])
+    param_names = ["op", "n"]
+
+    def setup(self, op, n):
+        r, c = _side(n)
+        x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
+        w = tg.tensor(_data(r * c, 1).reshape(r, c), requires_grad=True)
+        tg.tape.rotate()                # a fresh tape: only these entries are on it
+        u, v = x + w, x - w
+        T = u._tape
+        before = _tape_stats(T)
+        out = _OPS[op](u, v)
+        if out._tape is not T:
+            raise RuntimeError("the tape rotated while measuring")
+        after = _tape_stats(T)
+        self.cost = {k: after[k] - before[k] for k in after}
+        out.sum().backward()            # the op's reverse runs (compiled here, untimed)
+
+    def track_entries(self, op, n):
+        return self.cost["entries"]
+    track_entries.unit = "entries"
+
+    def track_saved_bytes(self, op, n):
+        return self.cost["saved_bytes"]
+    track_saved_bytes.unit = "bytes"
+
+    def track_entry_bytes(self, op, n):
+        return self.cost["entry_bytes"]
+    track_entry_bytes.unit = "bytes"
+
+    def track_aux_bytes(self, op, n):
+        return self.cost["aux_bytes"]
+    track_aux_bytes.unit = "bytes"
+
+
+def _tape_stats(T):
+    seen, saved = set(), 0
+    for v in T.vals:
+        if v is not None and id(v) not in seen:
+            seen.add(id(v))
+            saved += v.nbytes
+    return {"entries": T.n, "saved_bytes": saved, "entry_bytes": T.n * tg.tape.ESIZE, "aux_bytes": 8 * T.aux_len}
+
+
+class LiveTape:
+    """``tg.tape.memory_stats()`` after recording the sweep's recurrence (``length`` steps on
+    256 elements) without calling backward: what a recorded graph holds."""
+    params = [64, 1024]
+    param_names = ["length"]
+
+    def setup(self, length):
+        tg.tape.rotate()
+        x = tg.tensor(_data(256), requires_grad=True)
+        w = tg.tensor(_data(256, 1), requires_grad=True)
+        y = x
+        for _ in range(length):
+            y = tg.sin(y) * w + tg.cos(y) * 0.5
+        self.y = y
+        self.stats = tg.tape.memory_stats()
+
+    def track_entries(self, length):
+        return self.stats["entries"]
+    track_entries.unit = "entries"
+
+    def track_saved_bytes(self, length):
+        return self.stats["saved_bytes"]
+    track_saved_bytes.unit = "bytes"
