@@ -203,7 +203,7 @@ class profile:
                 for c, m in zip(codes.tolist(), k.tolist()):
                     self._codes[c] = self._codes.get(c, 0) + m
                 self._seen[tid] = n
-            vals = T.vals
+            vals = getattr(T, "vals", None) or ()     # (a replayed tape may be set up after its creation)
             for s in range(start, min(n, len(vals))):
                 v = vals[s]
                 if v is not None and id(v) not in seen_arrays:
