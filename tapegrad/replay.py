@@ -248,11 +248,16 @@ def _is_array_arg(v):
     return isinstance(v, (Tensor, np.ndarray))
 
 
+def _is_grad_leaf(v):
+    """A leaf that requires grad and is not a view: gradients accumulate into it."""
+    return bool(v._rg) and v._tape is None and (v._x is None or v._x.base is None)
+
+
 def _arg_key(v):
     if isinstance(v, Tensor):
-        return ("T", v._data.shape, v._data.dtype.str, v._rg, v._rg and v._tape is None and v._x is None)
+        return ("T", v._data.shape, v._data.dtype.num, v._rg, _is_grad_leaf(v))
     if isinstance(v, np.ndarray):
-        return ("A", v.shape, v.dtype.str)
+        return ("A", v.shape, v.dtype.num)
     try:
         hash(v)
     except TypeError:
@@ -269,7 +274,7 @@ def _recording_arg(rec, i, v, grad_arrays):
         w._rg, w._tid, w._slot, w._ver, w._sver, w._tape, w._x = False, 0, -1, [0], 0, None, None
         kind = "int"
         t = w
-    elif isinstance(v, Tensor) and v._rg and v._tape is None and v._x is None:
+    elif isinstance(v, Tensor) and _is_grad_leaf(v):
         kind, t = "leaf", v                          # a leaf that requires grad: gradients go to it
     else:
         t = _plain_wrap(arr)
@@ -373,6 +378,7 @@ class Recording:
         self.one_slots = np.flatnonzero(self.ints[:, _tp.SIZE] == 1)
         self.scalar = None      # set by ``compile_scalar`` after the first replay
         self.template = None    # see ``_plan``
+        self.program = None     # see ``_program``
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
 
@@ -389,7 +395,7 @@ class Recording:
     def check_args(self, arrays):
         for i, (val, where) in self.arg_guards.items():
             new = arrays[i]
-            if new.shape != val.shape or not np.array_equal(new, val):
+            if new.shape != val.shape or new.dtype != val.dtype or new.tobytes() != val.tobytes():
                 return ("the values of integer argument %d, read at %s" % (i, where), val, new)
         return None
 
@@ -418,41 +424,51 @@ class Recording:
                                   for s in range(self.n)):
             self.scalar = False
 
-    def forward(self, arrays, _from=None):
-        """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
-        n = self.n
-        if self.scalar:
-            return self._forward_scalar(arrays, _from)
-        vals = [None] * n
-        rows, names, shapes, aux, f0, f1 = self.rows, self.names, self.shapes, self.aux, self.f0, self.f1
-        sources = self.sources
-        for s in range(n):
-            row = rows[s]
+    def _program(self):
+        """Each entry's forward as a function of the slot values (None for leaves
+        and constants, whose values come from ``sources``)."""
+        prog = []
+        aux, f0, f1 = self.aux, self.f0, self.f1
+        for s, row in enumerate(self.rows):
             code = row[0]
             fam, k = code >> 6, code & 63
             if fam == UNARY or fam == BINARY:
-                vals[s] = _ew.replay_forward(fam, k, row, vals, f0[s], f1[s])
+                f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
             elif fam == SHAPE:
-                vals[s] = _sh.replay_forward(k, row, vals, aux, shapes[s])
+                f = _sh.replay_prepare(k, row, aux, self.shapes[s])
             elif fam == REDUCE:
-                vals[s] = _rd.replay_forward(k, row, vals[row[1]], aux, shapes[s], names[s], f0[s])
+                f = _rd.replay_prepare(k, row, aux, self.shapes[s], self.names[s], f0[s])
             elif fam == LINALG:
-                vals[s] = _la.replay_forward(k, row, vals)
+                f = _la.replay_prepare(k, row)
             else:
-                src = sources[s]
-                kind = src[0]
-                if kind == "arg":
-                    vals[s] = arrays[src[1]]
-                elif kind == "captured":
-                    t = src[1]
-                    d = t._data
-                    if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
-                        raise _Rerecord()
-                    vals[s] = d
-                elif kind == "const":
-                    vals[s] = src[1]
-                else:
-                    vals[s] = self.derived(src[1], vals, arrays)
+                f = None
+            prog.append((s, f, self.sources.get(s)))
+        self.program = prog
+
+    def forward(self, arrays, _from=None):
+        """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
+        if self.scalar:
+            return self._forward_scalar(arrays, _from)
+        if self.program is None:
+            self._program()
+        vals = [None] * self.n
+        for s, f, src in self.program:
+            if f is not None:
+                vals[s] = f(vals)
+                continue
+            kind = src[0]
+            if kind == "arg":
+                vals[s] = arrays[src[1]]
+            elif kind == "captured":
+                t = src[1]
+                d = t._data
+                if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
+                    raise _Rerecord()
+                vals[s] = d
+            elif kind == "const":
+                vals[s] = src[1]
+            else:
+                vals[s] = self.derived(src[1], vals, arrays)
         return vals
 
     def _forward_scalar(self, arrays, known=None):
@@ -534,11 +550,10 @@ class Recording:
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
         if self.template is None:
             self._plan()
-        T = _tp.Tape()
         n = self.n
         scalar = isinstance(vals, _ScalarVals)
         if scalar:
-            buf = vals.buf
+            T = _tp.Tape.replayed(vals.buf, n)
             T.vals = [None] * n         # one-element values live in the entries (VAL)
             T.scalar = True
         else:
@@ -548,10 +563,9 @@ class Recording:
             if ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             del flts
+            T = _tp.Tape.replayed(buf, n)
             saved = self.saved
             T.vals = [vals[s] if saved[s] else None for s in range(n)]
-        T.buf, T.n, T.cap = buf, n, n
-        T.seal()
         shared = [0]
         vobj = [shared] * n
         ext = T.ext
@@ -616,6 +630,7 @@ class Recording:
                 src[s] = v
         st["sources"] = src
         st["template"] = None
+        st["program"] = None
         st.pop("links", None)
         st.pop("env", None)
         st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
@@ -627,6 +642,7 @@ class Recording:
     def __setstate__(self, st):
         self.__dict__.update(st)
         self.template = None
+        self.program = None
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
 
@@ -927,7 +943,7 @@ def _show(v):
 def _sig(key):
     parts = []
     for k in key[0]:
-        parts.append("%s%s" % (np.dtype(k[2]).name, list(k[1])) if k[0] in "TA" else repr(k[2]))
+        parts.append("%s%s" % ("tensor" if k[0] == "T" else "array", list(k[1])) if k[0] in "TA" else repr(k[2]))
     return "(" + ", ".join(parts) + ")"
 
 

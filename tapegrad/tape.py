@@ -116,6 +116,7 @@ def resume(T):
 
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
+_NO_FREED = np.zeros(0, np.uint8)
 
 
 def memory_stats():
@@ -176,6 +177,24 @@ class Tape:
 
     def __len__(self):
         return self.n
+
+    @classmethod
+    def replayed(cls, buf, n):
+        """A sealed tape over the packed entries ``buf`` (a replay: tapegrad.replay),
+        made without ``__init__``'s buffer and bookkeeping."""
+        T = cls.__new__(cls)
+        T.id = next(_ids)
+        T.owner = threading.get_ident()
+        T.buf, T.n, T.cap, T.limit, T.sealed = buf, n, n, 0, True
+        T.elements = T.counted = 0
+        T.leaves, T.ext, T.imports, T.hooks, T.retained = {}, {}, {}, {}, {}
+        T.freed = _NO_FREED
+        T.aux, T.aux_len = [], 0
+        T.inplace_mark = inplace_counter[0]
+        T.sources = T.nodes = T.shapes = None
+        T.scalar = False
+        _LIVE.add(T)
+        return T
 
     # -- recording ------------------------------------------------------------
     def aux_append(self, words):

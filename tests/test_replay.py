@@ -412,3 +412,102 @@ def test_long_replay_loop_keeps_memory_flat():
     assert b - a < 64 * 1024, (a, b)
     assert cf.stats.replays == 5699
     assert tg.memory_stats()["tapes"] < 20
+
+
+# -- the compiled path for tapes of single numbers, and arguments of every kind --------
+def recurrence(y0, w, steps):
+    y = y0
+    for _ in range(steps):
+        y = tg.sin(y) * w + tg.cos(y) * 0.5 - tg.tanh(y) / 3.0 + tg.maximum(y, w) ** 2 * 0.1
+    return y.sum()
+
+
+def test_single_number_tapes_replay_in_compiled_loops_exactly():
+    cf = tg.compile(recurrence)
+    for v in (0.3, -0.2, 0.7):
+        y0, w = tg.tensor([v], requires_grad=True), tg.tensor([0.9], requires_grad=True)
+        out = cf(y0, w, 40)
+        out.backward()
+        e0, ew = tg.tensor([v], requires_grad=True), tg.tensor([0.9], requires_grad=True)
+        ref = recurrence(e0, ew, 40)
+        ref.backward()
+        assert out.item() == pytest.approx(ref.item(), rel=1e-13)
+        assert y0.grad.item() == pytest.approx(e0.grad.item(), rel=1e-12)
+        assert w.grad.item() == pytest.approx(ew.grad.item(), rel=1e-12)
+    R = cf.cache[next(iter(cf.cache))][0]
+    assert R.scalar is True
+    assert cf.stats.replays == 2
+
+
+def test_single_number_tape_backward_twice_follows_pytorch():
+    cf = tg.compile(recurrence)
+    w = tg.tensor([0.9], requires_grad=True)
+    cf(tg.tensor([0.3]), w, 5)
+    y = cf(tg.tensor([0.3]), w, 5)
+    w.grad = None
+    y.backward(retain_graph=True)
+    g1 = w.grad.item()
+    y.backward()
+    assert w.grad.item() == pytest.approx(2 * g1, rel=1e-14)
+    y2 = cf(tg.tensor([0.3]), w, 5)
+    y2.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y2.backward()
+
+
+def test_leaves_that_received_grad_keep_replaying():
+    w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    cf = tg.compile(lambda w, x: (w * x).sum())
+    x = tg.tensor([1.0, 1.0, 2.0])
+    for i in range(5):
+        cf(w, x).backward()
+        assert w.grad.tolist() == [float(i + 1), float(i + 1), 2.0 * (i + 1)]
+    assert cf.stats.recordings == 1 and cf.stats.replays == 4
+
+
+def test_non_leaf_argument_passes_the_gradient_back():
+    cf = tg.compile(lambda h: (h * h).sum())
+    for v in (1.0, 2.0):
+        x = tg.tensor([v, 3.0], requires_grad=True)
+        h = x * 2
+        y = cf(h)
+        assert y.item() == 4 * v * v + 36.0
+        y.backward()
+        assert x.grad.tolist() == [8 * v, 24.0]
+    assert cf.stats.replays == 1
+
+
+def test_float32_replays_in_float32():
+    cf = tg.compile(lambda x, w: tg.tanh(x @ w).sum())
+    for _ in range(2):
+        x = tg.tensor(_arr((3, 4)), dtype=tg.float32)
+        w = tg.tensor(_arr((4, 2)), dtype=tg.float32, requires_grad=True)
+        y = cf(x, w)
+        y.backward()
+        assert y.dtype == tg.float32 and w.grad.dtype == tg.float32
+        w2 = tg.tensor(w.detach().numpy(), requires_grad=True)
+        ref = tg.tanh(x @ w2).sum()
+        ref.backward()
+        assert y.item() == ref.item()
+        assert np.array_equal(w.grad.numpy(), w2.grad.numpy())
+    assert cf.stats.replays == 1
+
+
+def test_outputs_keep_the_structure_and_python_values():
+    cf = tg.compile(lambda x, k: {"loss": (x * k).sum(), "parts": [x * k, k], "n": x.numel()})
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    for _ in range(2):
+        out = cf(x, 3)
+        assert set(out) == {"loss", "parts", "n"}
+        assert out["loss"].item() == 9.0 and out["parts"][0].tolist() == [3.0, 6.0]
+        assert out["parts"][1] == 3 and out["n"] == 2
+    assert cf(x, 4)["loss"].item() == 12.0      # another constant: another recording
+    assert cf.stats.recordings == 2 and cf.stats.replays == 1
+
+
+def test_log_compiles(capsys):
+    cf = tg.compile(lambda x: (x * 2).sum(), log=True)
+    cf(tg.tensor([1.0], requires_grad=True))
+    cf(tg.tensor([1.0], requires_grad=True))
+    err = capsys.readouterr().err
+    assert err.count("tapegrad.compile: recording") == 1 and "tensor[1]" in err

@@ -573,3 +573,27 @@ def replay_forward(family, k, row, vals, f0, f1):
         ad, bd = _promote(ad, bd)
     out = op.forward(ad, bd) if row[3] < 0 else op.forward(vals[row[3]], ad, bd)
     return out if type(out) is _ndarray else np.asarray(out)
+
+
+def replay_prepare(family, k, row, f0, f1):
+    """``replay_forward`` of one entry as a function of the slot values, its
+    constants bound once (tapegrad.replay runs it at every replay)."""
+    if family == UNARY:
+        op = UNARY_OPS[k]
+        a, fwd, n = row[1], op.forward, op.nparams
+        if n == 0:
+            return lambda v: np.asarray(fwd(v[a]))
+        if op.name in _CONST_OPERAND:
+            return lambda v: np.asarray(fwd(v[a], _constant(f0, v[a].dtype)))
+        if n == 1:
+            return lambda v: np.asarray(fwd(v[a], f0))
+        return lambda v: np.asarray(fwd(v[a], f0, f1))
+    op = BINARY_OPS[k]
+    a, b, c, fwd = row[1], row[2], row[3], op.forward
+
+    def f(v):
+        ad, bd = v[a], v[b]
+        if ad.dtype is not bd.dtype:
+            ad, bd = _promote(ad, bd)
+        return np.asarray(fwd(ad, bd) if c < 0 else fwd(v[c], ad, bd))
+    return f

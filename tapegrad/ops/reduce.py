@@ -487,3 +487,32 @@ def replay_forward(k, row, x, aux, shape, name, f0):
             else:
                 out = np.ones_like(x) if k == SOFTMAX else np.zeros_like(x)
     return np.asarray(out, x.dtype if k != SUM else None).reshape(shape)
+
+
+def replay_prepare(k, row, aux, shape, name, f0):
+    """``replay_forward`` of one entry with its axes worked out once."""
+    a = row[1]
+    at = row[4]
+    nd = int(aux[at])
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
+    if k == SUM:
+        return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
+    if k == MEAN:
+        def mean(v):
+            x = v[a]
+            if not x.size:
+                return np.full(shape, np.nan, x.dtype)
+            return np.asarray(x.sum(axis=axes) / _count(x.shape, axes), x.dtype).reshape(shape)
+        return mean
+    if k == LOG_SOFTMAX and len(axes) == 1:
+        ax = axes[0]
+
+        def log_softmax(v):
+            x = v[a]
+            if not x.size:
+                return np.zeros_like(x)
+            s = _shifted(x, ax)
+            return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
+        return log_softmax
+    return lambda v: replay_forward(k, row, v[a], aux, shape, name, f0)

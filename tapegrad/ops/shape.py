@@ -722,3 +722,15 @@ def replay_forward(k, row, vals, aux, shape):
                 out += np.bincount(strided_map(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
         return out.reshape(shape)
     raise NotImplementedError("replay of shape kernel %d" % k)
+
+
+def replay_prepare(k, row, aux, shape):
+    """``replay_forward`` of one entry with its index arrays and geometry bound once."""
+    a = row[1]
+    if k == RESHAPE:
+        return lambda v: v[a].reshape(shape)
+    if k == GATHER:
+        n = int(np.prod(shape, dtype=np.int64))
+        idx = aux[row[4]:row[4] + n].copy()
+        return lambda v: np.take(v[a], idx).reshape(shape)
+    return lambda v: replay_forward(k, row, v, aux, shape)
