@@ -271,6 +271,58 @@ def format_table(rows, with_torch):
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 
+def chain_sweep_share(tg, runs=20):
+    """Where the eager chain's time goes: the share inside the compiled reverse sweep."""
+    inputs = chain_inputs(np.random.default_rng(0))
+    with tg.profile() as p:
+        for _ in range(runs):
+            chain(tg, inputs)
+    return (f"chain (eager): {p.sweep_s / p.wall_s:.1%} of the time inside the compiled reverse sweep, "
+            f"{p.backward_s / p.wall_s:.1%} inside backward(), the rest recording")
+
+
+def first_calls(tg, names):
+    """The first call of each replayed workload (it records the tape), next to JAX's
+    jit compile time for the same function when JAX is installed."""
+    lines = ["first call (recording) of the replayed workloads:"]
+    for name in names:
+        base = name[:-len("_replay")]
+        wl = WORKLOADS[name]
+        inputs = wl.make_inputs(np.random.default_rng(0))
+        times = []
+        for _ in range(3):
+            _COMPILED.pop(base, None)
+            t0 = perf_counter()
+            wl.tapegrad_fn(tg, inputs)
+            times.append(perf_counter() - t0)
+        lines.append(f"  {name:<13} {1e3 * statistics.median(times):9.3f} ms")
+    try:
+        import jax
+    except ImportError:
+        lines.append("  (JAX is not installed: pip install jax to compare with jax.jit's compile time)")
+        return "\n".join(lines)
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    inp = chain_inputs(np.random.default_rng(0))
+
+    def loss(y0, w):
+        y = y0
+        for _ in range(inp["steps"]):
+            y = jnp.sin(y) * w + jnp.cos(y) * 0.5
+        return y.sum()
+    f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    t0 = perf_counter()
+    jax.block_until_ready(f(inp["y0"], inp["w"]))
+    compile_s = perf_counter() - t0
+    steady = []
+    for _ in range(50):
+        t0 = perf_counter()
+        jax.block_until_ready(f(inp["y0"], inp["w"]))
+        steady.append(perf_counter() - t0)
+    lines.append(f"  jax.jit chain: compile {compile_s:.2f} s, then {1e3 * statistics.median(steady):.3f} ms per call")
+    return "\n".join(lines)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=21, help="timed runs per library (median)")
@@ -309,6 +361,11 @@ def main(argv=None):
     print(f"median of {args.repeat} runs, float64, 1 thread"
           + (f", torch {torch.__version__}" if torch is not None else ""))
     print(format_table(rows, torch is not None))
+    if "chain" in args.only:
+        print(chain_sweep_share(tg))
+    replayed = [n for n in args.only if n.endswith("_replay")]
+    if replayed:
+        print(first_calls(tg, replayed))
 
     if args.json:
         meta = {"repeat": args.repeat, "numpy": np.__version__,

@@ -19,6 +19,7 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
 from . import tape as _tape
 from . import replay as _replay
 from .replay import NotReplayable, Tape, TapeDivergence, compile, load_tape, record  # noqa: F401
+from .profile import profile  # noqa: F401
 from .tape import memory_stats  # noqa: F401
 from .tensor import Tensor
 from .tensor import unsupported_array_msg as _unsupported_array_msg

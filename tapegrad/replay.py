@@ -473,9 +473,7 @@ class Recording:
 
     def _forward_scalar(self, arrays, known=None):
         from .kernels.sweep import replay_scalar
-        if self.template is None:
-            self._plan()
-        buf = bytearray(self.template)
+        buf = bytearray(self.buf)       # the recorded opcodes: untracked entries are computed too
         n = self.n
         ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
         flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
@@ -542,6 +540,7 @@ class Recording:
                 links.append((s, src[1], None, kind))
             elif src[0] == "captured":
                 links.append((s, -1, src[1], "leaf" if ints[s, 0] == LEAF else "const"))
+        self.template_ops = ints[:, 0].copy()
         del ints
         self.template = bytes(buf)
         self.links = links
@@ -553,7 +552,12 @@ class Recording:
         n = self.n
         scalar = isinstance(vals, _ScalarVals)
         if scalar:
-            T = _tp.Tape.replayed(vals.buf, n)
+            buf = vals.buf
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            ints[:, 0] = self.template_ops
+            ints[:, _tp.VNUM] = 0
+            del ints
+            T = _tp.Tape.replayed(buf, n)
             T.vals = [None] * n         # one-element values live in the entries (VAL)
             T.scalar = True
         else:

@@ -907,6 +907,34 @@ def test_fuzz_gradients(data):
         assert _same(p, q, 1e-12), "x%d: grad() %s vs backward() %s%s" % (i, p, q, msg)
 
 
+@settings(PROFILE, max_examples=max(1, PROFILE.max_examples // 2))
+@given(st.data())
+def test_fuzz_replay(data):
+    """(4) tg.compile: replaying the recorded tape on new inputs gives what eager
+    execution gives on them (values and gradients), or the call ran eagerly."""
+    b = _program(HypothesisSource(data))
+    msg = "\n" + b.listing()
+    cf = tg.compile(b.f)
+    cf(*b.inputs())
+    rng = np.random.default_rng(len(b.lines))
+    for k in range(2):
+        arrays = [_a(x) * (1.0 + 0.01 * k * rng.standard_normal(_a(x).shape)) for x in b.inputs()]
+        xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+        ys = [tg.tensor(a, requires_grad=True) for a in arrays]
+        out_r = cf(*xs)
+        out_e = b.f(*ys)
+        assert out_r.requires_grad == out_e.requires_grad and out_r.shape == out_e.shape, msg
+        assert np.allclose(_a(out_r), _a(out_e), rtol=1e-12, atol=1e-13, equal_nan=True), msg
+        w = np.linspace(0.5, 1.5, out_e.numel()).reshape(out_e.shape)
+        (out_r * tg.tensor(w)).sum().backward()
+        (out_e * tg.tensor(w)).sum().backward()
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            p, q = (None if x.grad is None else _a(x.grad)), (None if y.grad is None else _a(y.grad))
+            assert _same(p, q, 1e-11), "x%d: replay %s vs eager %s (stats %s, %s)%s" % (
+                i, p, q, cf.stats, cf.why, msg)
+    assert cf.stats.calls == 3, msg
+
+
 @settings(PROFILE, max_examples=max(1, PROFILE.max_examples // 3))
 @given(st.data())
 def test_fuzz_second_derivatives(data):
