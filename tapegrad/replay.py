@@ -23,6 +23,7 @@ family's ``replay_forward`` (the same NumPy call the recorder made), checks the
 guards, and builds a sealed tape over the new values: the ordinary compiled
 reverse sweep then differentiates it, accumulating into the live leaves.
 """
+import functools
 import itertools
 import linecache
 import os
@@ -87,6 +88,22 @@ class _WatchedArg(Tensor):
         self._rec.refuse("it changes an integer argument in place")
         self._real = value
 
+    # its shape and dtype are part of the signature: reading them is no guard
+    shape = property(lambda self: self._real.shape)
+    ndim = property(lambda self: self._real.ndim)
+    dtype = property(lambda self: self._real.dtype)
+
+    def numel(self):
+        return self._real.size
+
+    def dim(self):
+        return self._real.ndim
+
+    def __len__(self):
+        if not self._real.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self._real)
+
 
 class _Session:
     """What the recording of one call collects (see the module docstring)."""
@@ -103,6 +120,9 @@ class _Session:
         self.tainted = {}       # id -> tensor computed from recorded values off the tape
         self.derived = {}       # id -> (tensor, spec): a comparison of recorded values
         self.keep = []          # objects whose ids the dicts above use
+        self.live_arrays = {}   # id(integer argument's array handed to indexing) -> argument index
+        self.live = {}          # gather slot -> function of the argument arrays giving its indices
+        self.fn_guards = []     # (function, argument index, value, where): a property of an argument
 
     def refuse(self, why):
         if self.reason is None:
@@ -204,6 +224,60 @@ def read_hook(t, value):
         if t._rg and not rec.really_requires_grad(t):
             return False
     return None
+
+
+def index_hook(k):
+    """A tensor used as an index while recording: an integer argument stays live
+    (its indices are recomputed at each replay); any other tensor's values are a guard."""
+    rec = _tp.state().rec
+    if rec is None:
+        return k._data
+    if isinstance(k, _WatchedArg) and k._real.ndim >= 1 and k._real.dtype.kind in "iu":
+        arr = k._real
+        rec.live_arrays[id(arr)] = k._idx
+        return arr
+    d = k._data
+    rec.read(k, d)
+    return d
+
+
+def _live_lin(shape, template, pos, arrays):
+    idx = list(template)
+    for j, i in pos:
+        idx[j] = arrays[i]
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)[tuple(idx)].reshape(-1)
+
+
+def live_gather_hook(result, shape, idx):
+    """``result = x[idx]`` was recorded: when integer arguments are among the
+    indices, its gather indices become a function of them."""
+    rec = _tp.state().rec
+    if rec is None:
+        return result
+    pos = tuple((j, rec.live_arrays[id(a)]) for j, a in enumerate(idx)
+                if isinstance(a, np.ndarray) and id(a) in rec.live_arrays)
+    if pos:
+        if result._tape is rec.tape and result._sver == result._ver[0]:
+            template = tuple(None if any(j == p for p, _ in pos) else a for j, a in enumerate(idx))
+            rec.live[result._slot] = functools.partial(_live_lin, tuple(shape), template, pos)
+        else:
+            for _, i in pos:
+                rec.arg_read(i)
+    return result
+
+
+def labels_hook(target, ignore_index, c):
+    """nll_loss/cross_entropy while recording: a guard on whether any label is
+    ignored or out of range (the gather itself reads the labels live); returns
+    those two flags.  Labels that are not an argument: their values are a guard."""
+    rec = _tp.state().rec
+    if rec is None or not isinstance(target, _WatchedArg):
+        return None
+    from .nn.functional import label_flags
+    fn = functools.partial(label_flags, ignore_index=ignore_index, c=c)
+    flags = fn(target._real)
+    rec.fn_guards.append((fn, target._idx, flags, _user_line()))
+    return flags
 
 
 def compare_hook(ufunc, a, b, out):
@@ -360,6 +434,8 @@ class Recording:
                 self.sources[s] = src
         self.guards = rec.guards
         self.arg_guards = rec.arg_guards
+        self.fn_guards = rec.fn_guards
+        self.live = {s: f for s, f in rec.live.items() if s < n}
         self.out_template = out_template
         self.out_refs = out_refs
         self.rg = _requires_grad(self.ints, self.aux, self._source_rg())
@@ -393,6 +469,10 @@ class Recording:
 
     # -- replay ---------------------------------------------------------------
     def check_args(self, arrays):
+        for fn, i, val, where in self.fn_guards:
+            new = fn(arrays[i])
+            if new != val:
+                return ("the labels of argument %d, read at %s" % (i, where), val, new)
         for i, (val, where) in self.arg_guards.items():
             new = arrays[i]
             if new.shape != val.shape or new.dtype != val.dtype or new.tobytes() != val.tobytes():
@@ -404,7 +484,7 @@ class Recording:
         of the tape is one float64 number and every entry one it knows; ``vals``:
         the values of a Python replay, which the compiled one must reproduce."""
         self.scalar = False
-        if any(v.size != 1 or v.dtype != np.float64 for v in vals):
+        if self.live or any(v.size != 1 or v.dtype != np.float64 for v in vals):
             return
         for s, row in enumerate(self.rows):
             fam, k = row[0] >> 6, row[0] & 63
@@ -434,6 +514,9 @@ class Recording:
             fam, k = code >> 6, code & 63
             if fam == UNARY or fam == BINARY:
                 f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
+            elif fam == SHAPE and s in self.live:
+                prog.append((s, None, ("live", row[1], self.shapes[s])))
+                continue
             elif fam == SHAPE:
                 f = _sh.replay_prepare(k, row, aux, self.shapes[s])
             elif fam == REDUCE:
@@ -451,13 +534,17 @@ class Recording:
             return self._forward_scalar(arrays, _from)
         if self.program is None:
             self._program()
-        vals = [None] * self.n
+        vals = _Vals([None] * self.n)
+        if self.live:
+            vals.lins = lins = {s: f(arrays) for s, f in self.live.items()}
         for s, f, src in self.program:
             if f is not None:
                 vals[s] = f(vals)
                 continue
             kind = src[0]
-            if kind == "arg":
+            if kind == "live":
+                vals[s] = np.take(vals[src[1]], lins[s]).reshape(src[2])
+            elif kind == "arg":
                 vals[s] = arrays[src[1]]
             elif kind == "captured":
                 t = src[1]
@@ -599,8 +686,15 @@ class Recording:
             if vobj[s] is shared:
                 vobj[s] = [0]
         T.vobj = vobj
-        T.aux = [self.aux]
-        T.aux_len = self.aux.size
+        aux = self.aux
+        lins = getattr(vals, "lins", None)
+        if lins:
+            aux = aux.copy()
+            for s, lin in lins.items():
+                at = self.rows[s][4]
+                aux[at:at + lin.size] = lin
+        T.aux = [aux]
+        T.aux_len = aux.size
         T.inplace_mark = _tp.inplace_counter[0]
         return T
 
@@ -733,6 +827,15 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         else:
             fixed.append(t)
     return _unflatten(tpl, fixed), None, rec.reason
+
+
+class _Vals(list):
+    """Slot values of a replay, and the indices of its live gathers (``lins``)."""
+    __slots__ = ("lins",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.lins = None
 
 
 class _ScalarVals:
@@ -904,8 +1007,9 @@ class Compiled:
                                                                 "" if R else " (not replayable: %s)" % why),
                   file=sys.stderr)
         if R is None:
-            self.cache[key] = why
             self.why[key] = why
+            if not self.cache.get(key):     # (a path through other guards may still replay)
+                self.cache[key] = why
         else:
             R.env = _env(self.fn)
             lst = self.cache.setdefault(key, [])

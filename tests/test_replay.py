@@ -192,12 +192,17 @@ def test_tensor_index_is_a_guard():
     assert cf(x, i1).item() == 8.0
     assert cf(x, tg.tensor([0, 2])).item() == 8.0
     assert cf.stats.replays == 1
-    y = cf(x, tg.tensor([1, 3]))
+    y = cf(x, tg.tensor([1, 3]))        # an integer argument as index stays live: replayed
     assert y.item() == 12.0
     x.grad = None
     y.backward()
     assert x.grad.tolist() == [0.0, 2.0, 0.0, 2.0]
-    assert cf.stats.recordings == 2
+    assert cf.stats.recordings == 1 and cf.stats.replays == 2
+    # an index computed inside the function is a guard on its values
+    # an index computed off the tape inside the function: not replayed, still right
+    cg = tg.compile(lambda x, k: x[tg.tensor([0, 1]) + k].sum())
+    assert cg(x, 0).item() == 3.0 and cg(x, 0).item() == 3.0 and cg(x, 2).item() == 7.0
+    assert cg.stats.replays == 0
 
 
 def test_data_only_outputs_do_not_require_grad():
@@ -524,3 +529,64 @@ def test_single_number_tape_recomputes_what_depends_only_on_data():
         assert y.item() == pytest.approx(2 * np.sin(v) + np.exp(v), rel=1e-15)
         assert w.grad.item() == pytest.approx(np.sin(v), rel=1e-15)
     assert cf.stats.replays == 2 and cf.cache[next(iter(cf.cache))][0].scalar
+
+
+# -- integer arguments used as indices stay live ------------------------------------------
+def test_training_with_new_labels_every_batch_replays():
+    tg.manual_seed(0)
+    rng_ = np.random.default_rng(0)
+    Xs = [tg.tensor(rng_.standard_normal((8, 5))) for _ in range(6)]
+    ys = [tg.tensor(rng_.integers(0, 3, 8)) for _ in range(6)]
+
+    def make():
+        tg.manual_seed(2)
+        return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    def train(loss_fn, model):
+        opt = tg.optim.Adam(model.parameters(), lr=0.05)
+        out = []
+        for X, y in zip(Xs, ys):
+            opt.zero_grad()
+            loss = loss_fn(model, X, y)
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out
+
+    m1, m2 = make(), make()
+    eager = train(lambda m, X, y: F.cross_entropy(m(X), y), m1)
+    step = tg.compile(lambda X, y: F.cross_entropy(m2(X), y))
+    replayed = train(lambda m, X, y: step(X, y), m2)
+    np.testing.assert_allclose(replayed, eager, rtol=1e-13)
+    assert step.stats.recordings == 1 and step.stats.replays == 5, (step.stats, step.why)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(p1.numpy(force=True), p2.numpy(force=True), rtol=1e-12)
+
+
+def test_labels_ignored_or_out_of_range_follow_eager():
+    cf = tg.compile(lambda z, y: F.cross_entropy(z, y))
+    z = tg.tensor(_arr((4, 3)), requires_grad=True)
+    y1 = tg.tensor([0, 2, 1, 1])
+    assert cf(z, y1).item() == pytest.approx(F.cross_entropy(z, y1).item(), rel=1e-15)
+    y2 = tg.tensor([0, -100, 1, 2])      # an ignored label: the recording's guard diverges
+    assert cf(z, y2).item() == pytest.approx(F.cross_entropy(z, y2).item(), rel=1e-15)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        cf(z, tg.tensor([0, 7, 1, 2]))
+    assert cf(z, tg.tensor([2, 2, 0, 1])).item() == pytest.approx(
+        F.cross_entropy(z, tg.tensor([2, 2, 0, 1])).item(), rel=1e-15)
+    assert cf.stats.replays >= 1
+
+
+def test_integer_index_argument_is_live():
+    cf = tg.compile(lambda x, idx: (x[idx] * tg.tensor([1.0, 10.0])).sum())
+    x = tg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    for idx, want, grad in (([0, 1], 21.0, [1, 10, 0, 0]), ([3, 3], 44.0, [0, 0, 0, 11]),
+                            ([-1, 2], 34.0, [0, 0, 10, 1])):
+        x.grad = None
+        y = cf(x, np.array(idx))
+        assert y.item() == want
+        y.backward()
+        assert x.grad.tolist() == grad
+    with pytest.raises(IndexError):
+        cf(x, np.array([0, 9]))         # the replay fails, so the call runs eagerly and raises
+    assert cf.stats.replays == 2 and cf.stats.recordings == 1

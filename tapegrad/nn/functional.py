@@ -4,6 +4,7 @@ import warnings
 import numpy as np
 
 from .. import functions as _f
+from .. import tape as _tp
 from ..tensor import Tensor
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
@@ -107,9 +108,22 @@ def _target_array(target):
     return t
 
 
+def label_flags(tgt, ignore_index, c):
+    """(any target equals ignore_index, any other target is out of range)."""
+    ignored = tgt == ignore_index
+    return bool(ignored.any()), bool(((~ignored) & ((tgt < 0) | (tgt >= c))).any())
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of class indices: ``-input[n, target[n]]`` (one gather)."""
     reduction = _check_reduction(reduction)
+    if (_tp.recording[0] and weight is None and input.ndim == 2 and isinstance(target, Tensor)
+            and target.ndim == 1 and target.shape[0] == input.shape[0] and target.dtype.kind in "iu"):
+        # recorded for replay: the labels stay an argument of the gather (tapegrad.replay)
+        from .. import replay
+        if replay.labels_hook(target, ignore_index, input.shape[1]) == (False, False):
+            picked = input[np.arange(input.shape[0]), target]
+            return -picked if reduction == "none" else (-picked.sum() if reduction == "sum" else -picked.mean())
     tgt = _target_array(target)
     if tgt.dtype.kind not in "iu":
         raise RuntimeError("expected scalar type Long but found %s" % ("Double" if tgt.dtype == np.float64
@@ -168,6 +182,9 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise ValueError("label_smoothing must be between 0.0 and 1.0. Got: %s" % label_smoothing)
     cdim = 0 if input.ndim == 1 else 1
     logp = _f.log_softmax(input, cdim)
+    if (isinstance(target, Tensor) and target.dtype.kind in "iu" and label_smoothing == 0
+            and not (target.ndim == 0 and input.ndim == 1 and False)):
+        return nll_loss(logp, target, weight, ignore_index, reduction)
     tgt = _target_array(target)
     c = input.shape[cdim]
     if tgt.dtype.kind == "f":                # class probabilities

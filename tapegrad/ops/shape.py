@@ -312,10 +312,11 @@ def _normalize_index(x, idx):
     dim = 0
     for k in idx:
         if isinstance(k, Tensor):
-            if _tp.recording[0]:        # a tensor as index: a guard on its values
-                from ..replay import read_hook
-                read_hook(k, k._data)
-            k = k._data
+            if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
+                from ..replay import index_hook
+                k = index_hook(k)
+            else:
+                k = k._data
             if k.ndim == 0 and k.dtype.kind in "iu":
                 k = int(k)
         if isinstance(k, list):
@@ -398,7 +399,15 @@ def _fix_index_error(e):
 
 
 def getitem(x, idx):
+    if _tp.recording[0]:
+        from ..replay import live_gather_hook
+        nidx, advanced = _normalize_index(x, idx)
+        return live_gather_hook(_getitem(x, nidx, advanced), x.shape, nidx)
     idx, advanced = _normalize_index(x, idx)
+    return _getitem(x, idx, advanced)
+
+
+def _getitem(x, idx, advanced):
     try:
         if advanced:
             d = x._data
