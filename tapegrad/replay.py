@@ -31,6 +31,7 @@ import pickle
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -454,6 +455,7 @@ class Recording:
         self.one_slots = np.flatnonzero(self.ints[:, _tp.SIZE] == 1)
         self.scalar = None      # set by ``compile_scalar`` after the first replay
         self.template = None    # see ``_plan``
+        self.spare = []         # entry buffers of dead replayed tapes (single-number tapes)
         self.program = None     # see ``_program``
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
@@ -560,9 +562,15 @@ class Recording:
 
     def _forward_scalar(self, arrays, known=None):
         from .kernels.sweep import replay_scalar
-        buf = bytearray(self.buf)       # the recorded opcodes: untracked entries are computed too
         n = self.n
-        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        if self.spare:      # the entries of a replayed tape no longer alive: reused, not copied
+            buf = self.spare.pop()
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            ints[:, 0] = self.ints[:, 0]
+        else:
+            buf = bytearray(self.buf)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        # (the recorded opcodes: untracked entries are computed too)
         flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
         vals = _ScalarVals(buf, flts, self.shapes_all)
         for s, src in self.source_items:
@@ -645,6 +653,8 @@ class Recording:
             ints[:, _tp.VNUM] = 0
             del ints
             T = _tp.Tape.replayed(buf, n)
+            if len(self.spare) < 2:
+                weakref.finalize(T, self.spare.append, buf)
             T.vals = [None] * n         # one-element values live in the entries (VAL)
             T.scalar = True
         else:
@@ -728,6 +738,7 @@ class Recording:
                 src[s] = v
         st["sources"] = src
         st["template"] = None
+        st["spare"] = []
         st["program"] = None
         st.pop("links", None)
         st.pop("env", None)
