@@ -13,7 +13,6 @@ clamp's boundary counts as inside, maximum splits a tie 0.5/0.5, ``x**0`` has a
 zero derivative even at 0.
 """
 import numpy as np
-from scipy.special import expit
 
 from .registry import BINARY, SAVE_MARKER, UNARY, define
 
@@ -34,6 +33,17 @@ class Binary:
     def __init__(self, name, grad_fn, forward, rule_a, rule_b):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
         self.rule_a, self.rule_b = rule_a, rule_b
+
+
+_EXPIT = []
+
+
+def expit(x):
+    """scipy.special.expit, imported on first use (scipy.special takes 0.2 s to import)."""
+    if not _EXPIT:
+        from scipy.special import expit as f
+        _EXPIT.append(f)
+    return _EXPIT[0](x)
 
 
 def _clamp(x, p, q):

@@ -11,7 +11,6 @@ the NaNs for max()/min() and makes it NaN for amax/amin, as in PyTorch;
 import math
 
 import numpy as np
-from scipy import special
 
 from .. import tape as _tp
 from .._jit import jit
@@ -287,6 +286,7 @@ def logsumexp(x, dim, keepdim=False):
     if x.ndim == 0:     # the log-sum-exp of one number is the number
         out = x._data.astype(np.result_type(x.dtype, np.float32))
     else:
+        from scipy import special      # (imported on first use: 0.2 s)
         out = special.logsumexp(x._data, axis=axes, keepdims=keepdim) if x._data.size else \
             np.full(np.sum(x._data, axis=axes, keepdims=keepdim).shape, -np.inf, x.dtype)
     return _record(LOGSUMEXP, x, np.asarray(out, x.dtype), axes, "LogsumexpBackward0")
@@ -473,6 +473,7 @@ def replay_forward(k, row, x, aux, shape, name, f0):
             if x.ndim == 0:
                 out = x.astype(np.result_type(x.dtype, np.float32))
             else:
+                from scipy import special
                 out = special.logsumexp(x, axis=axes) if x.size else np.full(shape, -np.inf, x.dtype)
         else:
             ax = [d for d in range(nd) if strides[d] == 0]
