@@ -242,7 +242,7 @@ def index_hook(k):
     return d
 
 
-def _live_lin(shape, template, pos, arrays):
+def _live_lin(shape, template, pos, vals, arrays):
     idx = list(template)
     for j, i in pos:
         idx[j] = arrays[i]
@@ -265,6 +265,24 @@ def live_gather_hook(result, shape, idx):
             for _, i in pos:
                 rec.arg_read(i)
     return result
+
+
+def _extremum_lin(slot, ax, keepdim, largest, vals, arrays):
+    from .ops.reduce import extremum_lin
+    return extremum_lin(vals[slot], ax, keepdim, largest)[1].reshape(-1)
+
+
+def max_dim_hook(x, values, ax, keepdim, largest):
+    """``max``/``min`` along ``ax`` was recorded: the elements it picks are recomputed
+    from x's values at each replay (its indices output is not replayed)."""
+    rec = _tp.state().rec
+    if rec is None:
+        return
+    T = rec.tape
+    if values._tape is T and values._sver == values._ver[0] and x._tid == T.id and x._sver == x._ver[0]:
+        rec.live[values._slot] = functools.partial(_extremum_lin, x._slot, ax, keepdim, largest)
+    elif values._rg:
+        rec.refuse("max/min along a dim of a tensor not recorded on this tape")
 
 
 def labels_hook(target, ignore_index, c):
@@ -538,14 +556,15 @@ class Recording:
             self._program()
         vals = _Vals([None] * self.n)
         if self.live:
-            vals.lins = lins = {s: f(arrays) for s, f in self.live.items()}
+            vals.lins = lins = {}
         for s, f, src in self.program:
             if f is not None:
                 vals[s] = f(vals)
                 continue
             kind = src[0]
             if kind == "live":
-                vals[s] = np.take(vals[src[1]], lins[s]).reshape(src[2])
+                lin = lins[s] = self.live[s](vals, arrays)
+                vals[s] = np.take(vals[src[1]], lin).reshape(src[2])
             elif kind == "arg":
                 vals[s] = arrays[src[1]]
             elif kind == "captured":

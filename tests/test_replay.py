@@ -86,20 +86,14 @@ CATALOG["setitem"] = (setitem_fn, lambda: [_arr((3, 4)), _arr((4,))])
 CATALOG["inplace"] = (inplace_fn, lambda: [_arr((3, 4))])
 CATALOG["softmax-ce"] = (lambda x: F.cross_entropy(x, tg.tensor([0, 2, 1])), lambda: [_arr((3, 4))])
 
-# not replayed (values decide which elements are picked): run eagerly, still exact
-NOT_REPLAYABLE = {"reduce-max1", "reduce-min0k"}
-# a mask from the values: a guard on the mask, so new values record again
-GUARDED = {"shape-mask", "binary-where-((), ())"}
+# a boolean mask from the values is a guard: new values with another mask record again
+GUARDED = {"shape-mask"}
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG))
 def test_every_op_replays_like_eager(name):
     fn, make = CATALOG[name]
-    cf = _check_replay(fn, make, replayable=name not in NOT_REPLAYABLE | GUARDED
-                       and not name.startswith("binary-where"))
-    if name in NOT_REPLAYABLE:
-        assert cf.stats.replays == 0 and cf.stats.eager == 3
-        assert "max/min along a dim" in str(cf.why)
+    _check_replay(fn, make, replayable=name not in GUARDED)
 
 
 def test_where_condition_is_recomputed_on_replay():
@@ -590,3 +584,22 @@ def test_integer_index_argument_is_live():
     with pytest.raises(IndexError):
         cf(x, np.array([0, 9]))         # the replay fails, so the call runs eagerly and raises
     assert cf.stats.replays == 2 and cf.stats.recordings == 1
+
+
+def test_max_along_a_dim_picks_anew_on_replay():
+    cf = tg.compile(lambda x: (x.max(1).values * tg.tensor([1.0, 10.0])).sum())
+    for rows in ([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], [[9.0, 5.0, 2.0], [7.0, 0.0, 8.0]]):
+        x = tg.tensor(rows, requires_grad=True)
+        y = cf(x)
+        y.backward()
+        m = np.array(rows)
+        assert y.item() == m.max(1) @ [1.0, 10.0]
+        want = np.zeros_like(m)
+        want[0, m[0].argmax()] = 1.0
+        want[1, m[1].argmax()] = 10.0
+        assert x.grad.tolist() == want.tolist()
+    assert cf.stats.replays == 1
+    # the indices it returns are computed off the tape: a function using them runs eagerly
+    ci = tg.compile(lambda x: x.max(1).indices)
+    x = tg.tensor([[1.0, 5.0], [7.0, 0.0]], requires_grad=True)
+    assert ci(x).tolist() == [1, 0] and ci(x).tolist() == [1, 0] and ci.stats.replays == 0

@@ -339,14 +339,21 @@ def max_dim(x, dim, keepdim=False, largest=True):
     """max/min along one dim: values and first-occurrence indices; the gradient goes
     entirely to the returned index (PyTorch)."""
     from .shape import gather_linear
-    if _tp.recording[0]:
-        from ..replay import refuse_hook
-        refuse_hook("max/min along a dim pick elements by value (not replayable yet)")
     ax = _wrap_dim(dim, x.ndim)
     what = "max" if largest else "min"
     d = x._data
     if d.ndim and d.shape[ax] == 0:
         raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax))
+    idx, lin = extremum_lin(d, ax, keepdim, largest)
+    values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
+    if _tp.recording[0]:            # (a replay picks the elements again: tapegrad.replay)
+        from ..replay import max_dim_hook
+        max_dim_hook(x, values, ax, keepdim, largest)
+    return MaxMin((values, Tensor._wrap(idx)))
+
+
+def extremum_lin(d, ax, keepdim, largest):
+    """(indices along ``ax``, flat indices into ``d``) of its first maxima (minima)."""
     if d.ndim == 0:
         idx = np.zeros((), np.int64)
     else:
@@ -357,8 +364,7 @@ def max_dim(x, dim, keepdim=False, largest=True):
     if not keepdim and d.ndim:
         idx = np.squeeze(idx, ax)
         lin = np.squeeze(lin, ax)
-    values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
-    return MaxMin((values, Tensor._wrap(idx)))
+    return idx, lin
 
 
 # -- differentiable reverse (create_graph=True) ----------------------------------------
