@@ -474,6 +474,7 @@ class Recording:
         self.scalar = None      # set by ``compile_scalar`` after the first replay
         self.template = None    # see ``_plan``
         self.spare = []         # entry buffers of dead replayed tapes (single-number tapes)
+        self.plans = {}         # roots -> what backward marks and lays out (engine._sweep_tape)
         self.program = None     # see ``_program``
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
@@ -724,6 +725,8 @@ class Recording:
                 aux[at:at + lin.size] = lin
         T.aux = [aux]
         T.aux_len = aux.size
+        if not scalar:      # (live gathers change indices, never which entries backward runs)
+            T.plan = self.plans
         T.inplace_mark = _tp.inplace_counter[0]
         return T
 
@@ -758,6 +761,7 @@ class Recording:
         st["sources"] = src
         st["template"] = None
         st["spare"] = []
+        st["plans"] = {}
         st["program"] = None
         st.pop("links", None)
         st.pop("env", None)

@@ -143,7 +143,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes", "scalar",
+                 "shapes", "scalar", "plan",
                  "__weakref__")
 
     def __init__(self):
@@ -173,6 +173,7 @@ class Tape:
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
         self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
         self.scalar = False     # a replayed tape whose values are all single numbers (engine: sweep_scalar)
+        self.plan = None        # a replayed tape: {roots: marks and layout}, shared by its recording's replays
         _LIVE.add(self)
 
     def __len__(self):
@@ -193,6 +194,7 @@ class Tape:
         T.inplace_mark = inplace_counter[0]
         T.sources = T.nodes = T.shapes = None
         T.scalar = False
+        T.plan = None
         _LIVE.add(T)
         return T
 

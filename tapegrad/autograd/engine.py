@@ -53,9 +53,13 @@ class _Slots:
         return None
 
 
-def _storage(T, ints, sizes, flts, needval, reach):
-    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``)."""
-    vloc, vsmall, vbig, aloc, asize, abig, touched = K.layout(ints, sizes, needval, reach, BIG)
+def _storage(T, ints, sizes, flts, needval, reach, lay=None):
+    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``;
+    ``lay``: its result, when a replayed tape's plan already holds it)."""
+    if lay is None:
+        lay = K.layout(ints, sizes, needval, reach, BIG)
+    vloc, vsmall, vbig, aloc, asize, abig, touched = lay
+    touched = touched.copy()
     vals = T.vals
     parts = [flts[:, _tp.VAL]]
     if vsmall.size:
@@ -244,9 +248,24 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     n = T.n
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
-    process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    plan = None
+    if (T.plan is not None and tgt_ids is None and not T.hooks and not T.retained and not T.freed.size
+            and _tp.inplace_counter[0] == T.inplace_mark):
+        # a replayed tape: every replay of a recording marks and lays out the same way
+        key = tuple(slot_seeds)
+        plan = T.plan.get(key)
+        if plan is None:
+            process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+            plan = T.plan[key] = (process, reach, needval, K.layout(ints, sizes, needval, reach, BIG))
+        else:
+            T.freed = np.zeros(n, np.uint8)
+        process, reach, needval, lay = plan
+        tslots = {}
+    else:
+        process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+        lay = None
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
-    V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
+    V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
         view[:] = gs[0].reshape(-1)
