@@ -583,14 +583,13 @@ class Recording:
     def _forward_scalar(self, arrays, known=None):
         from .kernels.sweep import replay_scalar
         n = self.n
-        if self.spare:      # the entries of a replayed tape no longer alive: reused, not copied
-            buf = self.spare.pop()
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-            ints[:, 0] = self.ints[:, 0]
-        else:
-            buf = bytearray(self.buf)
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-        # (the recorded opcodes: untracked entries are computed too)
+        if self.template is None:
+            self._plan()
+        # the entries of a replayed tape no longer alive are reused, not copied; the
+        # kernel reads the recorded opcodes from ``orig_ops`` (untracked entries are
+        # constants of the replayed tape, but computed all the same)
+        buf = self.spare.pop() if self.spare else bytearray(self.template)
+        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
         flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
         vals = _ScalarVals(buf, flts, self.shapes_all)
         for s, src in self.source_items:
@@ -610,7 +609,7 @@ class Recording:
                 else:
                     v = self.derived(src[1], vals, arrays)
             flts[s, _tp.VAL] = v.item() if v.ndim else v[()]
-        replay_scalar(ints, flts, n)
+        replay_scalar(self.orig_ops, ints, flts, n)
         return vals
 
     def derived(self, spec, vals, arrays):
@@ -655,7 +654,7 @@ class Recording:
                 links.append((s, src[1], None, kind))
             elif src[0] == "captured":
                 links.append((s, -1, src[1], "leaf" if ints[s, 0] == LEAF else "const"))
-        self.template_ops = ints[:, 0].copy()
+        self.orig_ops = np.ascontiguousarray(self.ints[:, 0])
         del ints
         self.template = bytes(buf)
         self.links = links
@@ -668,10 +667,6 @@ class Recording:
         scalar = isinstance(vals, _ScalarVals)
         if scalar:
             buf = vals.buf
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-            ints[:, 0] = self.template_ops
-            ints[:, _tp.VNUM] = 0
-            del ints
             T = _tp.Tape.replayed(buf, n)
             if len(self.spare) < 2:
                 weakref.finalize(T, self.spare.append, buf)
@@ -705,7 +700,7 @@ class Recording:
             if kind == "leaf" and i >= 0:
                 leaves[s] = t
             vobj[s] = t._ver
-            if t._ver[0]:
+            if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
         if vnum:
             ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)

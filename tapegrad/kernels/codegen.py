@@ -215,9 +215,9 @@ def forward_source():
     lines += ["    return np.nan", "", "", "@jit(inline='always')", "def binary_forward1(code, a, b, c):"]
     for k, op in enumerate(BINARY_OPS):
         lines += [f"    if code == {k}:  # {op.name}", f"        return {SCALAR_FORWARD[op.name]}"]
-    lines += ["    return np.nan", "", "", "@jit", "def replay_scalar(ints, flts, n):",
+    lines += ["    return np.nan", "", "", "@jit", "def replay_scalar(ops, ints, flts, n):",
               "    for s in range(n):",
-              "        code = ints[s, 0]",
+              "        code = ops[s]",
               "        fam = code >> 6",
               "        if fam == 1:",
               "            flts[s, 11] = unary_forward1(code & 63, flts[ints[s, 1], 11], flts[s, 9], flts[s, 10])",
