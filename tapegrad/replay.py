@@ -1155,7 +1155,6 @@ class Tape:
         T = R.tape_for(vals, arrays, leaves)
         s = R.out_refs[0][1]
         y = vals[s]
-        targets = [t for t in leaves if isinstance(t, Tensor)]
         if cotangent is None:
             if y.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; use vjp")
@@ -1167,11 +1166,11 @@ class Tape:
         grads = [None] * len(leaves)
         if R.rg[s]:
             out = Tensor._recorded(y, T, s, T.vobj[s])
-            res = run_backward([(out, seed)], False, targets=targets, accumulate=False)
+            run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
             for i, t in enumerate(leaves):
                 if isinstance(t, Tensor):
-                    g = res.get(id(t))
-                    grads[i] = np.zeros(t._data.shape, t._data.dtype) if g is None else np.asarray(g)
+                    g = t.grad
+                    grads[i] = np.zeros(t._data.shape, t._data.dtype) if g is None else g._data
         else:
             grads = [np.zeros(a.shape, a.dtype) if a.dtype.kind == "f" else None for a in arrays]
         return y, grads
