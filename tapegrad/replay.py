@@ -24,13 +24,11 @@ guards, and builds a sealed tape over the new values: the ordinary compiled
 reverse sweep then differentiates it, accumulating into the live leaves.
 """
 import functools
-import itertools
 import linecache
 import os
 import pickle
 import sys
 import threading
-import warnings
 import weakref
 
 import numpy as np
@@ -198,10 +196,6 @@ class _Session:
                 ops.append(("value", np.array(v, copy=True)))
         self.derived[id(out)] = (out, (ufunc.__name__, ops))
         self.keep.append(out)
-
-
-def _session():
-    return _tp.state().rec
 
 
 _plain_wrap = Tensor._wrap
@@ -761,9 +755,7 @@ class Recording:
         st.pop("links", None)
         st.pop("env", None)
         st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
-        tpl_leaves = []
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
-        del tpl_leaves
         return st
 
     def __setstate__(self, st):
@@ -1227,6 +1219,3 @@ def record(fn, *example_args):
         raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
     return Tape(R)
 
-
-_count = itertools.count()
-del warnings
