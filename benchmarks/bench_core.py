@@ -85,3 +85,31 @@ class Torch:
 
     def time_torch(self, workload):
         self.fn(self.torch, self.inputs)
+
+
+class Replay:
+    """The workloads as tg.compile'd functions, replayed: recording (and Numba
+    compilation) happen in ``setup``; ``track_`` the cost of that first call."""
+    params = [["chain", "mlp", "rosen"]]
+    param_names = ["workload"]
+    timeout = 300
+
+    def setup(self, workload):
+        from .compare import WORKLOADS, _COMPILED
+        wl = WORKLOADS[workload + "_replay"]
+        self.inputs = _inputs(wl.make_inputs, **({"n": 100_000} if workload == "rosen" else {}))
+        self.fn = wl.tapegrad_fn
+        _COMPILED.pop(workload, None)
+        self.fn(tg, self.inputs)                 # records the tape
+        self.fn(tg, self.inputs)                 # compiles the replay's kernels
+
+    def time_replay(self, workload):
+        self.fn(tg, self.inputs)
+
+    def track_replays(self, workload):
+        """Replays in 10 calls (10: no call fell back to recording or eager execution)."""
+        from .compare import _COMPILED
+        before = _COMPILED[workload].stats.replays
+        for _ in range(10):
+            self.fn(tg, self.inputs)
+        return _COMPILED[workload].stats.replays - before
