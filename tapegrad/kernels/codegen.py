@@ -204,18 +204,23 @@ def binary_source():
     return "\n".join(lines) + "\n"
 
 
+def _by_code(name, params, ops, result, default):
+    """An inlined function returning ``result(op)`` for the op whose index is ``code``."""
+    lines = ["", "", "@jit(inline='always')", f"def {name}(code, {params}):"]
+    for k, op in enumerate(ops):
+        lines += [f"    if code == {k}:  # {op.name}", f"        return {result(op)}"]
+    return lines + [f"    return {default}"]
+
+
 def forward_source():
     """The one-element forward of every elementwise op, and the compiled replay of
     a tape whose values are all single numbers: each entry's value is computed in
     its VAL field (index 11) from its inputs' VAL fields, parameters in F0/F1 (9, 10).
     Reductions and views of one element pass it on."""
-    lines = ["", "", "@jit(inline='always')", "def unary_forward1(code, x, p, q):"]
-    for k, op in enumerate(UNARY_OPS):
-        lines += [f"    if code == {k}:  # {op.name}", f"        return {SCALAR_FORWARD[op.name]}"]
-    lines += ["    return np.nan", "", "", "@jit(inline='always')", "def binary_forward1(code, a, b, c):"]
-    for k, op in enumerate(BINARY_OPS):
-        lines += [f"    if code == {k}:  # {op.name}", f"        return {SCALAR_FORWARD[op.name]}"]
-    lines += ["    return np.nan", "", "", "@jit", "def replay_scalar(ops, ints, flts, n):",
+    forward = lambda op: SCALAR_FORWARD[op.name]       # noqa: E731
+    lines = (_by_code("unary_forward1", "x, p, q", UNARY_OPS, forward, "np.nan")
+             + _by_code("binary_forward1", "a, b, c", BINARY_OPS, forward, "np.nan"))
+    lines += ["", "", "@jit", "def replay_scalar(ops, ints, flts, n):",
               "    for s in range(n):",
               "        code = ops[s]",
               "        fam = code >> 6",
@@ -228,13 +233,10 @@ def forward_source():
               "        elif fam == 3 or fam == 4:",
               "            flts[s, 11] = flts[ints[s, 1], 11]"]
     # the reverse rules on single numbers, and the sweep of such a tape
-    lines += ["", "", "@jit(inline='always')", "def unary_reverse1(code, g, x, y, p, q):"]
-    for k, op in enumerate(UNARY_OPS):
-        lines += [f"    if code == {k}:  # {op.name}", f"        return {op.rule}"]
-    lines += ["    return np.nan", "", "", "@jit(inline='always')", "def binary_reverse1(code, g, a, b, c, y):"]
-    for k, op in enumerate(BINARY_OPS):
-        lines += [f"    if code == {k}:  # {op.name}", f"        return ({op.rule_a}), ({op.rule_b})"]
-    lines += ["    return np.nan, np.nan", "", "", "@jit", "def sweep_scalar(ints, flts, adj, reach, hi):",
+    lines += _by_code("unary_reverse1", "g, x, y, p, q", UNARY_OPS, lambda op: op.rule, "np.nan")
+    lines += _by_code("binary_reverse1", "g, a, b, c, y", BINARY_OPS,
+                      lambda op: f"({op.rule_a}), ({op.rule_b})", "np.nan, np.nan")
+    lines += ["", "", "@jit", "def sweep_scalar(ints, flts, adj, reach, hi):",
               "    for e in range(hi, -1, -1):",
               "        if not reach[e]:",
               "            continue",
