@@ -211,21 +211,25 @@ def test_data_only_outputs_do_not_require_grad():
 
 
 # -- captured tensors -------------------------------------------------------------
+def _train(loss_fn, model, opt, batches):
+    """Losses of a training loop (``loss_fn(model, X, y)`` per batch)."""
+    out = []
+    for X, y in batches:
+        opt.zero_grad()
+        loss = loss_fn(model, X, y)
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    return out
+
+
 def test_captured_parameters_update_between_replays():
     tg.manual_seed(0)
     X = tg.randn(16, 5)
     y = tg.tensor(np.arange(16) % 3)
 
     def losses(step_fn, model):
-        opt = tg.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
-        out = []
-        for _ in range(6):
-            opt.zero_grad()
-            loss = step_fn(model, X, y)
-            loss.backward()
-            opt.step()
-            out.append(loss.item())
-        return out
+        return _train(step_fn, model, tg.optim.SGD(model.parameters(), lr=0.5, momentum=0.9), [(X, y)] * 6)
 
     def make():
         tg.manual_seed(1)
@@ -537,15 +541,7 @@ def test_training_with_new_labels_every_batch_replays():
         return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
 
     def train(loss_fn, model):
-        opt = tg.optim.Adam(model.parameters(), lr=0.05)
-        out = []
-        for X, y in zip(Xs, ys):
-            opt.zero_grad()
-            loss = loss_fn(model, X, y)
-            loss.backward()
-            opt.step()
-            out.append(loss.item())
-        return out
+        return _train(loss_fn, model, tg.optim.Adam(model.parameters(), lr=0.05), list(zip(Xs, ys)))
 
     m1, m2 = make(), make()
     eager = train(lambda m, X, y: F.cross_entropy(m(X), y), m1)

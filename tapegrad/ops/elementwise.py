@@ -563,31 +563,9 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_forward(family, k, row, vals, f0, f1):
-    """The value of an entry recomputed from its inputs' values (``vals``), the
-    same NumPy call the recorder made."""
-    if family == UNARY:
-        op = UNARY_OPS[k]
-        x = vals[row[1]]
-        n = op.nparams
-        if n == 0:
-            out = op.forward(x)
-        elif op.name in _CONST_OPERAND:
-            out = op.forward(x, _constant(f0, x.dtype))
-        else:
-            out = op.forward(x, f0) if n == 1 else op.forward(x, f0, f1)
-        return out if type(out) is _ndarray else np.asarray(out)
-    op = BINARY_OPS[k]
-    ad, bd = vals[row[1]], vals[row[2]]
-    if ad.dtype is not bd.dtype:
-        ad, bd = _promote(ad, bd)
-    out = op.forward(ad, bd) if row[3] < 0 else op.forward(vals[row[3]], ad, bd)
-    return out if type(out) is _ndarray else np.asarray(out)
-
-
 def replay_prepare(family, k, row, f0, f1):
-    """``replay_forward`` of one entry as a function of the slot values, its
-    constants bound once (tapegrad.replay runs it at every replay)."""
+    """An entry's forward again (tapegrad.replay), as a function of the slot values:
+    the recorder's NumPy call with the entry's constants bound once."""
     if family == UNARY:
         op = UNARY_OPS[k]
         a, fwd, n = row[1], op.forward, op.nparams

@@ -226,11 +226,6 @@ def graph_reverse(ctx, s, k, row, g):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_forward(k, row, vals):
-    out = np.matmul(vals[row[1]], vals[row[2]])
-    return out if type(out) is np.ndarray else np.asarray(out)
-
-
 def replay_prepare(k, row):
     a, b = row[1], row[2]
     return lambda v: np.asarray(np.matmul(v[a], v[b]))

@@ -216,12 +216,15 @@ def mean(x, dim=None, keepdim=False):
     if not x.dtype.kind == "f":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                            "point or complex dtype. Got: %s" % x.dtype.name.capitalize())
-    d = x._data
+    return _record(MEAN, x, _mean_values(x._data, axes, keepdim), axes, _name("Mean", dim))
+
+
+def _mean_values(d, axes, keepdim):
     if d.size:
         out = d.sum(axis=axes, keepdims=keepdim) / _count(d.shape, axes)
     else:       # the mean of nothing is nan (PyTorch), without NumPy's warning
         out = np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
-    return _record(MEAN, x, np.asarray(out, d.dtype), axes, _name("Mean", dim))
+    return np.asarray(out, d.dtype)
 
 
 def _count(shape, axes):
@@ -283,13 +286,17 @@ def amin(x, dim=(), keepdim=False):
 
 def logsumexp(x, dim, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
-    if x.ndim == 0:     # the log-sum-exp of one number is the number
-        out = x._data.astype(np.result_type(x.dtype, np.float32))
+    return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
+
+
+def _logsumexp_values(d, axes, keepdim):
+    if d.ndim == 0:     # the log-sum-exp of one number is the number
+        out = d.astype(np.result_type(d.dtype, np.float32))
     else:
         from scipy import special      # (imported on first use: 0.2 s)
-        out = special.logsumexp(x._data, axis=axes, keepdims=keepdim) if x._data.size else \
-            np.full(np.sum(x._data, axis=axes, keepdims=keepdim).shape, -np.inf, x.dtype)
-    return _record(LOGSUMEXP, x, np.asarray(out, x.dtype), axes, "LogsumexpBackward0")
+        out = special.logsumexp(d, axis=axes, keepdims=keepdim) if d.size else \
+            np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, -np.inf, d.dtype)
+    return np.asarray(out, d.dtype)
 
 
 def _shifted(d, axis):
@@ -302,24 +309,27 @@ def _shifted(d, axis):
 
 def softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
-    d = x._data
+    return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
+
+
+def _softmax_values(d, ax):
     if d.ndim and d.size:
-        e = np.exp(_shifted(d, axes[0]))
-        out = e / e.sum(axis=axes[0], keepdims=True)
-    else:
-        out = np.ones_like(d)
-    return _record(SOFTMAX, x, out, axes, "SoftmaxBackward0")
+        e = np.exp(_shifted(d, ax))
+        return e / e.sum(axis=ax, keepdims=True)
+    return np.ones_like(d)
 
 
 def log_softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
-    d = x._data
+    return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
+                   "LogSoftmaxBackward0")
+
+
+def _log_softmax_values(d, ax):
     if d.ndim and d.size:
-        s = _shifted(d, axes[0])
-        out = s - np.log(np.exp(s).sum(axis=axes[0], keepdims=True))
-    else:
-        out = np.zeros_like(d)
-    return _record(LOG_SOFTMAX, x, out, axes, "LogSoftmaxBackward0")
+        s = _shifted(d, ax)
+        return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
+    return np.zeros_like(d)
 
 
 class MaxMin(tuple):
@@ -454,72 +464,34 @@ def _group_prod(x, gi, ngroups):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_forward(k, row, x, aux, shape, name, f0):
-    """The value of reduction entry ``row`` recomputed from its input ``x``: the
-    axes are the dimensions its group descriptor gives stride 0, the output
-    shape (keepdim or not) is the recorded one."""
-    at = row[4]
-    nd = int(aux[at])
-    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
-    axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if k == SUM:
-            out = x.sum(axis=axes)
-        elif k == MEAN:
-            out = x.sum(axis=axes) / _count(x.shape, axes) if x.size else np.full(shape, np.nan, x.dtype)
-        elif k == PROD:
-            out = x.prod(axis=axes)
-        elif k == VAR:
-            out = x.var(axis=axes, ddof=f0)
-        elif k == STD:
-            out = x.std(axis=axes, ddof=f0)
-        elif k == EXTREMUM:
-            out = x.max(axis=axes) if name.startswith(("Max", "Amax")) else x.min(axis=axes)
-        elif k == LOGSUMEXP:
-            if x.ndim == 0:
-                out = x.astype(np.result_type(x.dtype, np.float32))
-            else:
-                from scipy import special
-                out = special.logsumexp(x, axis=axes) if x.size else np.full(shape, -np.inf, x.dtype)
-        else:
-            ax = [d for d in range(nd) if strides[d] == 0]
-            ax = ax[0] if ax else (0 if x.ndim else None)
-            if x.ndim and x.size:
-                s = _shifted(x, ax)
-                if k == SOFTMAX:
-                    e = np.exp(s)
-                    out = e / e.sum(axis=ax, keepdims=True)
-                else:
-                    out = s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
-            else:
-                out = np.ones_like(x) if k == SOFTMAX else np.zeros_like(x)
-    return np.asarray(out, x.dtype if k != SUM else None).reshape(shape)
-
-
 def replay_prepare(k, row, aux, shape, name, f0):
-    """``replay_forward`` of one entry with its axes worked out once."""
+    """An entry's forward again (tapegrad.replay), as a function of the slot values:
+    the same array functions the recorders use, on the axes its group descriptor
+    gives stride 0, reshaped to the recorded output shape (keepdim or not)."""
     a = row[1]
     at = row[4]
     nd = int(aux[at])
     strides = aux[at + 2 + nd:at + 2 + 2 * nd]
     axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
+    ax = axes[0] if axes else None
     if k == SUM:
         return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
     if k == MEAN:
-        def mean(v):
-            x = v[a]
-            if not x.size:
-                return np.full(shape, np.nan, x.dtype)
-            return np.asarray(x.sum(axis=axes) / _count(x.shape, axes), x.dtype).reshape(shape)
-        return mean
-    if k == LOG_SOFTMAX and len(axes) == 1:
-        ax = axes[0]
+        return lambda v: _mean_values(v[a], axes, False).reshape(shape)
+    if k == LOGSUMEXP:
+        return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
+    if k == SOFTMAX:
+        return lambda v: _softmax_values(v[a], ax)
+    if k == LOG_SOFTMAX:
+        return lambda v: _log_softmax_values(v[a], ax)
+    if k == PROD:
+        return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
+    if k == EXTREMUM:
+        pick = np.max if name.startswith(("Max", "Amax")) else np.min
+        return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
 
-        def log_softmax(v):
+    def var_std(v):         # VAR, STD (ddof f0), quiet as the recorders are
+        with np.errstate(invalid="ignore", divide="ignore"):
             x = v[a]
-            if not x.size:
-                return np.zeros_like(x)
-            s = _shifted(x, ax)
-            return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
-        return log_softmax
-    return lambda v: replay_forward(k, row, v[a], aux, shape, name, f0)
+            return np.asarray(x.var(axis=axes, ddof=f0) if k == VAR else x.std(axis=axes, ddof=f0)).reshape(shape)
+    return var_std

@@ -682,9 +682,10 @@ def _overlaps(shape, strides):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_forward(k, row, vals, aux, shape):
-    """The value of shape entry ``row`` recomputed from its inputs' values; every
-    kind works on the flat (C-order) elements, as the reverse kernels do."""
+def _replay_flat(k, row, vals, aux, shape):
+    """The value of shape entry ``row`` (other than a reshape or a gather, see
+    ``replay_prepare``) recomputed from its inputs' values, on the flat (C-order)
+    elements as the reverse kernels see them."""
     at = row[4]
     if k == CAT:
         m = int(aux[at])
@@ -696,8 +697,6 @@ def replay_forward(k, row, vals, aux, shape):
             out = np.concatenate([p.reshape(-1) for p in parts])
         return out.reshape(shape)
     x = vals[row[1]]
-    if k == RESHAPE:
-        return x.reshape(shape)
     flat = np.ascontiguousarray(x).reshape(-1)
     n = int(np.prod(shape, dtype=np.int64))
     if k == STRIDED:
@@ -709,8 +708,6 @@ def replay_forward(k, row, vals, aux, shape):
             out = out.view()
             out.flags.writeable = False
         return out.reshape(shape)
-    if k == GATHER:
-        return flat[aux[at:at + n]].reshape(shape)
     if k == SETITEM:
         r = int(aux[at])
         out = flat.copy()
@@ -734,7 +731,8 @@ def replay_forward(k, row, vals, aux, shape):
 
 
 def replay_prepare(k, row, aux, shape):
-    """``replay_forward`` of one entry with its index arrays and geometry bound once."""
+    """An entry's forward again (tapegrad.replay), as a function of the slot values,
+    with its index arrays bound once."""
     a = row[1]
     if k == RESHAPE:
         return lambda v: v[a].reshape(shape)
@@ -742,4 +740,4 @@ def replay_prepare(k, row, aux, shape):
         n = int(np.prod(shape, dtype=np.int64))
         idx = aux[row[4]:row[4] + n].copy()
         return lambda v: np.take(v[a], idx).reshape(shape)
-    return lambda v: replay_forward(k, row, v, aux, shape)
+    return lambda v: _replay_flat(k, row, v, aux, shape)
