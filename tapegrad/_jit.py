@@ -1,4 +1,4 @@
-"""Numba configuration shared by every compiled kernel.
+"""Numba configuration shared by every compiled kernel, and its lazy loading.
 
 All kernels are compiled with ``cache=True``.  Numba writes the cache next to the
 source, falls back to a user-wide directory when the package is read-only, and
@@ -7,15 +7,25 @@ temporary directory instead of letting ``import tapegrad`` fail.
 
 ``error_model="numpy"`` makes division by zero give inf/nan (PyTorch's values)
 instead of raising ZeroDivisionError inside the sweep.
+
+Numba is imported on first use, not by ``import tapegrad``: importing it and
+loading even one cached kernel costs over a second, which a script that takes a
+few gradients never needs to pay (``autograd.engine`` differentiates small tapes
+without the kernels until then).  Until ``load()``, ``jit`` returns a stand-in
+(``_Kernel``); ``load()`` makes the dispatchers and puts them, and the other
+Numba objects kernels name (``lazy``), in place of the stand-ins in every tapegrad
+module, so compiled code and Python callers see the real thing.
 """
 import os
+import sys
 import tempfile
+import threading
 
-import numba
-from numba.core import cgutils, types
-from numba.extending import intrinsic
-
-_ALL = []   # every dispatcher, so a changed kernel source can flush them all
+_ALL = []           # every dispatcher, so a changed kernel source can flush them all
+_PENDING = []       # stand-ins made before load(), in definition order
+_LOCK = threading.RLock()
+LOADED = [False]
+_AFTER_LOAD = []    # callbacks run once the dispatchers exist (the stale-cache flush)
 
 
 def _fallback_cache_dir():
@@ -24,10 +34,10 @@ def _fallback_cache_dir():
     return d
 
 
-def jit(fn=None, **kw):
-    """``numba.njit(cache=True, error_model="numpy")`` that never fails at import."""
-    if fn is None:
-        return lambda f: jit(f, **kw)
+def _njit(fn, kw):
+    """``numba.njit(cache=True, error_model="numpy")`` that never fails for want of a
+    cache directory."""
+    import numba
     opts = dict(cache=True, error_model="numpy", nogil=True)
     opts.update(kw)
     try:
@@ -43,16 +53,123 @@ def jit(fn=None, **kw):
     return d
 
 
-@intrinsic
-def address_as_pointer(typingctx, addr):
-    """An int64 address (``ndarray.__array_interface__``) as a ``void*``.
+class _Kernel:
+    """A kernel before Numba is loaded: calling it loads Numba (``load``) and calls
+    the dispatcher; ``py_func`` is the plain Python function, usable without Numba."""
+    def __init__(self, fn, kw):
+        self.py_func, self.kw, self.dispatcher = fn, kw, None
+        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
 
-    Large slot arrays are handed to the sweep by address, so nothing is copied and
-    no ``typed.List`` (tens of microseconds to build from Python) is needed.
-    """
-    sig = types.voidptr(addr)
+    def __call__(self, *args, **kwargs):
+        if self.dispatcher is None:
+            load()
+        return self.dispatcher(*args, **kwargs)
 
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
+    def __getattr__(self, name):        # signatures, stats, ... of the dispatcher
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if self.dispatcher is None:
+            load()
+        return getattr(self.dispatcher, name)
 
-    return sig, codegen
+    def __repr__(self):
+        return "<tapegrad kernel %s%s>" % (self.__name__, "" if self.dispatcher is None else " (loaded)")
+
+
+class _Lazy:
+    """Another Numba object a kernel names (an intrinsic, an external function,
+    the ``numba`` module itself), made by ``factory`` at ``load()``."""
+    __slots__ = ("factory", "value")
+
+    def __init__(self, factory):
+        self.factory, self.value = factory, None
+
+
+def jit(fn=None, **kw):
+    """``numba.njit(cache=True, error_model="numpy", nogil=True)``, made when Numba
+    is loaded (at once if it already is)."""
+    if fn is None:
+        return lambda f: jit(f, **kw)
+    with _LOCK:
+        if LOADED[0]:
+            return _njit(fn, kw)
+        k = _Kernel(fn, kw)
+        _PENDING.append(k)
+        return k
+
+
+def lazy(factory):
+    """A module-level Numba object for kernels to name, made at ``load()``."""
+    with _LOCK:
+        if LOADED[0]:
+            return factory()
+        z = _Lazy(factory)
+        _PENDING.append(z)
+        return z
+
+
+def loaded():
+    return LOADED[0]
+
+
+def load():
+    """Import Numba, make every pending kernel's dispatcher, and put the real objects
+    in place of the stand-ins (compilation itself stays lazy, per kernel, at first
+    call).  Idempotent and thread-safe."""
+    if LOADED[0]:
+        return
+    with _LOCK:
+        if LOADED[0]:
+            return
+        for z in _PENDING:
+            if isinstance(z, _Lazy):
+                z.value = z.factory()
+            else:
+                z.dispatcher = _njit(z.py_func, z.kw)
+        real = {id(z): (z.value if isinstance(z, _Lazy) else z.dispatcher) for z in _PENDING}
+        for name, mod in list(sys.modules.items()):
+            if mod is None or not (name.startswith("tapegrad") or getattr(mod, "__tapegrad_kernels__", False)):
+                continue
+            d = getattr(mod, "__dict__", None)
+            if not d:
+                continue
+            for k, v in list(d.items()):
+                if isinstance(v, (_Kernel, _Lazy)):
+                    r = real.get(id(v))
+                    if r is not None:
+                        d[k] = r
+        LOADED[0] = True
+        del _PENDING[:]
+        for f in _AFTER_LOAD:
+            f()
+
+
+def _numba_module():
+    import numba
+    return numba
+
+
+numba = lazy(_numba_module)     # kernels use ``numba.carray``: ``from .._jit import numba``
+
+
+def _address_as_pointer():
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def address_as_pointer(typingctx, addr):
+        """An int64 address (``ndarray.__array_interface__``) as a ``void*``.
+
+        Large slot arrays are handed to the sweep by address, so nothing is copied and
+        no ``typed.List`` (tens of microseconds to build from Python) is needed.
+        """
+        sig = types.voidptr(addr)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+        return sig, codegen
+    return address_as_pointer
+
+
+address_as_pointer = lazy(_address_as_pointer)

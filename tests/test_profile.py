@@ -12,6 +12,12 @@ from tapegrad.kernels import sweep
 from tapegrad.profile import profile
 
 
+@pytest.fixture(autouse=True)
+def _compiled_sweep(monkeypatch):
+    """Profiles time the compiled sweep (TAPEGRAD_INTERPRET=always would bypass it)."""
+    monkeypatch.setattr(engine, "INTERPRET", ["auto"])
+
+
 def _block(x):
     y = tg.sin(tg.sin(tg.sin(x)))
     z = y * x * x

@@ -592,6 +592,7 @@ NO_LOCATOR = "cannot cache function 'f': no locator available for file 'x'"
 
 def _patch_njit(monkeypatch, fail_when):
     import numba
+    tapegrad._jit.load()        # (the kernels' own dispatchers are not part of these tests)
     real = numba.njit
     calls = []
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .. import tape as _tp
-from ..kernels.index import strided_map
+from ..kernels.index import strided_map_np
 from ..ops import elementwise as _ew
 from ..ops import linalg as _la
 from ..ops import reduce as _rd
@@ -51,7 +51,7 @@ class _Context:
     def strided_map(self, at):
         m = self._maps.get(at)
         if m is None:
-            m = self._maps[at] = strided_map(self.aux, at)
+            m = self._maps[at] = strided_map_np(self.aux, at)
         return m
 
     def value(self, s, compute=None):
@@ -202,6 +202,12 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
             prev = adj.get(i)
             adj[i] = r if prev is None else prev + r
 
+    # a reached slot that nothing flowed into (only through empty tensors) gets
+    # zeros, as from the compiled sweep and PyTorch, not none
+    # (the walk may have added slots to T: they are not part of this backward)
+    for s in (*tslots, *T.leaves, *T.ext):
+        if s < reach.size and reach[s] and s not in adj:
+            adj[s] = Tensor._wrap(np.zeros(ctx.size(s)))
     for s, ts in tslots.items():
         g = adj.get(s)
         if g is None or not reach[s]:

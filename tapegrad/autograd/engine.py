@@ -7,9 +7,20 @@ The whole idea, per tape (``_sweep_tape``):
   4. hand the adjoints of leaves to ``.grad``, of EXT entries to their older tape,
      and free what a non-retained backward consumed.
 Tapes are processed newest first, since a newer tape only ever refers to older ones.
+
+Until the compiled kernels are loaded, small backward passes are interpreted
+instead (``_interpret``): the same walk in NumPy, through the rules the
+differentiable reverse uses.  Importing Numba and loading the cached kernels
+costs over a second, and compiling them the first time a minute: a script that
+takes a few gradients never pays either.  Interpreting stops, and the kernels are
+loaded, once interpreting has cost as much time as loading them would.
 """
+import os
+import time
+
 import numpy as np
 
+from .. import _jit
 from .. import tape as _tp
 from ..kernels import sweep as K
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
@@ -130,10 +141,51 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
     return _run_backward(seeds, retain_graph, targets, accumulate)
 
 
+# "auto": interpret small backward passes until the kernels are worth loading;
+# "always": interpret whatever the size (tests); "never": always the compiled sweep
+INTERPRET = [os.environ.get("TAPEGRAD_INTERPRET", "auto")]
+INTERPRET_BUDGET_S = 1.0        # about what importing Numba and loading the cached kernels costs
+INTERPRET_MAX_ENTRIES = 4096    # longer tapes: the kernels at once
+_interpreted_s = [0.0]
+
+
+def _interpretable(seeds):
+    mode = INTERPRET[0]
+    if mode == "always":
+        return True
+    if mode == "never" or _jit.LOADED[0] or _tp.state().rec is not None:
+        return False
+    if _interpreted_s[0] >= INTERPRET_BUDGET_S:
+        return False
+    return sum({id(t._tape): t._tape.n for t, _ in seeds}.values()) <= INTERPRET_MAX_ENTRIES
+
+
+def _interpret(seeds, retain_graph, targets, accumulate):
+    """``_run_backward`` by the differentiable reverse with grad mode off."""
+    from . import differentiable
+    t0 = time.perf_counter()
+    try:
+        flat = [(t, Tensor._wrap(np.asarray(g, np.float64).reshape(-1))) for t, g in seeds]
+        res = differentiable.run_backward(flat, retain_graph, targets, accumulate, record=False)
+    finally:
+        _interpreted_s[0] += time.perf_counter() - t0
+    if targets is None:
+        return None
+    return {k: g._data for k, g in res.items()}
+
+
+def _kernel(k):
+    """Kernel ``k`` compiled once the kernels are loaded, else its Python function
+    (the bookkeeping kernels ``mark`` and ``free_saved`` run either way)."""
+    return k if _jit.LOADED[0] else k.py_func
+
+
 def _run_backward(seeds, retain_graph, targets=None, accumulate=True):
     """Differentiate.  ``seeds``: list of (non-leaf tensor, float64 seed array).
     ``targets``: tensors whose gradient to return (``grad``/``inputs=``), or None
     for all leaves.  Returns {id(target): ndarray or None} when targets are given."""
+    if (not _jit.LOADED[0] or INTERPRET[0] == "always") and _interpretable(seeds):
+        return _interpret(seeds, retain_graph, targets, accumulate)
     _tp.rotate()        # anything recorded from here on (hooks) goes to a new tape
     pending = {}
     for t, g in seeds:
@@ -207,7 +259,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
                         tslots.setdefault(s, []).append(t)
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
 
-    process, reach, needval, err = K.mark(ints, _aux(T), K.SAVES_TABLE, T.freed, roots, targets,
+    process, reach, needval, err = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, T.freed, roots, targets,
                                           tgt_ids is not None, ext_leads)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
@@ -377,7 +429,7 @@ def _accumulate(leaf, g, owned):
 def _free(T, ints, process, read):
     """Free what this backward consumed (see ``kernels.sweep.free_saved``);
     ``read``: mask of the slots whose values it used."""
-    live, drop = K.free_saved(ints, K.SAVES_TABLE, process, T.freed, read)
+    live, drop = _kernel(K.free_saved)(ints, K.SAVES_TABLE, process, T.freed, read)
     if not live:
         T.vals = [None] * len(T.vals)
         return

@@ -22,10 +22,9 @@ source hash: {hash}
 """
 from math import cos, exp, expm1, log, log1p, sin, sqrt, tan, tanh  # noqa: F401  (used by the rules)
 
-import numba
 import numpy as np
 
-from tapegrad._jit import address_as_pointer, jit
+from tapegrad._jit import address_as_pointer, jit, numba
 from tapegrad.kernels.index import strided_map
 
 
@@ -313,8 +312,13 @@ _FLUSHED = []
 
 
 def write_stamp(digest):
-    """Called once every kernel is defined (end of the sweep module's import)."""
+    """Called once every kernel is defined (end of the sweep module's import); the
+    flush itself waits until Numba is loaded and the dispatchers exist."""
     if not _FLUSHED:
+        return
+    from .. import _jit
+    if not _jit.loaded():
+        _jit._AFTER_LOAD.append(lambda: write_stamp(digest))
         return
     from .._jit import _ALL
     for disp in _ALL:

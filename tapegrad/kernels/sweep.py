@@ -10,9 +10,7 @@ resume; otherwise no Python runs during the sweep.
 """
 import numpy as np
 
-import numba
-
-from .._jit import address_as_pointer, jit
+from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
 from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES, SHAPE, UNARY

@@ -4,34 +4,35 @@ Every case is recorded as a batch of ``(n, k) @ (k, m)`` products with, per outp
 batch, the index of the ``a`` and ``b`` matrices it used (so broadcast batches
 accumulate their gradient); 1-D operands are the ``n = 1`` or ``m = 1`` case.
 """
-import ctypes
-
-import llvmlite.binding as ll
 import numpy as np
-import scipy.linalg.cython_blas as _blas
-from numba import types
 
 from .. import tape as _tp
-from .._jit import address_as_pointer, jit
+from .._jit import address_as_pointer, jit, lazy
 from ..tensor import Tensor
 from .registry import LINALG, SAVE_A, SAVE_B, define, name_id
 
 MATMUL = define(LINALG, 0, "matmul", SAVE_A | SAVE_B)
 
 
-def _register_dgemm():
+def _dgemm_function():
     """BLAS dgemm (SciPy's, which Numba's np.dot also uses) under a symbol name, so
-    compiled code that calls it stays cacheable (a raw address would not be)."""
+    compiled code that calls it stays cacheable (a raw address would not be).
+    Made when Numba is loaded: SciPy's BLAS wrappers take 0.4 s to import."""
+    import ctypes
+
+    import llvmlite.binding as ll
+    import scipy.linalg.cython_blas as blas
+    from numba import types
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     name = ctypes.pythonapi.PyCapsule_GetName
     name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    cap = _blas.__pyx_capi__["dgemm"]
+    cap = blas.__pyx_capi__["dgemm"]
     ll.add_symbol("tapegrad_dgemm", get(cap, name(cap)))
+    return types.ExternalFunction("tapegrad_dgemm", types.void(*([types.voidptr] * 13)))
 
 
-_register_dgemm()
-_dgemm = types.ExternalFunction("tapegrad_dgemm", types.void(*([types.voidptr] * 13)))
+_dgemm = lazy(_dgemm_function)
 _N, _T = 78, 84     # 'N', 'T'
 
 

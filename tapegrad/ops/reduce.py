@@ -422,7 +422,8 @@ def graph_reverse(ctx, s, k, row, g, f0):
     if k == PROD:
         xd = x._data
         zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
-        if zeros.max(initial=0) > 1:
+        several = zeros.max(initial=0) > 1
+        if several and _tp.state().grad:
             raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
                                       "or more zeros is not supported")
         def product():
@@ -433,6 +434,8 @@ def graph_reverse(ctx, s, k, row, g, f0):
         safe = F.where(Tensor._wrap(xd == 0), 1.0, x)
         others = F.where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
                          gather_flat(y, gi) / safe)
+        if several:     # (not differentiated further) a group with two zeros: all its products of others are 0
+            others = F.where(Tensor._wrap((xd == 0) & (zeros[gi] > 1)), 0.0, others)
         return [(a, G * others)]
     if k == VAR or k == STD:
         m = gather_flat(scatter_add(x, gi, ngroups), gi) / K

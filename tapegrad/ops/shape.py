@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map,
+from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map_np,
                              strided_scatter_add)
 from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
@@ -613,7 +613,7 @@ def strided_scatter(x, words, n):
             v = _as_view(out, words)
             v[...] = d.reshape(v.shape)
         else:       # elements reached twice (expand): add up
-            out += np.bincount(strided_map(words, 0), weights=d, minlength=n).astype(d.dtype, copy=False)
+            out += np.bincount(strided_map_np(words, 0), weights=d, minlength=n).astype(d.dtype, copy=False)
     if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(STRIDED_SCATTER, x, out, "AsStridedScatterBackward0", words)
@@ -725,7 +725,7 @@ def _replay_flat(k, row, vals, aux, shape):
                 v = _as_view(out, words)
                 v[...] = flat.reshape(v.shape)
             else:
-                out += np.bincount(strided_map(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
+                out += np.bincount(strided_map_np(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
         return out.reshape(shape)
     raise NotImplementedError("replay of shape kernel %d" % k)
 

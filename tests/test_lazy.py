@@ -1,0 +1,192 @@
+"""Numba is loaded lazily: a script taking a few gradients never imports it, small
+backward passes are interpreted in NumPy until the compiled kernels are worth
+loading, and the two paths give the same gradients and the same semantics."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.nn.functional as F
+from tapegrad import _jit
+from tapegrad.autograd import engine
+
+
+def _run(code, **env):
+    e = dict(os.environ)
+    e.pop("TAPEGRAD_INTERPRET", None)
+    e.update(env)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_a_few_gradients_never_import_numba_or_scipy():
+    g, mods = _run("""
+        import sys
+        import tapegrad as tg
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        (x.sin() * x).sum().backward()
+        print(x.grad.tolist())
+        print(sorted(m for m in ("numba", "llvmlite", "scipy") if m in sys.modules))
+    """)
+    np.testing.assert_allclose(eval(g), [np.sin(1.0) + np.cos(1.0), np.sin(2.0) + 2 * np.cos(2.0)], rtol=1e-15)
+    assert mods == "[]"
+
+
+def test_kernels_load_once_interpreting_cost_as_much():
+    out = _run("""
+        import sys
+        import numba
+        import tapegrad as tg
+        from tapegrad import _jit
+        from tapegrad.autograd import engine
+        from tapegrad.kernels import sweep
+        engine.INTERPRET_BUDGET_S = 1e-12
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        (x * x).sum().backward()            # interpreted: nothing spent yet
+        print(_jit.loaded())
+        (x * x * x).sum().backward()        # the budget is spent: the kernels load
+        print(_jit.loaded())
+        print(x.grad.tolist())
+        D = numba.core.registry.CPUDispatcher
+        print(isinstance(sweep.run, D), isinstance(engine._addr, D), isinstance(sweep.mark, D))
+    """)
+    assert out == ["False", "True", "[5.0, 16.0]", "True True True"]
+
+
+def test_long_tape_and_never_mode_load_at_once():
+    code = """
+        import tapegrad as tg
+        from tapegrad import _jit
+        y = w = tg.tensor([0.3], requires_grad=True)
+        for _ in range(%d):
+            y = y.sin() * w
+        y.sum().backward()
+        print(_jit.loaded(), round(w.grad.item(), 12))
+    """
+    long_ = _run(code % 2100)                     # 4,201 entries: over INTERPRET_MAX_ENTRIES
+    short = _run(code % 3)
+    never = _run(code % 3, TAPEGRAD_INTERPRET="never")
+    assert long_[0].startswith("True")
+    assert short[0].startswith("False") and never[0].startswith("True")
+    assert short[0].split()[1] == never[0].split()[1]
+
+
+def test_stand_ins_are_replaced_everywhere_once_loaded():
+    _jit.load()
+    assert _jit.loaded() and not _jit._PENDING
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("tapegrad") and mod is not None:
+            for k, v in vars(mod).items():
+                assert not isinstance(v, (_jit._Kernel, _jit._Lazy)), (name, k)
+    assert _jit.jit(lambda a: a * 2)(3) == 6       # after loading, jit gives a dispatcher at once
+
+
+# --- the interpreted and the compiled backward agree ---------------------------------
+
+def _leaves(rng, *shapes, dtype=np.float64):
+    return [tg.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in shapes]
+
+
+CASES = {
+    "broadcast arithmetic": (((3, 4), (4,), (3, 1)),
+                             lambda a, b, c: ((a * b - c) / (1.5 + b.abs()) + a ** 2 - 2.0 / (1 + c * c)).sum()),
+    "unary": (((5,),), lambda a: (a.exp() + a.sigmoid() + a.tanh() + a.sin() * a.cos() + a.abs().sqrt()
+                                  + a.relu() + (a.abs() + 1).log() + a.clamp(-0.5, 0.5) + a.expm1()).sum()),
+    "reductions": (((3, 4, 5),), lambda a: a.sum(1).prod() * 1e-3 + a.mean((0, 2)).sum() + a.var(2).sum()
+                                          + a.std().sum() + a.amax(1).sum() + a.logsumexp(0).sum()
+                                          + a.max(dim=2)[0].sum() + a.max()),
+    "softmax": (((4, 6),), lambda a: (a.softmax(1) * a).sum() + a.log_softmax(0)[1:, ::2].sum()),
+    "indexing": (((6, 3),), lambda a: a[np.array([0, 2, 2, 5])].sum() + (a[a > 0] ** 2).sum()
+                                      + a[1:5:2, None, ..., 1].sum() + a.t()[2].sum()),
+    "shape": (((2, 3), (2, 3)), lambda a, b: (tg.cat([a, b], 1).reshape(3, 4).permute(1, 0)
+                                              * tg.stack([a, b]).flatten()[:12].reshape(4, 3)).sum()
+                                             + a.unsqueeze(0).expand(4, 2, 3).sum()),
+    "matmul": (((2, 3, 4), (4, 5), (5,)), lambda a, b, v: ((a @ b) @ v).sum() + tg.dot(v, v)
+                                                          + (a[0].t() @ a[1]).sum()),
+    "where/maximum": (((5,), (5,)), lambda a, b: (tg.where(a > b, a * b, b) + tg.maximum(a, b)
+                                                  + tg.minimum(a, 0.1)).sum()),
+    "cross_entropy": (((8, 5),), lambda a: F.cross_entropy(a, tg.tensor(np.array([0, 1, 4, 4, 2, 3, 0, 1])))),
+    "in place": (((4,),), lambda a: _inplace(a)),
+}
+
+
+def _inplace(a):
+    y = a * 2
+    y[1:3] = a[:2] ** 2
+    y *= a
+    return y.sum()
+
+
+def _grads(mode, monkeypatch, fn, leaves):
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    for t in leaves:
+        t.grad = None
+    loss = fn(*leaves)
+    loss.backward()
+    return loss.item(), [t.grad.numpy().copy() for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", list(CASES))
+def test_interpreted_backward_agrees_with_the_sweep(name, dtype, monkeypatch):
+    shapes, fn = CASES[name]
+    leaves = _leaves(np.random.default_rng(len(name)), *shapes, dtype=dtype)
+    v1, g1 = _grads("always", monkeypatch, fn, leaves)
+    v2, g2 = _grads("never", monkeypatch, fn, leaves)
+    assert v1 == v2
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for a, b in zip(g1, g2):
+        assert a.dtype == b.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    if dtype == np.float64:     # and both are the true gradient
+        assert tg.autograd.gradcheck(fn, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def _semantics(monkeypatch, mode):
+    """hooks, retain_grad, inputs=, autograd.grad, retain_graph and its error, as one record."""
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    out = []
+    x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    w = tg.tensor([0.5, 0.25, 2.0], requires_grad=True)
+    h = x * w
+    h.retain_grad()
+    h.register_hook(lambda g: g * 10)
+    x.register_hook(lambda g: g + 1)
+    loss = (h.sin() * x).sum()
+    loss.backward(retain_graph=True)
+    out += [x.grad.numpy().copy(), w.grad.numpy().copy(), h.grad.numpy().copy()]
+    loss.backward(inputs=[w])                       # accumulates into w only
+    out += [x.grad.numpy().copy(), w.grad.numpy().copy()]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    y = (x * x * w).sum()
+    z = (x.exp() * 2).sum()
+    gx, gw = tg.autograd.grad([y, z], [x, w], grad_outputs=[tg.tensor(2.0), tg.tensor(0.5)])
+    out += [gx.numpy(), gw.numpy()]
+    u = tg.tensor([1.0, 2.0], requires_grad=True)
+    unused, = tg.autograd.grad((x * 3).sum(), [u], allow_unused=True)
+    out.append(unused)
+    return out
+
+
+def test_interpreted_semantics_match_the_sweep(monkeypatch):
+    a = _semantics(monkeypatch, "always")
+    b = _semantics(monkeypatch, "never")
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        if u is None or v is None:
+            assert u is v is None
+        else:
+            np.testing.assert_allclose(u, v, rtol=1e-14, atol=1e-15)
+    # the hook on h multiplies by 10, the one on x adds 1 to x's gradient
+    x = np.array([1.0, -2.0, 3.0])
+    w = np.array([0.5, 0.25, 2.0])
+    dh = 10 * np.cos(x * w) * x
+    np.testing.assert_allclose(a[0], dh * w + np.sin(x * w) + 1, rtol=1e-14)
+    np.testing.assert_allclose(a[2], dh, rtol=1e-14)
