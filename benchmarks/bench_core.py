@@ -6,12 +6,17 @@ the first call compiles Numba kernels, which must never land inside a timing.
 """
 import numpy as np
 import tapegrad as tg
+from tapegrad import _jit
 
 from .compare import chain, chain_inputs, hvp, hvp_inputs, mlp, mlp_inputs, rosen, rosen_inputs
 
 # asv's default is 60 s per benchmark, setup included: a setup that compiles kernels
 # (empty or invalidated Numba cache) can take longer
 timeout = 300
+
+# the compiled kernels are what these time: loaded at once, small backward passes are
+# not interpreted first (see tapegrad.autograd.engine); the first call still compiles
+_jit.load()
 
 
 def _inputs(make, **kw):

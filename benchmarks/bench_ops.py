@@ -16,6 +16,11 @@ where they would make the quick CI pass slow, e.g. 1,000,000 elements chained 64
 """
 import numpy as np
 import tapegrad as tg
+from tapegrad import _jit
+
+# the compiled kernels are what these time: loaded at once, small backward passes are
+# not interpreted first (see tapegrad.autograd.engine)
+_jit.load()
 
 SIZES = [1, 256, 65_536, 1_000_000]
 

@@ -350,6 +350,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     tg = importlib.import_module("tapegrad")
+    importlib.import_module("tapegrad._jit").load()     # time the compiled sweep, not the interpreted start
     try:
         import torch
     except ImportError:
