@@ -190,3 +190,20 @@ def test_interpreted_semantics_match_the_sweep(monkeypatch):
     dh = 10 * np.cos(x * w) * x
     np.testing.assert_allclose(a[0], dh * w + np.sin(x * w) + 1, rtol=1e-14)
     np.testing.assert_allclose(a[2], dh, rtol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_strided_map_in_numpy_matches_the_kernel(seed):
+    """``strided_map_np`` (Python callers, no Numba) against the compiled ``strided_map``."""
+    from tapegrad.kernels.index import strided_map, strided_map_np
+    rng = np.random.default_rng(seed)
+    nd = int(rng.integers(0, 5))
+    shape = rng.integers(0 if seed % 7 == 0 else 1, 5, nd).tolist()
+    strides = rng.integers(-3, 9, nd).tolist()
+    off = int(rng.integers(0, 50))
+    aux = np.array([7, 7, nd, off, *shape, *strides], np.int64)     # (two words of padding before it)
+    want = strided_map(aux, 2)
+    got = strided_map_np(aux, 2)
+    assert got.dtype == np.int64 and got.shape == (int(np.prod(shape)),)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(strided_map_np([nd, off, *shape, *strides], 0), want)    # (a list of words)
