@@ -207,3 +207,34 @@ def test_strided_map_in_numpy_matches_the_kernel(seed):
     assert got.dtype == np.int64 and got.shape == (int(np.prod(shape)),)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(strided_map_np([nd, off, *shape, *strides], 0), want)    # (a list of words)
+
+
+def _inplace_hooks(monkeypatch, mode):
+    """Hooks that change their gradient in place: the interpreted path's adjoints are
+    shared (``a + b``) or broadcast views (after a sum), so each hook gets its own copy."""
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    out = []
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    w = tg.tensor([3.0, 4.0], requires_grad=True)
+    a, b = x * 1.0, w * 1.0
+    a.register_hook(lambda g: g.mul_(10))          # a's adjoint is the one a + b gives b too
+    (a + b).sum().backward()
+    out += [x.grad.tolist(), w.grad.tolist()]
+    y = (x * x).sum()
+    y.register_hook(lambda g: g.mul_(3))            # the root's own seed
+    x.grad = None
+    y.backward()
+    out.append(x.grad.tolist())
+    v = tg.tensor([0.5, -1.0], requires_grad=True)
+    v.register_hook(lambda g: g.add_(1))            # a leaf hook on a broadcast view
+    seed = tg.tensor([1.0, 1.0])
+    z = v * 2.0
+    z.backward(seed)
+    out += [v.grad.tolist(), seed.tolist()]
+    return out
+
+
+def test_hooks_changing_their_gradient_in_place(monkeypatch):
+    want = [[10.0, 10.0], [1.0, 1.0], [6.0, 12.0], [3.0, 3.0], [1.0, 1.0]]
+    assert _inplace_hooks(monkeypatch, "always") == want
+    assert _inplace_hooks(monkeypatch, "never") == want

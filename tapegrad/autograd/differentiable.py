@@ -180,7 +180,7 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         if g is None:
             continue
         if stops and (s in T.hooks or s in T.retained):
-            g = adj[s] = _at_stop(T, s, expand_adjoint(g, ctx.size(s)))
+            g = adj[s] = _at_stop(T, s, expand_adjoint(g, ctx.size(s)), record)
         code = row[_OP]
         family, k = code >> 6, code & 63
         if family == UNARY or family == BINARY:
@@ -216,7 +216,7 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         for t in ts:
             gt = as_shape(g, t.shape)
             if t._tape is None and t._x is not None and t._x.hooks:
-                gt = engine.apply_hooks(t._x.hooks, gt)
+                gt = engine.apply_hooks(t._x.hooks, gt if record else _private(gt))
             if gt.dtype != t.dtype:
                 gt = gt.to(t.dtype)
             prev = results.get(id(t))
@@ -253,12 +253,22 @@ def _check_finite(T, s, row, i, r):
                           " The operation that caused it was recorded at:\n  File " + where))
 
 
-def _at_stop(T, s, g):
+def _private(g):
+    """``g`` in memory of its own.  Without ``record``, hooks may change the gradient
+    they get in place (as on the compiled path, where every slot has its own adjoint),
+    but here adjoints are shared (``a + b`` hands the same one to both) or broadcast
+    views of one element (``expand_adjoint``)."""
+    return Tensor._wrap(np.array(g._data))
+
+
+def _at_stop(T, s, g, record=True):
     """Hooks and retain_grad of the non-leaf at slot ``s``, on its finished gradient."""
     hooks, shape, dtype = T.hooks.get(s, (None, None, None))
     ref = T.retained.get(s)
     t = ref() if ref is not None else None
     if hooks:
+        if not record:
+            g = _private(g)
         g = as_shape(engine.apply_hooks(hooks, as_shape(g, shape)), (g.numel(),))
     if t is not None:
         x = t._extra()

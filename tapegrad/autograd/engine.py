@@ -110,8 +110,10 @@ def _version_error(T, s, ints):
 
 
 def _run_hooks(hooks, g, shape, dtype):
-    """Apply tensor hooks in registration order; returns the final gradient Tensor."""
-    return apply_hooks(hooks, Tensor._wrap(g.reshape(shape).astype(dtype, copy=False)))
+    """Apply tensor hooks in registration order; returns the final gradient Tensor.
+    They get a copy: a hook may change it in place, and ``g`` may be shared (an
+    interpreted backward's adjoints are, see ``differentiable._private``)."""
+    return apply_hooks(hooks, Tensor._wrap(np.array(g.reshape(shape), dtype=dtype)))
 
 
 def apply_hooks(hooks, gt):
@@ -165,7 +167,8 @@ def _interpret(seeds, retain_graph, targets, accumulate):
     from . import differentiable
     t0 = time.perf_counter()
     try:
-        flat = [(t, Tensor._wrap(np.asarray(g, np.float64).reshape(-1))) for t, g in seeds]
+        # (copies, as the sweep's arena: a hook may change its gradient in place)
+        flat = [(t, Tensor._wrap(np.array(g, np.float64).reshape(-1))) for t, g in seeds]
         res = differentiable.run_backward(flat, retain_graph, targets, accumulate, record=False)
     finally:
         _interpreted_s[0] += time.perf_counter() - t0
