@@ -238,3 +238,12 @@ def test_hooks_changing_their_gradient_in_place(monkeypatch):
     want = [[10.0, 10.0], [1.0, 1.0], [6.0, 12.0], [3.0, 3.0], [1.0, 1.0]]
     assert _inplace_hooks(monkeypatch, "always") == want
     assert _inplace_hooks(monkeypatch, "never") == want
+
+
+def test_unknown_interpret_mode_warns_and_uses_auto():
+    e = dict(os.environ, TAPEGRAD_INTERPRET="off")
+    r = subprocess.run([sys.executable, "-c", "import tapegrad.autograd.engine as e; print(e.INTERPRET[0])"],
+                       capture_output=True, text=True, env=e, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "auto"
+    assert "TAPEGRAD_INTERPRET='off' is not one of auto, always, never: using auto" in r.stderr

@@ -17,6 +17,7 @@ loaded, once interpreting has cost as much time as loading them would.
 """
 import os
 import time
+import warnings
 
 import numpy as np
 
@@ -146,6 +147,10 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
 # "auto": interpret small backward passes until the kernels are worth loading;
 # "always": interpret whatever the size (tests); "never": always the compiled sweep
 INTERPRET = [os.environ.get("TAPEGRAD_INTERPRET", "auto")]
+if INTERPRET[0] not in ("auto", "always", "never"):
+    warnings.warn("TAPEGRAD_INTERPRET=%r is not one of auto, always, never: using auto" % INTERPRET[0],
+                  RuntimeWarning, stacklevel=2)
+    INTERPRET[0] = "auto"
 INTERPRET_BUDGET_S = 1.0        # about what importing Numba and loading the cached kernels costs
 INTERPRET_MAX_ENTRIES = 4096    # longer tapes: the kernels at once
 _interpreted_s = [0.0]
@@ -263,7 +268,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
 
     process, reach, needval, err = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, T.freed, roots, targets,
-                                          tgt_ids is not None, ext_leads)
+                                                   tgt_ids is not None, ext_leads)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
     if _tp.inplace_counter[0] != T.inplace_mark:
