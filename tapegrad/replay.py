@@ -25,6 +25,7 @@ reverse sweep then differentiates it, accumulating into the live leaves.
 """
 import functools
 import linecache
+import math
 import os
 import pickle
 import sys
@@ -236,11 +237,25 @@ def index_hook(k):
     return d
 
 
+_LIN_BASES = {}
+
+
+def _lin_base(shape):
+    """The flat index of every element of an array of ``shape`` (read-only, shared)."""
+    b = _LIN_BASES.get(shape)
+    if b is None:
+        if len(_LIN_BASES) > 64:
+            _LIN_BASES.clear()
+        b = _LIN_BASES[shape] = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+        b.flags.writeable = False
+    return b
+
+
 def _live_lin(shape, template, pos, vals, arrays):
     idx = list(template)
     for j, i in pos:
         idx[j] = arrays[i]
-    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)[tuple(idx)].reshape(-1)
+    return _lin_base(shape)[tuple(idx)].reshape(-1)
 
 
 def live_gather_hook(result, shape, idx):
