@@ -60,15 +60,17 @@ class _Kernel:
         self.py_func, self.kw, self.dispatcher = fn, kw, None
         self.__name__, self.__doc__ = fn.__name__, fn.__doc__
 
+    # (LOADED, not the dispatcher, is the test: another thread's load() sets the
+    # dispatchers before it replaces the stand-ins that compiled code will look up)
     def __call__(self, *args, **kwargs):
-        if self.dispatcher is None:
+        if not LOADED[0]:
             load()
         return self.dispatcher(*args, **kwargs)
 
     def __getattr__(self, name):        # signatures, stats, ... of the dispatcher
         if name.startswith("__"):
             raise AttributeError(name)
-        if self.dispatcher is None:
+        if not LOADED[0]:
             load()
         return getattr(self.dispatcher, name)
 

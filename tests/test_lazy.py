@@ -247,3 +247,20 @@ def test_unknown_interpret_mode_warns_and_uses_auto():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "auto"
     assert "TAPEGRAD_INTERPRET='off' is not one of auto, always, never: using auto" in r.stderr
+
+
+def test_threads_loading_the_kernels_at_once():
+    out = _run("""
+        import threading
+        import tapegrad as tg
+        res = [None] * 4
+        def work(i):
+            x = tg.tensor([1.0, float(i)], requires_grad=True)
+            (x * x * x).sum().backward()       # every thread loads: one does, the others wait
+            res[i] = x.grad.tolist()
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print(res)
+    """, TAPEGRAD_INTERPRET="never")
+    assert out == [str([[3.0, 3.0 * i * i] for i in range(4)])]
