@@ -130,7 +130,7 @@ def load():
                 z.dispatcher = _njit(z.py_func, z.kw)
         real = {id(z): (z.value if isinstance(z, _Lazy) else z.dispatcher) for z in _PENDING}
         for name, mod in list(sys.modules.items()):
-            if mod is None or not (name.startswith("tapegrad") or getattr(mod, "__tapegrad_kernels__", False)):
+            if mod is None or not name.startswith("tapegrad"):     # (the generated module's name too)
                 continue
             d = getattr(mod, "__dict__", None)
             if not d:

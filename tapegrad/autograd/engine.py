@@ -157,10 +157,11 @@ _interpreted_s = [0.0]
 
 
 def _interpretable(seeds):
+    """(Called only while the kernels are not loaded, or in "always" mode.)"""
     mode = INTERPRET[0]
     if mode == "always":
         return True
-    if mode == "never" or _jit.LOADED[0] or _tp.state().rec is not None:
+    if mode == "never" or _tp.state().rec is not None:
         return False
     if _interpreted_s[0] >= INTERPRET_BUDGET_S:
         return False

@@ -320,8 +320,7 @@ def write_stamp(digest):
     if not _jit.loaded():
         _jit._AFTER_LOAD.append(lambda: write_stamp(digest))
         return
-    from .._jit import _ALL
-    for disp in _ALL:
+    for disp in _jit._ALL:
         cache = getattr(disp, "_cache", None)
         if cache is not None:
             try:
