@@ -34,7 +34,10 @@ import weakref
 
 import numpy as np
 
+from . import _jit
 from . import tape as _tp
+from .kernels import forward as _kf
+from .kernels import sweep as _ks
 from .ops import elementwise as _ew
 from .ops import linalg as _la
 from .ops import reduce as _rd
@@ -431,6 +434,13 @@ _DERIVED_FNS = {name: getattr(np, name) for name in
                  "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "logical_and", "logical_or")}
 
 
+# The compiled forward serves tapes of small and middling arrays, whose NumPy calls
+# cost more in overhead than in arithmetic; it copies views (NumPy does not) and
+# its arena of every value at once would not be recycled by malloc beyond these.
+ARENA_SLOT = 1 << 16        # elements of the largest value
+ARENA_TOTAL = 1 << 19       # elements of all values
+
+
 # -- a recording ----------------------------------------------------------------------
 class Recording:
     """One recorded tape and what replaying it needs.  ``forward(args)`` replays."""
@@ -485,6 +495,7 @@ class Recording:
         self.spare = []         # entry buffers of dead replayed tapes (single-number tapes)
         self.plans = {}         # roots -> what backward marks and lays out (engine._sweep_tape)
         self.program = None     # see ``_program``
+        self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
 
@@ -562,6 +573,16 @@ class Recording:
         """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
         if self.scalar:
             return self._forward_scalar(arrays, _from)
+        if self.arena:
+            return self._forward_arena(arrays)
+        vals = self._forward_python(arrays)
+        if self.arena is None and _jit.LOADED[0] and self.scalar is not None:
+            got = self._arena_plan(arrays, vals)
+            if got is not None:
+                return got      # (every replay from here on gives the compiled forward's bits)
+        return vals
+
+    def _forward_python(self, arrays):
         if self.program is None:
             self._program()
         vals = _Vals([None] * self.n)
@@ -619,6 +640,92 @@ class Recording:
                     v = self.derived(src[1], vals, arrays)
             flts[s, _tp.VAL] = v.item() if v.ndim else v[()]
         replay_scalar(self.orig_ops, ints, flts, n)
+        return vals
+
+    def _arena_plan(self, arrays, vals):
+        """Use the compiled forward (``kernels.forward``) when every value is float64
+        and no constant derives from other values: the entries' values go into one
+        arena per replay (laid out here), the sources are read where they are.
+        ``vals``: the values of a Python replay, which it must reproduce.  Returns
+        the compiled forward's values when it applies, else None."""
+        self.arena = False
+        n = self.n
+        if any(src[0] == "derived" for src in self.sources.values()):
+            return
+        if any(type(v) is not np.ndarray or v.dtype != np.float64 for v in vals):
+            return
+        if max(v.size for v in vals) > ARENA_SLOT or sum(v.size for v in vals) > ARENA_TOTAL:
+            return          # large arrays: NumPy's own loops, and Python per entry costs nothing
+        sizes = np.ascontiguousarray(self.ints[:, _tp.SIZE])
+        off = np.zeros(n, np.int64)
+        total = 0
+        for s in range(n):
+            if s not in self.sources:
+                off[s] = total
+                total += -(-int(sizes[s]) // 8) * 8      # each slot 64-byte aligned
+        fl = np.zeros((n, _tp.NFIELDS))
+        fl[:, _tp.F0], fl[:, _tp.F1] = self.f0, self.f1
+        self.fparams = fl
+        self.sizes_c = sizes
+        self.ints_c = np.ascontiguousarray(self.ints)
+        self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
+        self.arena_off = off
+        self.arena_bytes = 8 * off
+        self.arena_total = max(total, 1)
+        self.shapes_all = [v.shape for v in vals]
+        self.vloc_all = np.full(n, -2, np.int64)
+        ones = self.one_slots.tolist()
+        self.ones_arena = np.array([s for s in ones if s not in self.sources], np.int64)
+        self.ones_arena_at = off[self.ones_arena] if ones else self.ones_arena
+        self.ones_src = [s for s in ones if s in self.sources]
+        self.arena = True
+        try:
+            got = self._forward_arena(arrays)
+            ok = all(_close(got[s], vals[s]) for s in range(n))
+        except Exception:
+            ok = False
+        if not ok:
+            self.arena = False
+            return None
+        return got
+
+    def _forward_arena(self, arrays):
+        n = self.n
+        arena = np.empty(self.arena_total)
+        vaddr = self.arena_bytes + _ks.address(arena)
+        src = {}
+        for s, sc in self.source_items:
+            kind = sc[0]
+            if kind == "arg":
+                v = arrays[sc[1]]
+            elif kind == "captured":
+                t = sc[1]
+                v = t._data
+                if v.shape != sc[2] or v.dtype != sc[3] or bool(t._rg) != sc[4]:
+                    raise _Rerecord()
+            else:
+                v = sc[1]
+            if v.dtype != np.float64 or not v.flags.c_contiguous:
+                v = np.ascontiguousarray(v, np.float64)
+            src[s] = v
+            if v.size:
+                vaddr[s] = _ks.address(v)
+        vals = _ArenaVals(arena, src, self.arena_off, self.shapes_all, vaddr)
+        e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, self.aux, self.known, 0)
+        while e < n:        # an entry the compiled forward does not know: NumPy, then on
+            if self.program is None:
+                self._program()
+            _, f, sc = self.program[e]
+            if f is not None:
+                v = f(vals)
+            else:           # a live gather
+                if vals.lins is None:
+                    vals.lins = {}
+                lin = vals.lins[e] = self.live[e](vals, arrays)
+                v = np.take(vals[sc[1]], lin)
+            o = self.arena_off[e]
+            arena[o:o + self.sizes_c[e]] = np.asarray(v).reshape(-1)
+            e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, self.aux, self.known, e + 1)
         return vals
 
     def derived(self, spec, vals, arrays):
@@ -685,12 +792,20 @@ class Recording:
             buf = bytearray(self.template)
             flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
             ones = self.one_slots
-            if ones.size:
+            if type(vals) is _ArenaVals:
+                if self.ones_arena.size:
+                    flts[self.ones_arena, _tp.VAL] = vals.arena[self.ones_arena_at]
+                for s in self.ones_src:
+                    flts[s, _tp.VAL] = vals[s].reshape(-1)[0]
+            elif ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             del flts
             T = _tp.Tape.replayed(buf, n)
             saved = self.saved
             T.vals = [vals[s] if saved[s] else None for s in range(n)]
+            if type(vals) is _ArenaVals:
+                T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
+                T.arena = vals                              # ... which keeps it alive
         shared = [0]
         vobj = [shared] * n
         ext = T.ext
@@ -740,10 +855,13 @@ class Recording:
             kind = ref[0]
             if kind == "slot":
                 s = ref[1]
+                v = vals[s]
+                if type(vals) is _ArenaVals and s not in vals.src:
+                    v = v.copy()        # (a kept output must not keep the whole arena alive)
                 if self.rg[s] and T is not None:
-                    leaves.append(Tensor._recorded(vals[s], T, s, T.vobj[s]))
+                    leaves.append(Tensor._recorded(v, T, s, T.vobj[s]))
                 else:
-                    leaves.append(_plain_wrap(vals[s]))
+                    leaves.append(_plain_wrap(v))
             elif kind == "arg":
                 a = args[ref[1]]
                 leaves.append(a if isinstance(a, Tensor) else _plain_wrap(a))
@@ -767,6 +885,11 @@ class Recording:
         st["spare"] = []
         st["plans"] = {}
         st["program"] = None
+        st["source_items"] = sorted(src.items())
+        st["arena"] = None      # (laid out again by the process that replays it)
+        for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
+                  "ones_arena", "ones_arena_at", "ones_src"):
+            st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)
         st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
@@ -872,6 +995,41 @@ class _Vals(list):
     def __init__(self, items):
         super().__init__(items)
         self.lins = None
+
+
+class _ArenaVals:
+    """The values of a compiled replay (``Recording._forward_arena``): the sources'
+    arrays, and the entries' values in one arena (views made on demand)."""
+    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views")
+
+    def __init__(self, arena, src, off, shapes, vaddr):
+        self.arena, self.src, self.off, self.shapes, self.vaddr = arena, src, off, shapes, vaddr
+        self.lins = None
+        self.views = {}
+
+    def __getitem__(self, s):
+        v = self.src.get(s)
+        if v is None:
+            v = self.views.get(s)
+            if v is None:
+                shape = self.shapes[s]
+                o = self.off[s]
+                v = self.views[s] = self.arena[o:o + math.prod(shape)].reshape(shape)
+        return v
+
+
+def _close(a, b):
+    """The compiled forward's value ``a`` against NumPy's ``b``: within 1e-12 of
+    the largest magnitude (BLAS and libm round differently, never more)."""
+    if a.shape != b.shape:
+        return False
+    fin = np.isfinite(b)
+    if not np.array_equal(fin, np.isfinite(a)) or not np.array_equal(a[~fin], b[~fin], equal_nan=True):
+        return False
+    if not fin.any():
+        return True
+    scale = float(np.max(np.abs(b[fin])))
+    return bool(np.all(np.abs(a[fin] - b[fin]) <= 1e-12 * scale))
 
 
 class _ScalarVals:

@@ -143,7 +143,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes", "scalar", "plan",
+                 "shapes", "scalar", "plan", "vaddr", "arena",
                  "__weakref__")
 
     def __init__(self):
@@ -174,6 +174,8 @@ class Tape:
         self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
         self.scalar = False     # a replayed tape whose values are all single numbers (engine: sweep_scalar)
         self.plan = None        # a replayed tape: {roots: marks and layout}, shared by its recording's replays
+        self.vaddr = None       # a compiled replay's tape: (locators, address of every slot's value)
+        self.arena = None       # ... and what holds those values
         _LIVE.add(self)
 
     def __len__(self):
@@ -195,6 +197,7 @@ class Tape:
         T.sources = T.nodes = T.shapes = None
         T.scalar = False
         T.plan = None
+        T.vaddr = T.arena = None
         _LIVE.add(T)
         return T
 

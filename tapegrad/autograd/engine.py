@@ -36,6 +36,7 @@ SECOND_TIME = (
     "or if you need to access saved tensors after calling backward.")
 
 _EMPTY_I = np.zeros(0, np.int64)
+_EMPTY_F = np.zeros(1)
 
 
 _addr = K.address
@@ -72,16 +73,21 @@ def _storage(T, ints, sizes, flts, needval, reach, lay=None):
         lay = K.layout(ints, sizes, needval, reach, BIG)
     vloc, vsmall, vbig, aloc, asize, abig, touched = lay
     touched = touched.copy()
-    vals = T.vals
-    parts = [flts[:, _tp.VAL]]
-    if vsmall.size:
-        parts += [vals[s] for s in vsmall.tolist()]
-    V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
-    for s in vbig.tolist():
-        v = vals[s]
-        if v.dtype != np.float64 or not v.flags.c_contiguous:
-            v = np.ascontiguousarray(v, dtype=np.float64)
-        V.add_big(s, v.reshape(-1))
+    if T.vaddr is not None:         # a compiled replay's values: all in place, by address
+        V = _Slots.__new__(_Slots)
+        V.loc, V.ptr = T.vaddr
+        V.arena, V.big = _EMPTY_F, None
+    else:
+        vals = T.vals
+        parts = [flts[:, _tp.VAL]]
+        if vsmall.size:
+            parts += [vals[s] for s in vsmall.tolist()]
+        V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
+        for s in vbig.tolist():
+            v = vals[s]
+            if v.dtype != np.float64 or not v.flags.c_contiguous:
+                v = np.ascontiguousarray(v, dtype=np.float64)
+            V.add_big(s, v.reshape(-1))
     A = _Slots(aloc, np.zeros(asize))
     for s in abig.tolist():
         A.add_big(s, np.empty(int(sizes[s])))     # zeroed by the sweep only if it must add
@@ -441,6 +447,7 @@ def _free(T, ints, process, read):
     live, drop = _kernel(K.free_saved)(ints, K.SAVES_TABLE, process, T.freed, read)
     if not live:
         T.vals = [None] * len(T.vals)
+        T.vaddr = T.arena = None
         return
     vals = T.vals
     for s in drop.tolist():

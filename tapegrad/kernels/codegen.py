@@ -25,7 +25,7 @@ from math import cos, exp, expm1, log, log1p, sin, sqrt, tan, tanh  # noqa: F401
 import numpy as np
 
 from tapegrad._jit import address_as_pointer, jit, numba
-from tapegrad.kernels.index import strided_map
+from tapegrad.kernels.index import row_starts, strided_map  # noqa: F401
 
 
 @jit(inline="always")
@@ -59,6 +59,12 @@ def ipow(x, e):
     if e == -2.0:
         return 1.0 / (x * x)
     return x ** e
+
+
+@jit(inline="always")
+def u64(i):
+    """An index known not to be negative: no wraparound test per element."""
+    return np.uint64(i)
 
 
 @jit(inline="always")
@@ -109,6 +115,10 @@ def _expr(rule, index):
 _IPOW_CASES = [("2.0", "({a} * {a})"), ("1.0", "{a}"), ("0.0", "1.0"), ("3.0", "({a} * {a} * {a})"),
                ("-1.0", "(1.0 / {a})"), ("0.5", "sqrt({a})"), ("-0.5", "(1.0 / sqrt({a}))"),
                ("-2.0", "(1.0 / ({a} * {a}))")]
+
+
+def _names(rule):
+    return {n.id for n in ast.walk(ast.parse(rule, mode="eval")) if isinstance(n, ast.Name)}
 
 
 def _invariant_ipow(rule):
@@ -219,6 +229,52 @@ def forward_source():
     forward = lambda op: SCALAR_FORWARD[op.name]       # noqa: E731
     lines = (_by_code("unary_forward1", "x, p, q", UNARY_OPS, forward, "np.nan")
              + _by_code("binary_forward1", "a, b, c", BINARY_OPS, forward, "np.nan"))
+    # the same expressions over whole slots, one loop per op (a branch per element
+    # on the op would cost more than the op): the compiled replay, kernels.forward
+    lines += ["", "", "@jit", "def unary_forward(code, n, px, py, p, q):",
+              "    x, y = view(px, n), view(py, n)"]
+    for k, op in enumerate(UNARY_OPS):
+        lines.append(f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}")
+        inv = _invariant_ipow(forward(op))
+        if inv is None:
+            lines += ["        for i in range(n):", f"            y[i] = {_expr(forward(op), {'x': 'i'})}"]
+            continue
+        rule, call, base, expo = inv       # (pow_s: the exponent's cases outside the loop)
+        lines.append(f"        e = {expo}")
+        for j, (value, form) in enumerate(_IPOW_CASES + [(None, None)]):
+            body = rule if form is None else rule.replace(call, form.format(a=base))
+            lines += [f"        {'if' if j == 0 else 'elif'} e == {value}:" if value else "        else:",
+                      "            for i in range(n):", f"                y[i] = {_expr(body, {'x': 'i'})}"]
+    same = {"a": "i", "b": "i", "c": "i * sc"}
+    plain = {"a": "i * sa", "b": "i * sb", "c": "i * sc"}
+    # broadcasting: row by row, each input at its own row start and stride
+    rows = {"a": "u64(oa + k * ta)", "b": "u64(ob + k * tb)", "c": "u64(oc + k * tc)"}
+    lines += ["", "", "@jit", "def binary_forward(code, n, pa, na, pb, nb, pc, nc, py, sa, sb, sc, aux, at):",
+              "    a, b, c, y = view(pa, na), view(pb, nb), view(pc, nc), view(py, n)",
+              "    if at >= 0:",
+              "        w = 2 + 2 * aux[at]",
+              "        ra, inner, ta = row_starts(aux, at)",
+              "        rb, _, tb = row_starts(aux, at + w)",
+              "        rc, _, tc = row_starts(aux, at + 2 * w)",
+              "        nrows = ra.size if inner else 0",
+              "    else:",
+              "        ra = rb = rc = aux[:0]",
+              "        inner = ta = tb = tc = nrows = 0"]
+    for k, op in enumerate(BINARY_OPS):
+        lines += [f"    {'if' if k == 0 else 'elif'} code == {k}:  # {op.name}",
+                  "        if at < 0 and sa == 1 and sb == 1:",
+                  "            for i in range(n):",
+                  f"                y[i] = {_expr(forward(op), same)}",
+                  "        elif at < 0:",
+                  "            for i in range(n):",
+                  f"                y[i] = {_expr(forward(op), plain)}",
+                  "        else:",
+                  "            for r in range(nrows):",
+                  "                o = r * inner",
+                  "                oa, ob = ra[r], rb[r]",
+                  *(["                oc = rc[r]"] if "c" in _names(forward(op)) else []),
+                  "                for k in range(inner):",
+                  f"                    y[o + k] = {_expr(forward(op), rows)}"]
     lines += ["", "", "@jit", "def replay_scalar(ops, ints, flts, n):",
               "    for s in range(n):",
               "        code = ops[s]",

@@ -59,11 +59,21 @@ def strided_map(aux, at):
     out = np.empty(n, np.int64)
     if n == 0:
         return out
+    if nd == 0:
+        out[0] = offset
+        return out
+    # the last axis in a plain loop, the carry over the outer axes once per row
+    inner = shape[nd - 1]
+    istr = strides[nd - 1]
     idx = np.zeros(nd, np.int64)
     pos = offset
-    for i in range(n):
-        out[i] = pos
-        d = nd - 1
+    j = 0
+    for _ in range(n // inner):
+        row = out[j:j + inner]
+        for k in range(inner):
+            row[k] = pos + k * istr
+        j += inner
+        d = nd - 2
         while d >= 0:
             idx[d] += 1
             pos += strides[d]
@@ -73,6 +83,23 @@ def strided_map(aux, at):
             idx[d] = 0
             d -= 1
     return out
+
+
+@jit
+def row_starts(aux, at):
+    """For the descriptor ``aux[at:]``: the source index of the first element of
+    every row (last axis), and the row's length and stride; a 0-d descriptor is
+    one row of one element."""
+    nd = aux[at]
+    if nd == 0:
+        return np.full(1, aux[at + 1], np.int64), 1, 0
+    outer = np.empty(2 * nd, np.int64)         # the descriptor without its last axis
+    outer[0] = nd - 1
+    outer[1] = aux[at + 1]
+    for d in range(nd - 1):
+        outer[2 + d] = aux[at + 2 + d]
+        outer[1 + nd + d] = aux[at + 2 + nd + d]
+    return strided_map(outer, 0), aux[at + 1 + nd], aux[at + 1 + 2 * nd]
 
 
 @jit
