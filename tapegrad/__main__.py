@@ -143,11 +143,17 @@ def digits_demo(epochs=3, batch_size=32, lr=3e-3, seed=0):
 
 
 def _replay_warmup():
-    """A compiled function of single numbers, so replay's forward and reverse loops compile."""
+    """Compiled functions of single numbers and of arrays, so replay's forward
+    kernels (``replay_scalar``, ``kernels.forward``) and reverse loops compile."""
     f = tg.compile(lambda y, w: (tg.sin(y) * w + tg.cos(y) * 0.5).sum())
     w = tg.tensor([0.5], requires_grad=True)
     f(tg.tensor([0.1]), w).backward()
-    return f(tg.tensor([0.2]), w)
+    f(tg.tensor([0.2]), w).backward()
+    g = tg.compile(lambda x, v: (x @ v + 1.0).relu().log_softmax(1).mean())
+    v = tg.randn(3, 2, requires_grad=True)
+    for _ in range(2):
+        g(tg.randn(4, 3), v).backward()
+    return g(tg.randn(4, 3), v) + f(tg.tensor([0.3]), w)
 
 
 def warmup():

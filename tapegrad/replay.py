@@ -359,7 +359,7 @@ def _is_grad_leaf(v):
 
 
 def _arg_key(v):
-    if isinstance(v, Tensor):
+    if type(v) is Tensor or isinstance(v, Tensor):
         return ("T", v._data.shape, v._data.dtype.num, v._rg, _is_grad_leaf(v))
     if isinstance(v, np.ndarray):
         return ("A", v.shape, v.dtype.num)
@@ -457,6 +457,7 @@ class Recording:
         self.aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
         self.shapes = dict(T.shapes)
         self.saved = np.array([v is not None for v in T.vals], bool)
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.nargs = nargs
         self.arg_kinds = [a[0] for a in rec.args]
         self.arg_meta = [(np.asarray(a[2]._real if isinstance(a[2], _WatchedArg) else a[2]._data).shape,
@@ -669,6 +670,12 @@ class Recording:
         self.sizes_c = sizes
         self.ints_c = np.ascontiguousarray(self.ints)
         self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
+        # gathers whose indices come from the arguments alone: the indices are made
+        # before the kernel runs, which then gathers them itself
+        self.pre_gathers = [(s, fn, self.rows[s][4]) for s, fn in sorted(self.live.items())
+                            if isinstance(fn, functools.partial) and fn.func is _live_lin]
+        for s, _, _ in self.pre_gathers:
+            self.known[s] = 1
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
@@ -711,7 +718,14 @@ class Recording:
             if v.size:
                 vaddr[s] = _ks.address(v)
         vals = _ArenaVals(arena, src, self.arena_off, self.shapes_all, vaddr)
-        e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, self.aux, self.known, 0)
+        aux = self.aux
+        if self.pre_gathers:
+            aux = vals.aux = aux.copy()
+            lins = vals.lins = {}
+            for s, fn, at in self.pre_gathers:
+                lin = lins[s] = fn(vals, arrays)
+                aux[at:at + lin.size] = lin
+        e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, aux, self.known, 0)
         while e < n:        # an entry the compiled forward does not know: NumPy, then on
             if self.program is None:
                 self._program()
@@ -725,7 +739,7 @@ class Recording:
                 v = np.take(vals[sc[1]], lin)
             o = self.arena_off[e]
             arena[o:o + self.sizes_c[e]] = np.asarray(v).reshape(-1)
-            e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, self.aux, self.known, e + 1)
+            e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, aux, self.known, e + 1)
         return vals
 
     def derived(self, spec, vals, arrays):
@@ -801,8 +815,9 @@ class Recording:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             del flts
             T = _tp.Tape.replayed(buf, n)
-            saved = self.saved
-            T.vals = [vals[s] if saved[s] else None for s in range(n)]
+            tv = T.vals = [None] * n
+            for s in self.saved_slots:
+                tv[s] = vals[s]
             if type(vals) is _ArenaVals:
                 T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
                 T.arena = vals                              # ... which keeps it alive
@@ -837,7 +852,9 @@ class Recording:
         T.vobj = vobj
         aux = self.aux
         lins = getattr(vals, "lins", None)
-        if lins:
+        if type(vals) is _ArenaVals and vals.aux is not None:
+            aux = vals.aux          # (the live gathers' indices are in it already)
+        elif lins:
             aux = aux.copy()
             for s, lin in lins.items():
                 at = self.rows[s][4]
@@ -888,7 +905,7 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "ones_arena", "ones_arena_at", "ones_src"):
+                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)
@@ -900,6 +917,8 @@ class Recording:
         self.__dict__.update(st)
         self.template = None
         self.program = None
+        self.arena = None
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
 
@@ -1000,11 +1019,11 @@ class _Vals(list):
 class _ArenaVals:
     """The values of a compiled replay (``Recording._forward_arena``): the sources'
     arrays, and the entries' values in one arena (views made on demand)."""
-    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views")
+    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux")
 
     def __init__(self, arena, src, off, shapes, vaddr):
         self.arena, self.src, self.off, self.shapes, self.vaddr = arena, src, off, shapes, vaddr
-        self.lins = None
+        self.lins = self.aux = None
         self.views = {}
 
     def __getitem__(self, s):

@@ -25,7 +25,7 @@ from math import cos, exp, expm1, log, log1p, sin, sqrt, tan, tanh  # noqa: F401
 import numpy as np
 
 from tapegrad._jit import address_as_pointer, jit, numba
-from tapegrad.kernels.index import row_starts, strided_map  # noqa: F401
+from tapegrad.kernels.index import row_starts, strided_map, u64  # noqa: F401
 
 
 @jit(inline="always")
@@ -59,12 +59,6 @@ def ipow(x, e):
     if e == -2.0:
         return 1.0 / (x * x)
     return x ** e
-
-
-@jit(inline="always")
-def u64(i):
-    """An index known not to be negative: no wraparound test per element."""
-    return np.uint64(i)
 
 
 @jit(inline="always")
@@ -170,8 +164,8 @@ def binary_source():
     contribution at stride 1, so it is assigned, not added."""
     plain = {"g": "i", "y": "i", "a": "i * sa", "b": "i * sb", "c": "i * sc"}
     same = {"g": "i", "y": "i", "a": "i", "b": "i", "c": "i * sc"}
-    mapped = {"g": "i", "y": "i", "a": "(i if full & 1 else ma[i])", "b": "(i if full & 2 else mb[i])",
-              "c": "(i if full & 4 else mc[i])"}
+    mapped = {"g": "i", "y": "i", "a": "u64(i if full & 1 else ma[i])", "b": "u64(i if full & 2 else mb[i])",
+              "c": "u64(i if full & 4 else mc[i])"}
     lines = ["", "", "@jit",
              "def binary_reverse(code, n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, aux, at, full, ovw):",
              "    g, a, b, c, y = view(pg, n), view(pa, na), view(pb, nb), view(pc, nc), view(py, n)",

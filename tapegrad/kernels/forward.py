@@ -19,13 +19,12 @@ from ..ops.reduce import LOG_SOFTMAX, MEAN, SOFTMAX, SUM
 from ..ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
 from ..ops.shape import GATHER, RESHAPE, STRIDED
 from ..tape import F0, F1
-from .index import strided_map, strided_map_np
+from .index import strided_map, strided_map_np, u64
 from .sweep import _gen
 
 unary_forward = _gen.unary_forward       # generated from the elementwise table
 binary_forward = _gen.binary_forward
 mx = _gen.mx
-u64 = _gen.u64
 
 _REDUCE_KNOWN = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX)
 _SHAPE_KNOWN = (RESHAPE, STRIDED, GATHER)

@@ -27,6 +27,12 @@ def slot_addr(loc, ptr, base, s):
     return np.int64(0)
 
 
+@jit(inline="always")
+def u64(i):
+    """An index known not to be negative: no wraparound test per element."""
+    return np.uint64(i)
+
+
 @jit
 def slot_view(loc, ptr, base, s, n):
     """Slot ``s`` (``n`` elements) as an array without a reference count: views are

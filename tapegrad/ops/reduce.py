@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import c_strides, descriptor, strided_map
+from ..kernels.index import c_strides, descriptor, strided_map, u64
 from ..tensor import Tensor, _wrap_dim
 from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
 
@@ -50,10 +50,10 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     K = n // ngroups
     if k == SUM:
         for i in range(n):
-            dx[i] += g[gi[i]]
+            dx[i] += g[u64(gi[i])]
     elif k == MEAN:
         for i in range(n):
-            dx[i] += g[gi[i]] / K
+            dx[i] += g[u64(gi[i])] / K
     elif k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
         zeros = 0           # (f0 = 1: prod() of everything, whose gradient is 0 when two or more are zero)
         for i in range(n):
@@ -64,30 +64,30 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
         if zeros == 0:
             p = np.ones(ngroups)
             for i in range(n):
-                p[gi[i]] *= x[i]
+                p[u64(gi[i])] *= x[i]
             for i in range(n):
-                o = gi[i]
+                o = u64(gi[i])
                 dx[i] += g[o] * (p[o] / x[i])
         else:           # exclusive prefix times exclusive suffix product, in order (NaN/inf as PyTorch)
             ex = np.empty(n)
             p = np.ones(ngroups)
             for i in range(n):
-                o = gi[i]
+                o = u64(gi[i])
                 ex[i] = p[o]
                 p[o] *= x[i]
             p[:] = 1.0
             for i in range(n - 1, -1, -1):
-                o = gi[i]
+                o = u64(gi[i])
                 dx[i] += g[o] * (ex[i] * p[o])
                 p[o] *= x[i]
     elif k == VAR or k == STD:
         m = np.zeros(ngroups)
         for i in range(n):
-            m[gi[i]] += x[i]
+            m[u64(gi[i])] += x[i]
         for j in range(ngroups):
             m[j] /= K
         for i in range(n):
-            o = gi[i]
+            o = u64(gi[i])
             if k == VAR:
                 dx[i] += g[o] * 2.0 * (x[i] - m[o]) / (K - f0)
             elif y[o] != 0.0:       # std of a constant: 0, not nan (PyTorch)
@@ -95,31 +95,31 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     elif k == EXTREMUM:     # f0 = 0: max()/min() (ties and NaNs split); 1: amax/amin (a NaN result: NaN)
         cnt = np.zeros(ngroups)
         for i in range(n):
-            o = gi[i]
+            o = u64(gi[i])
             if x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
                 cnt[o] += 1.0
         for i in range(n):
-            o = gi[i]
+            o = u64(gi[i])
             if y[o] != y[o] and f0 != 0.0:
                 dx[i] += np.nan
             elif x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
                 dx[i] += g[o] / cnt[o]
     elif k == LOGSUMEXP:
         for i in range(n):
-            o = gi[i]
+            o = u64(gi[i])
             dx[i] += g[o] * math.exp(x[i] - y[o])
     elif k == SOFTMAX:
         s = np.zeros(ngroups)
         for i in range(n):
-            s[gi[i]] += g[i] * y[i]
+            s[u64(gi[i])] += g[i] * y[i]
         for i in range(n):
-            dx[i] += y[i] * (g[i] - s[gi[i]])
+            dx[i] += y[i] * (g[i] - s[u64(gi[i])])
     elif k == LOG_SOFTMAX:
         s = np.zeros(ngroups)
         for i in range(n):
-            s[gi[i]] += g[i]
+            s[u64(gi[i])] += g[i]
         for i in range(n):
-            dx[i] += g[i] - math.exp(y[i]) * s[gi[i]]
+            dx[i] += g[i] - math.exp(y[i]) * s[u64(gi[i])]
 
 
 # -- forward and recording -----------------------------------------------------
