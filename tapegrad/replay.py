@@ -685,6 +685,8 @@ class Recording:
         self.ones_arena = np.array([s for s in ones if s not in self.sources], np.int64)
         self.ones_arena_at = off[self.ones_arena] if ones else self.ones_arena
         self.ones_src = [s for s in ones if s in self.sources]
+        self.saved_views = [(s, -1, -1, None) if s in self.sources else
+                            (s, int(off[s]), int(off[s] + sizes[s]), self.shapes_all[s]) for s in self.saved_slots]
         self.arena = True
         try:
             got = self._forward_arena(arrays)
@@ -816,8 +818,13 @@ class Recording:
             del flts
             T = _tp.Tape.replayed(buf, n)
             tv = T.vals = [None] * n
-            for s in self.saved_slots:
-                tv[s] = vals[s]
+            if type(vals) is _ArenaVals:
+                arena, src = vals.arena, vals.src
+                for s, o, e, shape in self.saved_views:
+                    tv[s] = arena[o:e].reshape(shape) if o >= 0 else src[s]
+            else:
+                for s in self.saved_slots:
+                    tv[s] = vals[s]
             if type(vals) is _ArenaVals:
                 T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
                 T.arena = vals                              # ... which keeps it alive
@@ -905,7 +912,7 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers"):
+                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)

@@ -89,8 +89,10 @@ def _storage(T, ints, sizes, flts, needval, reach, lay=None):
                 v = np.ascontiguousarray(v, dtype=np.float64)
             V.add_big(s, v.reshape(-1))
     A = _Slots(aloc, np.zeros(asize))
+    big, ptr = A.big, A.ptr
     for s in abig.tolist():
-        A.add_big(s, np.empty(int(sizes[s])))     # zeroed by the sweep only if it must add
+        a = big[s] = np.empty(int(sizes[s]))      # zeroed by the sweep only if it must add
+        ptr[s] = _addr(a)
     return V, A, touched
 
 
@@ -323,10 +325,8 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         plan = T.plan.get(key)
         if plan is None:
             process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-            plan = T.plan[key] = (process, reach, needval, K.layout(ints, sizes, needval, reach, BIG))
-        else:
-            T.freed = np.zeros(n, np.uint8)
-        process, reach, needval, lay = plan
+            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None]
+        process, reach, needval, lay, _ = plan
         tslots = {}
     else:
         process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
@@ -384,7 +384,18 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))
 
     if not retain:
-        _free(T, ints, process, needval)
+        memo = plan[4] if plan is not None else None
+        if memo is not None and memo[1]:
+            # a replay whose every value this backward consumed (known from the first)
+            T.freed = memo[0].copy()
+            T.vals = [None] * n
+            T.vaddr = T.arena = None
+        else:
+            if T.freed.size < n:
+                T.freed = np.zeros(n, np.uint8)
+            _free(T, ints, process, needval)
+            if plan is not None and memo is None:
+                plan[4] = (T.freed.copy(), all(v is None for v in T.vals))
     del ints, flts, sizes
 
 
