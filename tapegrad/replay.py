@@ -679,6 +679,8 @@ class Recording:
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
+        self.spare_arena = np.empty(self.arena_total)
+        self.arena_refs_free = self._arena_refs()     # (what the count reads with nothing else holding it)
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
         ones = self.one_slots.tolist()
@@ -698,9 +700,16 @@ class Recording:
             return None
         return got
 
+    def _arena_refs(self):
+        return sys.getrefcount(self.spare_arena)
+
     def _forward_arena(self, arrays):
         n = self.n
-        arena = np.empty(self.arena_total)
+        # the last replay's arena again when nothing holds it any more (its tape was
+        # freed by backward or died, and no view of it got out): warm memory, no malloc
+        if self._arena_refs() > self.arena_refs_free:
+            self.spare_arena = np.empty(self.arena_total)
+        arena = self.spare_arena
         vaddr = self.arena_bytes + _ks.address(arena)
         src = {}
         for s, sc in self.source_items:
@@ -879,9 +888,12 @@ class Recording:
             kind = ref[0]
             if kind == "slot":
                 s = ref[1]
-                v = vals[s]
                 if type(vals) is _ArenaVals and s not in vals.src:
-                    v = v.copy()        # (a kept output must not keep the whole arena alive)
+                    o = self.arena_off[s]       # a copy: a kept output must not keep the whole arena alive
+                    v = vals.arena[o:o + self.sizes_c[s]].reshape(self.shapes_all[s])
+                    v = v.copy()
+                else:
+                    v = vals[s]
                 if self.rg[s] and T is not None:
                     leaves.append(Tensor._recorded(v, T, s, T.vobj[s]))
                 else:
@@ -912,7 +924,8 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views"):
+                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views", "spare_arena",
+                  "arena_refs_free"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)
@@ -1165,17 +1178,27 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         st = self.stats
         st.calls += 1
-        if _tp.state().rec is not None:
+        ts = _tp.state()
+        if ts.rec is not None:
             st.eager += 1
             return self.fn(*args, **kwargs)
+        keys, arrays = [], []
         try:
-            key = (tuple(_arg_key(a) for a in args), tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
-                   _tp.state().grad)
+            for a in args:
+                if type(a) is Tensor:
+                    d = a._data
+                    keys.append(("T", d.shape, d.dtype.num, a._rg, _is_grad_leaf(a)))
+                    arrays.append(d)
+                else:
+                    keys.append(_arg_key(a))
+                    arrays.append(_real(a))
+            key = (tuple(keys), tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())) if kwargs else (),
+                   ts.grad)
         except NotReplayable as e:
             self.why[None] = str(e)
             st.eager += 1
             return self.fn(*args, **kwargs)
-        if any(_is_array_arg(v) for v in kwargs.values()):
+        if kwargs and any(_is_array_arg(v) for v in kwargs.values()):
             self.why[key] = "arrays passed by keyword are not supported"
             st.eager += 1
             return self.fn(*args, **kwargs)
@@ -1183,7 +1206,6 @@ class Compiled:
         if isinstance(entry, str):
             st.eager += 1
             return self.fn(*args, **kwargs)
-        arrays = [_real(a) for a in args]
         diverged = None
         if entry:
             env = _env(self.fn)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -625,3 +626,105 @@ def test_max_along_a_dim_picks_anew_on_replay():
     ci = tg.compile(lambda x: x.max(1).indices)
     x = tg.tensor([[1.0, 5.0], [7.0, 0.0]], requires_grad=True)
     assert ci(x).tolist() == [1, 0] and ci(x).tolist() == [1, 0] and ci.stats.replays == 0
+
+
+# -- the compiled forward (kernels/forward.py) and its arena ------------------------
+@pytest.fixture
+def kernels():
+    """The compiled forward needs the kernels loaded (before that, replays run NumPy)."""
+    from tapegrad import _jit
+    _jit.load()
+
+
+def _recording(cf):
+    (entry,) = [v for v in cf.cache.values() if isinstance(v, list)]
+    return entry[0]
+
+
+def _mlp_step():
+    W1 = tg.tensor(_arr((6, 8)), requires_grad=True)
+    W2 = tg.tensor(_arr((8, 3)), requires_grad=True)
+    cf = tg.compile(lambda x, labels: F.cross_entropy((x @ W1).relu() @ W2, labels))
+    return cf, (W1, W2)
+
+
+def test_compiled_forward_runs_every_entry_of_an_mlp(kernels):
+    cf, (W1, W2) = _mlp_step()
+    labels = np.array([0, 2, 1, 1, 0])
+    for _ in range(3):
+        cf(tg.tensor(_arr((5, 6))), labels).backward()
+    R = _recording(cf)
+    assert R.arena is True
+    computed = [s for s in range(R.n) if R.ints[s, 0] >= 64]
+    assert all(R.known[s] for s in computed), [R.names[s] for s in computed if not R.known[s]]
+    x = _arr((5, 6))
+    W1.grad = W2.grad = None
+    y = cf(tg.tensor(x), labels)
+    y.backward()
+    g1, g2 = W1.grad.numpy(), W2.grad.numpy()
+    W1.grad = W2.grad = None
+    z = F.cross_entropy((tg.tensor(x) @ W1).relu() @ W2, labels)
+    z.backward()
+    np.testing.assert_allclose(y.item(), z.item(), rtol=1e-12)
+    np.testing.assert_allclose(g1, W1.grad.numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(g2, W2.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_compiled_forward_is_for_float64_and_middling_sizes(kernels):
+    f32 = tg.compile(lambda x: (x * x).sum())
+    big = tg.compile(lambda x: (x * x).sum())
+    for _ in range(3):
+        f32(tg.tensor(_arr(4), dtype=tg.float32))
+        big(tg.tensor(_arr(1 << 17)))
+    assert _recording(f32).arena is False and _recording(big).arena is False
+
+
+def test_arena_is_reused_only_when_nothing_holds_it(kernels):
+    cf, (W1, W2) = _mlp_step()
+    labels = np.array([0, 2, 1, 1, 0])
+    xs = [_arr((5, 6)) for _ in range(6)]
+    for x in xs[:3]:
+        cf(tg.tensor(x), labels).backward()
+    R = _recording(cf)
+    first = weakref.ref(R.spare_arena)          # (a reference of its own would hold it)
+    cf(tg.tensor(xs[3]), labels).backward()     # freed by its backward: the same memory again
+    assert R.spare_arena is first()
+    # two losses alive at once: the second may not overwrite the first's values
+    a = cf(tg.tensor(xs[4]), labels)
+    b = cf(tg.tensor(xs[5]), labels)
+    assert R.spare_arena is not first()
+    for loss, x in ((a, xs[4]), (b, xs[5])):
+        W1.grad = W2.grad = None
+        loss.backward()
+        g = W1.grad.numpy()
+        W1.grad = W2.grad = None
+        F.cross_entropy((tg.tensor(x) @ W1).relu() @ W2, labels).backward()
+        np.testing.assert_allclose(g, W1.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_arena_values_handed_out_stay_put(kernels):
+    """tg.record returns arrays of the replay and create_graph keeps values in the
+    new graph: neither may change when the tape is replayed again."""
+    tape = tg.record(lambda x, w: (x @ w).tanh(), _arr((4, 3)), _arr((3, 2)))
+    x1, w1 = _arr((4, 3)), _arr((3, 2))
+    outs = [tape(x1, w1) for _ in range(3)]
+    kept = outs[-1].copy()
+    for _ in range(3):
+        tape(_arr((4, 3)), _arr((3, 2)))
+    assert np.array_equal(outs[-1], kept)
+    np.testing.assert_allclose(kept, np.tanh(x1 @ w1), rtol=1e-12)
+
+    cf = tg.compile(lambda x, w: ((x @ w).tanh() ** 2).sum())
+    w = tg.tensor(_arr((3, 2)), requires_grad=True)
+    for _ in range(3):
+        cf(tg.tensor(_arr((4, 3))), w)
+    x = _arr((4, 3))
+    (g,) = tg.autograd.grad(cf(tg.tensor(x), w), [w], create_graph=True)
+    for _ in range(3):
+        cf(tg.tensor(_arr((4, 3))), w).backward()
+    w.grad = None
+    (g.sum()).backward()
+    w2 = tg.tensor(w.detach().numpy(), requires_grad=True)
+    (g2,) = tg.autograd.grad(((tg.tensor(x) @ w2).tanh() ** 2).sum(), [w2], create_graph=True)
+    g2.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-12, atol=1e-14)
