@@ -679,8 +679,7 @@ class Recording:
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
-        self.spare_arena = np.empty(self.arena_total)
-        self.arena_refs_free = self._arena_refs()     # (what the count reads with nothing else holding it)
+        self.spare_arena = None
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
         ones = self.one_slots.tolist()
@@ -700,16 +699,14 @@ class Recording:
             return None
         return got
 
-    def _arena_refs(self):
-        return sys.getrefcount(self.spare_arena)
-
     def _forward_arena(self, arrays):
         n = self.n
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
-        if self._arena_refs() > self.arena_refs_free:
-            self.spare_arena = np.empty(self.arena_total)
-        arena = self.spare_arena
+        arena, self.spare_arena = self.spare_arena, None     # (taken out while checked: threads)
+        if arena is None or _tp.refs(arena) > _tp.ALONE:
+            arena = np.empty(self.arena_total)
+        self.spare_arena = arena
         vaddr = self.arena_bytes + _ks.address(arena)
         src = {}
         for s, sc in self.source_items:
@@ -924,8 +921,7 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views", "spare_arena",
-                  "arena_refs_free"):
+                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views", "spare_arena"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)

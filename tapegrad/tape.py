@@ -17,6 +17,7 @@ older tape, so graphs spanning several tapes differentiate as one.
 import itertools
 import os
 import struct
+import sys
 import threading
 import weakref
 
@@ -113,6 +114,21 @@ def resume(T):
     st = state()
     st.tape = T if (not T.sealed and T.owner == threading.get_ident() and T.n < ROTATE_ENTRIES
                     and T.elements < ROTATE_ELEMENTS) else None
+
+
+def refs(a):
+    """``a``'s reference count, read the same way by every caller: compare with
+    ``ALONE`` for an array held by nothing but one local variable of the caller
+    (a replay's spare memory is reused only then: no view of it got out)."""
+    return sys.getrefcount(a)
+
+
+def _alone():
+    a = np.zeros(0)
+    return refs(a)
+
+
+ALONE = _alone()
 
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()

@@ -641,9 +641,9 @@ def _recording(cf):
     return entry[0]
 
 
-def _mlp_step():
-    W1 = tg.tensor(_arr((6, 8)), requires_grad=True)
-    W2 = tg.tensor(_arr((8, 3)), requires_grad=True)
+def _mlp_step(n_in=6, hidden=8):
+    W1 = tg.tensor(_arr((n_in, hidden)), requires_grad=True)
+    W2 = tg.tensor(_arr((hidden, 3)), requires_grad=True)
     cf = tg.compile(lambda x, labels: F.cross_entropy((x @ W1).relu() @ W2, labels))
     return cf, (W1, W2)
 
@@ -728,3 +728,26 @@ def test_arena_values_handed_out_stay_put(kernels):
     (g2,) = tg.autograd.grad(((tg.tensor(x) @ w2).tanh() ** 2).sum(), [w2], create_graph=True)
     g2.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_adjoint_memory_reused_by_replays_never_changes_a_gradient_handed_out(kernels):
+    """A replay's backward reuses its adjoint arrays when nothing holds them: a
+    hook's gradient and a .grad kept from one replay keep their values through the
+    next ones."""
+    cf, (W1, W2) = _mlp_step(48, 64)         # (W1 and the hidden layer: adjoints of their own)
+    labels = np.array([0, 2, 1, 1, 0])
+    seen = []
+    W2.register_hook(lambda g: seen.append(g))
+    xs = [_arr((5, 48)) for _ in range(5)]
+    grads = []
+    for x in xs:
+        W1.grad = W2.grad = None
+        cf(tg.tensor(x), labels).backward()
+        grads.append((W1.grad, W2.grad))
+    for x, (g1, g2), h in zip(xs, grads, seen[len(seen) - len(xs):]):
+        V1 = tg.tensor(W1.detach().numpy(), requires_grad=True)
+        V2 = tg.tensor(W2.detach().numpy(), requires_grad=True)
+        F.cross_entropy((tg.tensor(x) @ V1).relu() @ V2, labels).backward()
+        np.testing.assert_allclose(g1.numpy(), V1.grad.numpy(), rtol=1e-12, atol=1e-15)
+        for got in (g2, h):
+            np.testing.assert_allclose(got.numpy(), V2.grad.numpy(), rtol=1e-12, atol=1e-15)

@@ -66,9 +66,10 @@ class _Slots:
         return None
 
 
-def _storage(T, ints, sizes, flts, needval, reach, lay=None):
+def _storage(T, ints, sizes, flts, needval, reach, lay=None, spare=None):
     """The value and adjoint storage of one backward (see ``kernels.sweep.layout``;
-    ``lay``: its result, when a replayed tape's plan already holds it)."""
+    ``lay``: its result, when a replayed tape's plan already holds it; ``spare``: the
+    plan's adjoint arrays of earlier replays, {slot (-1: the arena): array})."""
     if lay is None:
         lay = K.layout(ints, sizes, needval, reach, BIG)
     vloc, vsmall, vbig, aloc, asize, abig, touched = lay
@@ -88,10 +89,24 @@ def _storage(T, ints, sizes, flts, needval, reach, lay=None):
             if v.dtype != np.float64 or not v.flags.c_contiguous:
                 v = np.ascontiguousarray(v, dtype=np.float64)
             V.add_big(s, v.reshape(-1))
-    A = _Slots(aloc, np.zeros(asize))
+    if spare is None:
+        A = _Slots(aloc, np.zeros(asize))
+    else:               # a replay's plan: last time's adjoint arrays, where nothing holds them
+        a = spare.pop(-1, None)     # (taken out while checked: another thread allocates its own)
+        if a is None or _tp.refs(a) > _tp.ALONE:
+            a = np.zeros(asize)
+        else:
+            a.fill(0.0)
+        spare[-1] = a
+        A = _Slots(aloc, a)
     big, ptr = A.big, A.ptr
     for s in abig.tolist():
-        a = big[s] = np.empty(int(sizes[s]))      # zeroed by the sweep only if it must add
+        a = spare.pop(s, None) if spare is not None else None
+        if a is None or _tp.refs(a) > _tp.ALONE:    # (a leaf's adjoint becomes its .grad: held)
+            a = np.empty(int(sizes[s]))             # zeroed by the sweep only if it must add
+        if spare is not None:
+            spare[s] = a
+        big[s] = a
         ptr[s] = _addr(a)
     return V, A, touched
 
@@ -325,14 +340,14 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         plan = T.plan.get(key)
         if plan is None:
             process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None]
-        process, reach, needval, lay, _ = plan
+            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {}]
+        process, reach, needval, lay, _, spare = plan
         tslots = {}
     else:
         process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-        lay = None
+        lay = spare = None
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
-    V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay)
+    V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay, spare)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
         view[:] = gs[0].reshape(-1)
