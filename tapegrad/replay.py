@@ -494,6 +494,8 @@ class Recording:
         self.scalar = None      # set by ``compile_scalar`` after the first replay
         self.template = None    # see ``_plan``
         self.spare = []         # entry buffers of dead replayed tapes (single-number tapes)
+        self.spare_vobj = None  # ... and their version-counter list
+        self.none_vals = None
         self.plans = {}         # roots -> what backward marks and lays out (engine._sweep_tape)
         self.program = None     # see ``_program``
         self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
@@ -796,6 +798,7 @@ class Recording:
         del ints
         self.template = bytes(buf)
         self.links = links
+        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots))
 
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
@@ -808,7 +811,11 @@ class Recording:
             T = _tp.Tape.replayed(buf, n)
             if len(self.spare) < 2:
                 weakref.finalize(T, self.spare.append, buf)
-            T.vals = [None] * n         # one-element values live in the entries (VAL)
+            # one-element values live in the entries (VAL): no values, and one list of
+            # Nones shared by the replays (a sealed tape's values are only ever cleared)
+            if self.none_vals is None:
+                self.none_vals = [None] * n
+            T.vals = self.none_vals
             T.scalar = True
         else:
             buf = bytearray(self.template)
@@ -834,8 +841,19 @@ class Recording:
             if type(vals) is _ArenaVals:
                 T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
                 T.arena = vals                              # ... which keeps it alive
-        shared = [0]
-        vobj = [shared] * n
+        # the version counters: one shared by the entries no tensor shows (never
+        # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
+        # last replay's list again when that tape is gone (no large allocation).
+        vobj, self.spare_vobj = self.spare_vobj, None
+        if scalar and vobj is not None and _tp.refs(vobj) <= _tp.ALONE:
+            shared = self.spare_shared
+            for s in self.vobj_own:
+                vobj[s] = shared
+        else:
+            shared = [0]
+            vobj = [shared] * n
+        if scalar:
+            self.spare_vobj, self.spare_shared = vobj, shared
         ext = T.ext
         leaves = T.leaves
         vnum = []
@@ -916,6 +934,8 @@ class Recording:
         st["sources"] = src
         st["template"] = None
         st["spare"] = []
+        st["spare_vobj"] = None
+        st.pop("spare_shared", None)
         st["plans"] = {}
         st["program"] = None
         st["source_items"] = sorted(src.items())
@@ -934,6 +954,7 @@ class Recording:
         self.template = None
         self.program = None
         self.arena = None
+        self.none_vals = None
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 

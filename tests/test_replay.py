@@ -751,3 +751,32 @@ def test_adjoint_memory_reused_by_replays_never_changes_a_gradient_handed_out(ke
         np.testing.assert_allclose(g1.numpy(), V1.grad.numpy(), rtol=1e-12, atol=1e-15)
         for got in (g2, h):
             np.testing.assert_allclose(got.numpy(), V2.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_single_number_replays_reuse_memory_only_when_their_tape_is_gone(kernels):
+    """Replays of a single-number tape take the last one's version counters and
+    adjoint arrays again only once nothing holds them: live tapes stay separate."""
+    cf = tg.compile(lambda y, w: (tg.sin(y) * w + tg.cos(y) * 0.5).sum())
+    w = tg.tensor([0.7], requires_grad=True)
+    for v in (0.1, 0.2, 0.3):
+        cf(tg.tensor([v]), w).backward()
+    ys = [tg.tensor([v], requires_grad=True) for v in (0.4, 0.5, 0.6)]
+    losses = [cf(y, w) for y in ys]         # three tapes alive at once
+    for loss, y in zip(losses[::-1], ys[::-1]):
+        w.grad = None
+        loss.backward()
+        v = y.item()
+        assert y.grad.item() == pytest.approx(np.cos(v) * 0.7 - np.sin(v) * 0.5, rel=1e-12)
+        assert w.grad.item() == pytest.approx(np.sin(v), rel=1e-12)
+    # a tape's "freed" marks outlive the next replays' backward passes
+    for loss in losses:
+        with pytest.raises(RuntimeError, match="second time"):
+            loss.backward()
+    # and so do its version counters: a value changed in place is still caught
+    wa, wb = tg.tensor([0.7], requires_grad=True), tg.tensor([0.7], requires_grad=True)
+    a = cf(tg.tensor([0.4], requires_grad=True), wa)
+    with tg.no_grad():
+        wa.add_(1.0)
+    cf(tg.tensor([0.5], requires_grad=True), wb).backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        a.backward()

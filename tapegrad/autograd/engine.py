@@ -115,6 +115,9 @@ def _version_error(T, s, ints):
     op = ints[s, 0]
     ver = T.vobj[s]
     arr = T.vals[s]
+    if arr is None:     # a single number kept in its entry (a replayed tape): the tensor's shape if known
+        leaf = T.leaves.get(s)
+        arr = leaf._data if leaf is not None else np.zeros(1)
     desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
     # PyTorch names the producer when it saved its own output (Exp, Sigmoid), and
     # otherwise the tensor's current grad_fn (CopySlices after y[0] = ...)
@@ -303,12 +306,24 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     return process, reach, needval, tslots
 
 
+_SCALAR_SPARE = {}      # tape length -> the adjoints of the last single-number sweep
+
+
 def _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads):
     """A replayed tape of single numbers (``tapegrad.replay``): every value is in its
     entry, one adjoint per entry, and the rules run on numbers (``sweep_scalar``)."""
     n = T.n
     ints, flts = T.arrays()
-    adj = np.zeros(n)
+    # the last such sweep's adjoints of this length when nothing holds them (no
+    # large allocation; ``reach`` is always new: it becomes the tape's ``freed``)
+    adj = _SCALAR_SPARE.pop(n, None)
+    if adj is None or _tp.refs(adj) > _tp.ALONE:
+        adj = np.zeros(n)
+    else:
+        adj.fill(0.0)
+    if len(_SCALAR_SPARE) > 8:
+        _SCALAR_SPARE.clear()
+    _SCALAR_SPARE[n] = adj
     reach = np.zeros(n, np.uint8)
     (s, gs), = slot_seeds.items()
     for g in gs:
