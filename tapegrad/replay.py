@@ -599,18 +599,10 @@ class Recording:
             if kind == "live":
                 lin = lins[s] = self.live[s](vals, arrays)
                 vals[s] = np.take(vals[src[1]], lin).reshape(src[2])
-            elif kind == "arg":
-                vals[s] = arrays[src[1]]
-            elif kind == "captured":
-                t = src[1]
-                d = t._data
-                if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
-                    raise _Rerecord()
-                vals[s] = d
-            elif kind == "const":
-                vals[s] = src[1]
-            else:
+            elif kind == "derived":
                 vals[s] = self.derived(src[1], vals, arrays)
+            else:
+                vals[s] = _source_value(src, arrays)
         return vals
 
     def _forward_scalar(self, arrays, known=None):
@@ -628,19 +620,10 @@ class Recording:
         for s, src in self.source_items:
             if known is not None:
                 v = known[s]
+            elif src[0] == "derived":
+                v = self.derived(src[1], vals, arrays)
             else:
-                kind = src[0]
-                if kind == "arg":
-                    v = arrays[src[1]]
-                elif kind == "captured":
-                    t = src[1]
-                    v = t._data
-                    if v.shape != src[2] or v.dtype != src[3] or bool(t._rg) != src[4]:
-                        raise _Rerecord()
-                elif kind == "const":
-                    v = src[1]
-                else:
-                    v = self.derived(src[1], vals, arrays)
+                v = _source_value(src, arrays)
             flts[s, _tp.VAL] = v.item() if v.ndim else v[()]
         replay_scalar(self.orig_ops, ints, flts, n)
         return vals
@@ -711,17 +694,8 @@ class Recording:
         self.spare_arena = arena
         vaddr = self.arena_bytes + _ks.address(arena)
         src = {}
-        for s, sc in self.source_items:
-            kind = sc[0]
-            if kind == "arg":
-                v = arrays[sc[1]]
-            elif kind == "captured":
-                t = sc[1]
-                v = t._data
-                if v.shape != sc[2] or v.dtype != sc[3] or bool(t._rg) != sc[4]:
-                    raise _Rerecord()
-            else:
-                v = sc[1]
+        for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
+            v = _source_value(sc, arrays)
             if v.dtype != np.float64 or not v.flags.c_contiguous:
                 v = np.ascontiguousarray(v, np.float64)
             src[s] = v
@@ -1042,6 +1016,22 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         else:
             fixed.append(t)
     return _unflatten(tpl, fixed), None, rec.reason
+
+
+def _source_value(src, arrays):
+    """The value of a leaf or constant of a replay: ``("arg", i)``, ``("captured",
+    tensor, shape, dtype, requires_grad)`` read live (a change means recording
+    again) or ``("const", array)``."""
+    kind = src[0]
+    if kind == "arg":
+        return arrays[src[1]]
+    if kind == "captured":
+        t = src[1]
+        d = t._data
+        if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
+            raise _Rerecord()
+        return d
+    return src[1]
 
 
 class _Vals(list):
