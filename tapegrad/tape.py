@@ -129,6 +129,8 @@ def _alone():
 
 
 ALONE = _alone()
+if not getattr(sys, "_is_gil_enabled", lambda: True)():
+    ALONE = -1          # free-threaded Python: counts are not exact, so nothing is ever reused
 
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
