@@ -780,3 +780,31 @@ def test_single_number_replays_reuse_memory_only_when_their_tape_is_gone(kernels
     cf(tg.tensor([0.5], requires_grad=True), wb).backward()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         a.backward()
+
+
+def test_long_compiled_replay_loop_keeps_memory_flat(kernels):
+    """The compiled forward's arenas and the reused adjoints: a training loop's
+    memory does not grow."""
+    import tracemalloc
+    cf, (W1, W2) = _mlp_step(48, 64)
+    labels = np.array([0, 2, 1, 1, 0])
+    x = tg.tensor(_arr((5, 48)))
+
+    def run(k):
+        for _ in range(k):
+            W1.grad = W2.grad = None
+            cf(x, labels).backward()
+
+    run(50)
+    assert _recording(cf).arena is True
+    gc.collect()
+    tracemalloc.start()
+    run(300)
+    gc.collect()
+    a = tracemalloc.get_traced_memory()[0]
+    run(3000)
+    gc.collect()
+    b = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert b - a < 64 * 1024, (a, b)
+    assert tg.memory_stats()["tapes"] < 20
