@@ -71,6 +71,19 @@ def linalg_reverse(k, g, a, b, da, db, aux, at):
             gemm_acc(_N, _T, m, kk, n, G, m, A, kk, db[ib * kk * m:(ib + 1) * kk * m], m)
 
 
+@jit
+def linalg_forward(a, b, y, aux, at):
+    """The compiled forward of a replay (kernels/forward.py): ``y = a @ b`` per
+    batch, C (n x m) = A (n x kk) @ B (kk x m), as column-major C^T = B^T A^T."""
+    nb, n, kk, m = aux[at], aux[at + 1], aux[at + 2], aux[at + 3]
+    y[:] = 0.0
+    for bo in range(nb):
+        ia = aux[at + 4 + 2 * bo]
+        ib = aux[at + 5 + 2 * bo]
+        gemm_acc(_N, _N, m, n, kk, b[ib * kk * m:(ib + 1) * kk * m], m, a[ia * n * kk:(ia + 1) * n * kk], kk,
+                 y[bo * n * m:(bo + 1) * n * m], m)
+
+
 _PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
 
 

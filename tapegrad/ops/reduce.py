@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import c_strides, descriptor, strided_map, u64
+from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..tensor import Tensor, _wrap_dim
 from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
 
@@ -120,6 +120,85 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
             s[u64(gi[i])] += g[i]
         for i in range(n):
             dx[i] += g[i] - math.exp(y[i]) * s[u64(gi[i])]
+
+
+# -- the compiled forward of a replay (kernels/forward.py) -------------------------
+# Reductions whose groups are runs of consecutive elements (everything, or the last
+# axes: ``forward_runs``), summed in NumPy's order so that sums replay bit for bit.
+COMPILED_FORWARD = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX)
+
+
+def forward_runs(ngroups, nx, aux, at):
+    """Whether the ``ngroups`` groups of a reduction of ``nx`` elements are runs."""
+    if ngroups == 1:
+        return True
+    return np.array_equal(strided_map_np(aux, at), np.arange(nx) // (nx // ngroups))
+
+
+@jit
+def pairwise_sum(a, lo, n):
+    """``a[lo:lo + n].sum()`` in NumPy's order (its pairwise_sum: blocks of 128 in
+    eight partial sums), so that a replayed sum is bit for bit the eager one."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+        i = 8
+        m = n - n % 8
+        while i < m:
+            j = lo + i
+            r0 += a[j]
+            r1 += a[j + 1]
+            r2 += a[j + 2]
+            r3 += a[j + 3]
+            r4 += a[j + 4]
+            r5 += a[j + 5]
+            r6 += a[j + 6]
+            r7 += a[j + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit
+def reduce_forward(k, x, y, ngroups):
+    """``y`` from ``x`` for a reduction over ``ngroups`` runs (``COMPILED_FORWARD``)."""
+    kk = x.size // ngroups
+    if k == SUM or k == MEAN:
+        for g in range(ngroups):
+            y[g] = pairwise_sum(x, g * kk, kk)
+        if k == MEAN:
+            for g in range(ngroups):
+                y[g] /= kk
+        return
+    for g in range(ngroups):     # SOFTMAX, LOG_SOFTMAX, from x - max as ``_shifted``
+        lo = g * kk
+        m = x[lo]
+        for i in range(lo + 1, lo + kk):
+            if x[i] > m or x[i] != x[i]:
+                m = x[i]
+        if not math.isfinite(m):
+            m = 0.0
+        for i in range(lo, lo + kk):
+            y[i] = math.exp(x[i] - m)
+        t = pairwise_sum(y, lo, kk)
+        if k == LOG_SOFTMAX:
+            t = math.log(t)
+            for i in range(lo, lo + kk):
+                y[i] = (x[i] - m) - t
+        else:
+            for i in range(lo, lo + kk):
+                y[i] = y[i] / t
 
 
 # -- forward and recording -----------------------------------------------------

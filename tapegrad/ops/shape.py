@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import jit
-from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map_np,
-                             strided_scatter_add)
+from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
+                             strided_scatter_add, u64)
 from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .registry import SHAPE, define, name_id
 
@@ -71,6 +71,26 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
             for o in range(outer):
                 for q in range(inner):
                     d[o * inner + q] += g[o * total + off + q]
+
+
+# -- the compiled forward of a replay (kernels/forward.py) -------------------------
+COMPILED_FORWARD = (RESHAPE, STRIDED, GATHER)
+
+
+@jit
+def shape_forward(k, x, y, aux, at):
+    """``y`` from ``x``: a copy, a strided view made contiguous, or a gather (its
+    indices in ``aux``, checked when recorded or made from the arguments)."""
+    if k == RESHAPE:
+        for i in range(y.size):
+            y[i] = x[i]
+    elif k == STRIDED:
+        mp = strided_map(aux, at).astype(np.uint64)
+        for i in range(y.size):
+            y[i] = x[mp[i]]
+    else:
+        for i in range(y.size):
+            y[i] = x[u64(aux[at + i])]
 
 
 # -- recording -------------------------------------------------------------------
