@@ -418,8 +418,24 @@ def test_load_refuses_another_format(tmp_path, monkeypatch):
 
 
 # -- memory ---------------------------------------------------------------------------
-def test_long_replay_loop_keeps_memory_flat():
+def _traced_growth(run, warm, first, second):
+    """Traced memory after ``run(warm)`` then ``run(first)``, and after ``run(second)`` more."""
     import tracemalloc
+    run(warm)
+    gc.collect()
+    tracemalloc.start()
+    run(first)
+    gc.collect()
+    a = tracemalloc.get_traced_memory()[0]
+    run(second)
+    gc.collect()
+    b = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return a, b
+
+
+def test_long_replay_loop_keeps_memory_flat(kernels):
+    # (kernels loaded first: run alone, the interpreted start would load Numba mid-measure)
     w = tg.tensor(_arr((8,)), requires_grad=True)
     cf = tg.compile(lambda x: (tg.sin(x) * w).sum())
     x = tg.tensor(_arr((8,)))
@@ -429,16 +445,7 @@ def test_long_replay_loop_keeps_memory_flat():
             w.grad = None
             cf(x).backward()
 
-    run(200)
-    gc.collect()
-    tracemalloc.start()
-    run(500)
-    gc.collect()
-    a = tracemalloc.get_traced_memory()[0]
-    run(5000)
-    gc.collect()
-    b = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    a, b = _traced_growth(run, 200, 500, 5000)
     assert b - a < 64 * 1024, (a, b)
     assert cf.stats.replays == 5699
     assert tg.memory_stats()["tapes"] < 20
@@ -785,7 +792,6 @@ def test_single_number_replays_reuse_memory_only_when_their_tape_is_gone(kernels
 def test_long_compiled_replay_loop_keeps_memory_flat(kernels):
     """The compiled forward's arenas and the reused adjoints: a training loop's
     memory does not grow."""
-    import tracemalloc
     cf, (W1, W2) = _mlp_step(48, 64)
     labels = np.array([0, 2, 1, 1, 0])
     x = tg.tensor(_arr((5, 48)))
@@ -797,14 +803,6 @@ def test_long_compiled_replay_loop_keeps_memory_flat(kernels):
 
     run(50)
     assert _recording(cf).arena is True
-    gc.collect()
-    tracemalloc.start()
-    run(300)
-    gc.collect()
-    a = tracemalloc.get_traced_memory()[0]
-    run(3000)
-    gc.collect()
-    b = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    a, b = _traced_growth(run, 0, 300, 3000)
     assert b - a < 64 * 1024, (a, b)
     assert tg.memory_stats()["tapes"] < 20
