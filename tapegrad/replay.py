@@ -254,6 +254,24 @@ def _lin_base(shape):
     return b
 
 
+def _pair_gather(fn, arrays):
+    """``(a, b, n0, n1)`` when the live gather ``fn`` is ``x[a, b]`` of an (n0, n1)
+    array by two int64 vectors of equal length, each an argument (its index) or a
+    constant of the recording (the array); else None.  The signature fixes the
+    arguments' shapes and dtypes for every replay."""
+    shape, template, pos = fn.args
+    if len(shape) != 2 or len(template) != 2:
+        return None
+    refs = list(template)
+    for j, i in pos:
+        refs[j] = i
+    got = [arrays[r] if isinstance(r, int) else r for r in refs]
+    if not all(isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype == np.int64 for v in got) \
+            or got[0].size != got[1].size:
+        return None
+    return (refs[0], refs[1], shape[0], shape[1])
+
+
 def _live_lin(shape, template, pos, vals, arrays):
     idx = list(template)
     for j, i in pos:
@@ -657,9 +675,9 @@ class Recording:
         self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
         # gathers whose indices come from the arguments alone: the indices are made
         # before the kernel runs, which then gathers them itself
-        self.pre_gathers = [(s, fn, self.rows[s][4]) for s, fn in sorted(self.live.items())
+        self.pre_gathers = [(s, fn, self.rows[s][4], _pair_gather(fn, arrays)) for s, fn in sorted(self.live.items())
                             if isinstance(fn, functools.partial) and fn.func is _live_lin]
-        for s, _, _ in self.pre_gathers:
+        for s, _, _, _ in self.pre_gathers:
             self.known[s] = 1
         self.arena_off = off
         self.arena_bytes = 8 * off
@@ -705,10 +723,15 @@ class Recording:
         aux = self.aux
         if self.pre_gathers:
             aux = vals.aux = aux.copy()
-            lins = vals.lins = {}
-            for s, fn, at in self.pre_gathers:
-                lin = lins[s] = fn(vals, arrays)
-                aux[at:at + lin.size] = lin
+            for s, fn, at, pair in self.pre_gathers:
+                if pair is not None:        # x[rows, labels]: one call makes the indices
+                    a, b, n0, n1 = pair
+                    if _sh.pair_index(arrays[a] if type(a) is int else a, arrays[b] if type(b) is int else b,
+                                      n0, n1, aux, at) >= 0:
+                        raise IndexError("an index is out of range")    # (the eager call says which)
+                else:
+                    lin = fn(vals, arrays)
+                    aux[at:at + lin.size] = lin
         e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, aux, self.known, 0)
         while e < n:        # an entry the compiled forward does not know: NumPy, then on
             if self.program is None:
@@ -716,10 +739,12 @@ class Recording:
             _, f, sc = self.program[e]
             if f is not None:
                 v = f(vals)
-            else:           # a live gather
-                if vals.lins is None:
-                    vals.lins = {}
-                lin = vals.lins[e] = self.live[e](vals, arrays)
+            else:           # a live gather: its indices go where the reverse sweep reads them
+                lin = self.live[e](vals, arrays)
+                if vals.aux is None:
+                    aux = vals.aux = aux.copy()
+                at = self.rows[e][4]
+                aux[at:at + lin.size] = lin
                 v = np.take(vals[sc[1]], lin)
             o = self.arena_off[e]
             arena[o:o + self.sizes_c[e]] = np.asarray(v).reshape(-1)
@@ -793,6 +818,7 @@ class Recording:
             T.scalar = True
         else:
             buf = bytearray(self.template)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
             flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
             ones = self.one_slots
             if type(vals) is _ArenaVals:
@@ -802,8 +828,8 @@ class Recording:
                     flts[s, _tp.VAL] = vals[s].reshape(-1)[0]
             elif ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
-            del flts
             T = _tp.Tape.replayed(buf, n)
+            T.views = (ints, flts)
             tv = T.vals = [None] * n
             if type(vals) is _ArenaVals:
                 arena, src = vals.arena, vals.src
@@ -847,10 +873,9 @@ class Recording:
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
         if vnum:
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            ints = T.arrays()[0]
             for s, v in vnum:
                 ints[s, _tp.VNUM] = v
-            del ints
         for s in self.out_slots:       # an output changed in place moves its own version only
             if vobj[s] is shared:
                 vobj[s] = [0]
@@ -1194,7 +1219,9 @@ class Compiled:
             for a in args:
                 if type(a) is Tensor:
                     d = a._data
-                    keys.append(("T", d.shape, d.dtype.num, a._rg, _is_grad_leaf(a)))
+                    x = a._x        # (_is_grad_leaf, inlined: this runs for every argument of every call)
+                    keys.append(("T", d.shape, d.dtype.num, a._rg,
+                                 bool(a._rg) and a._tape is None and (x is None or x.base is None)))
                     arrays.append(d)
                 else:
                     keys.append(_arg_key(a))

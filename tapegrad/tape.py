@@ -161,7 +161,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes", "scalar", "plan", "vaddr", "arena",
+                 "shapes", "scalar", "plan", "vaddr", "arena", "views",
                  "__weakref__")
 
     def __init__(self):
@@ -194,6 +194,7 @@ class Tape:
         self.plan = None        # a replayed tape: {roots: marks and layout}, shared by its recording's replays
         self.vaddr = None       # a compiled replay's tape: (locators, address of every slot's value)
         self.arena = None       # ... and what holds those values
+        self.views = None       # a replayed tape: ``arrays()``, made once (its buffer never grows)
         _LIVE.add(self)
 
     def __len__(self):
@@ -216,6 +217,7 @@ class Tape:
         T.scalar = False
         T.plan = None
         T.vaddr = T.arena = None
+        T.views = None
         _LIVE.add(T)
         return T
 
@@ -314,6 +316,8 @@ class Tape:
     def arrays(self):
         """Views of the entries: (int64 (n, 12), float64 (n, 12)); only the int
         fields of the first, the float fields (F0, F1, VAL) of the second mean anything."""
+        if self.views is not None:
+            return self.views
         n = self.n
         ints = np.frombuffer(self.buf, dtype=np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
         flts = np.frombuffer(self.buf, dtype=np.float64, count=n * NFIELDS).reshape(n, NFIELDS)

@@ -635,6 +635,34 @@ def test_max_along_a_dim_picks_anew_on_replay():
     assert ci(x).tolist() == [1, 0] and ci(x).tolist() == [1, 0] and ci.stats.replays == 0
 
 
+def test_labels_and_max_along_a_dim_in_one_tape_replay_their_own_indices(kernels):
+    """Two live gathers in one compiled replay: cross-entropy's indices made before
+    the kernel, max's after NumPy picks anew.  Both must reach the reverse sweep
+    (the second once kept the recorded argmax: a wrong gradient)."""
+    def body(x, W, rows, labels):
+        z = x @ W
+        m = z.max(1)[0]
+        return -z.log_softmax(1)[rows, labels].mean() + (m * m).sum()
+
+    cf = tg.compile(body)
+    rng_ = np.random.default_rng(5)
+    rows = np.arange(6)
+    for _ in range(4):
+        x = tg.tensor(rng_.standard_normal((6, 4)))
+        labels = rng_.integers(-5, 5, 6)        # negative labels count from the end, as in eager
+        W = tg.tensor(rng_.standard_normal((4, 5)), requires_grad=True)
+        y = cf(x, W, rows, labels)
+        y.backward()
+        W0 = tg.tensor(W.numpy(force=True), requires_grad=True)
+        z = body(x, W0, rows, labels)
+        z.backward()
+        np.testing.assert_allclose(y.item(), z.item(), rtol=1e-12)
+        np.testing.assert_allclose(W.grad.numpy(), W0.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert cf.stats.replays == 3 and _recording(cf).arena is True
+    with pytest.raises(IndexError):     # a label out of range: the replay gives up, eager raises
+        cf(x, W, rows, np.array([0, 1, 2, 3, 4, 5]))
+
+
 # -- the compiled forward (kernels/forward.py) and its arena ------------------------
 @pytest.fixture
 def kernels():

@@ -355,13 +355,14 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         plan = T.plan.get(key)
         if plan is None:
             process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {}]
-        process, reach, needval, lay, _, spare = plan
+            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {},
+                                  max(key)]
+        process, reach, needval, lay, _, spare, hi = plan
         tslots = {}
     else:
         process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
         lay = spare = None
-    roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
+        hi = max(slot_seeds)
     V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay, spare)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
@@ -381,7 +382,6 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     else:
         stops = _no_stops(n)
     aux = _aux(T)
-    hi = int(roots[0]) if roots.size == 1 else int(roots.max())
     e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
               A.arena, aux, hi, -1)
     while e >= 0:
@@ -465,15 +465,16 @@ def _accumulate(leaf, g, owned):
     x = leaf._x
     if x is None:
         x = leaf._extra()
+    d = leaf._data
     if x.hooks:
-        g = _run_hooks(x.hooks, g, leaf.shape, leaf.dtype)._data
+        g = _run_hooks(x.hooks, g, d.shape, d.dtype)._data
     else:
-        g = g.reshape(leaf.shape)
+        g = g.reshape(d.shape)
     if x.grad is None:
-        if owned and g.dtype == leaf.dtype:
+        if owned and g.dtype is d.dtype:
             x.grad = Tensor._wrap(g)             # a fresh array nobody else holds: no copy
         else:
-            x.grad = Tensor._wrap(np.array(g, dtype=leaf.dtype))
+            x.grad = Tensor._wrap(np.array(g, dtype=d.dtype))
     else:
         gd = x.grad._data
         np.add(gd, g, out=gd, casting="unsafe")

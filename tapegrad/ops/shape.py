@@ -93,6 +93,24 @@ def shape_forward(k, x, y, aux, at):
             y[i] = x[u64(aux[at + i])]
 
 
+@jit
+def pair_index(a, b, n0, n1, aux, at):
+    """``aux[at + i]``: the flat index of ``x[a[i], b[i]]`` in an (n0, n1) array
+    (``logits[rows, labels]``), negative indices counting from the end.  Returns -1,
+    or the first ``i`` out of range (the caller raises)."""
+    for i in range(a.size):
+        r = a[i]
+        c = b[i]
+        if r < 0:
+            r += n0
+        if c < 0:
+            c += n1
+        if r < 0 or r >= n0 or c < 0 or c >= n1:
+            return i
+        aux[at + i] = r * n1 + c
+    return -1
+
+
 # -- recording -------------------------------------------------------------------
 def _record(kind, x, out, name, words=None, b=None):
     """Record ``out`` computed from tensor ``x`` (and ``b`` for setitem)."""
