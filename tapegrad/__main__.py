@@ -149,11 +149,12 @@ def _replay_warmup():
     w = tg.tensor([0.5], requires_grad=True)
     f(tg.tensor([0.1]), w).backward()
     f(tg.tensor([0.2]), w).backward()
-    g = tg.compile(lambda x, v: (x @ v + 1.0).relu().log_softmax(1).mean())
+    g = tg.compile(lambda x, v, labels: -(x @ v + 1.0).relu().log_softmax(1)[np.arange(4), labels].mean())
     v = tg.randn(3, 2, requires_grad=True)
+    labels = np.array([0, 1, 1, 0])        # (class labels: the replay's index kernel compiles too)
     for _ in range(2):
-        g(tg.randn(4, 3), v).backward()
-    return g(tg.randn(4, 3), v) + f(tg.tensor([0.3]), w)
+        g(tg.randn(4, 3), v, labels).backward()
+    return g(tg.randn(4, 3), v, labels) + f(tg.tensor([0.3]), w)
 
 
 def warmup():

@@ -667,9 +667,6 @@ class Recording:
             if s not in self.sources:
                 off[s] = total
                 total += -(-int(sizes[s]) // 8) * 8      # each slot 64-byte aligned
-        fl = np.zeros((n, _tp.NFIELDS))
-        fl[:, _tp.F0], fl[:, _tp.F1] = self.f0, self.f1
-        self.fparams = fl
         self.sizes_c = sizes
         self.ints_c = np.ascontiguousarray(self.ints)
         self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
@@ -685,12 +682,7 @@ class Recording:
         self.spare_arena = None
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
-        ones = self.one_slots.tolist()
-        self.ones_arena = np.array([s for s in ones if s not in self.sources], np.int64)
-        self.ones_arena_at = off[self.ones_arena] if ones else self.ones_arena
-        self.ones_src = [s for s in ones if s in self.sources]
-        self.saved_views = [(s, -1, -1, None) if s in self.sources else
-                            (s, int(off[s]), int(off[s] + sizes[s]), self.shapes_all[s]) for s in self.saved_slots]
+        self.saved_set = frozenset(self.saved_slots)
         self.arena = True
         try:
             got = self._forward_arena(arrays)
@@ -720,6 +712,13 @@ class Recording:
             if v.size:
                 vaddr[s] = _ks.address(v)
         vals = _ArenaVals(arena, src, self.arena_off, self.shapes_all, vaddr)
+        # the replayed tape's entries, made now: the kernel writes the single numbers'
+        # values into them (and reads the entries' float parameters)
+        if self.template is None:
+            self._plan()
+        buf = vals.buf = bytearray(self.template)
+        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        vals.entries = (np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS), flts)
         aux = self.aux
         if self.pre_gathers:
             aux = vals.aux = aux.copy()
@@ -732,7 +731,7 @@ class Recording:
                 else:
                     lin = fn(vals, arrays)
                     aux[at:at + lin.size] = lin
-        e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, aux, self.known, 0)
+        e = _kf.replay_forward(self.ints_c, flts, self.sizes_c, vaddr, aux, self.known, 0)
         while e < n:        # an entry the compiled forward does not know: NumPy, then on
             if self.program is None:
                 self._program()
@@ -748,7 +747,7 @@ class Recording:
                 v = np.take(vals[sc[1]], lin)
             o = self.arena_off[e]
             arena[o:o + self.sizes_c[e]] = np.asarray(v).reshape(-1)
-            e = _kf.replay_forward(self.ints_c, self.fparams, self.sizes_c, vaddr, aux, self.known, e + 1)
+            e = _kf.replay_forward(self.ints_c, flts, self.sizes_c, vaddr, aux, self.known, e + 1)
         return vals
 
     def derived(self, spec, vals, arrays):
@@ -816,31 +815,30 @@ class Recording:
                 self.none_vals = [None] * n
             T.vals = self.none_vals
             T.scalar = True
+        elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
+            T = _tp.Tape.replayed(vals.buf, n)
+            T.views = vals.entries
         else:
             buf = bytearray(self.template)
             ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
             flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
             ones = self.one_slots
-            if type(vals) is _ArenaVals:
-                if self.ones_arena.size:
-                    flts[self.ones_arena, _tp.VAL] = vals.arena[self.ones_arena_at]
-                for s in self.ones_src:
-                    flts[s, _tp.VAL] = vals[s].reshape(-1)[0]
-            elif ones.size:
+            if ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             T = _tp.Tape.replayed(buf, n)
             T.views = (ints, flts)
-            tv = T.vals = [None] * n
+        if not scalar:
             if type(vals) is _ArenaVals:
-                arena, src = vals.arena, vals.src
-                for s, o, e, shape in self.saved_views:
-                    tv[s] = arena[o:e].reshape(shape) if o >= 0 else src[s]
-            else:
-                for s in self.saved_slots:
-                    tv[s] = vals[s]
-            if type(vals) is _ArenaVals:
+                # the saved values as views of the arena, made when read (the compiled
+                # sweep reads them by address; differentiating twice, grad_fn and
+                # memory_stats read them as arrays)
+                T.vals = _SavedVals(vals, self.saved_set, n)
                 T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
                 T.arena = vals                              # ... which keeps it alive
+            else:
+                tv = T.vals = [None] * n
+                for s in self.saved_slots:
+                    tv[s] = vals[s]
         # the version counters: one shared by the entries no tensor shows (never
         # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
         # last replay's list again when that tape is gone (no large allocation).
@@ -939,8 +937,8 @@ class Recording:
         st["program"] = None
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
-        for k in ("fparams", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "ones_arena", "ones_arena_at", "ones_src", "pre_gathers", "saved_views", "spare_arena"):
+        for k in ("sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
+                  "pre_gathers", "saved_set", "spare_arena"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)
@@ -1071,7 +1069,7 @@ class _Vals(list):
 class _ArenaVals:
     """The values of a compiled replay (``Recording._forward_arena``): the sources'
     arrays, and the entries' values in one arena (views made on demand)."""
-    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux")
+    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux", "buf", "entries")
 
     def __init__(self, arena, src, off, shapes, vaddr):
         self.arena, self.src, self.off, self.shapes, self.vaddr = arena, src, off, shapes, vaddr
@@ -1087,6 +1085,37 @@ class _ArenaVals:
                 o = self.off[s]
                 v = self.views[s] = self.arena[o:o + math.prod(shape)].reshape(shape)
         return v
+
+
+class _SavedVals:
+    """``T.vals`` of a compiled replay's tape: slot -> the value its reverse reads
+    (a view of the arena or a source array, the same object at every read) or
+    None; assignments (``engine._free``) override."""
+    __slots__ = ("vals", "saved", "n", "over")
+
+    def __init__(self, vals, saved, n):
+        self.vals, self.saved, self.n, self.over = vals, saved, n, None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, s):
+        if not 0 <= s < self.n:
+            raise IndexError("slot %d out of range" % s)
+        over = self.over
+        if over is not None and s in over:
+            return over[s]
+        return self.vals[s] if s in self.saved else None
+
+    def __setitem__(self, s, v):
+        if not 0 <= s < self.n:
+            raise IndexError("slot %d out of range" % s)
+        if self.over is None:
+            self.over = {}
+        self.over[s] = v
+
+    def __iter__(self):
+        return (self[s] for s in range(self.n))
 
 
 def _close(a, b):

@@ -19,7 +19,7 @@ from ..ops.linalg import linalg_forward
 from ..ops.reduce import reduce_forward
 from ..ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
 from ..ops.shape import shape_forward
-from ..tape import F0, F1
+from ..tape import F0, F1, VAL
 from .sweep import _gen
 
 unary_forward = _gen.unary_forward       # generated from the elementwise table
@@ -52,12 +52,18 @@ def _at(p, n):
 @jit
 def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
     """Compute entries ``start`` .. n-1 in order; returns the first entry it does
-    not know (for Python to compute), or n when done."""
+    not know (for Python to compute), or n when done.  ``flts``: the float fields
+    of the replayed tape's entries; every one-element value is also written to its
+    entry's VAL field, where the reverse sweep reads single numbers."""
     n = ints.shape[0]
+    if start > 0 and sizes[start - 1] == 1:     # (the entry Python just computed)
+        flts[start - 1, VAL] = _at(vaddr[start - 1], 1)[0]
     for e in range(start, n):
         op = ints[e, 0]
-        if op < 64:
-            continue            # leaves, constants, imports: their values are in place
+        if op < 64:             # leaves, constants, imports: their values are in place
+            if sizes[e] == 1:
+                flts[e, VAL] = _at(vaddr[e], 1)[0]
+            continue
         if not known[e]:
             return e
         fam = op >> 6
@@ -83,4 +89,6 @@ def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
             linalg_forward(_at(vaddr[a], sizes[a]), _at(vaddr[ints[e, 2]], sizes[ints[e, 2]]), y, aux, at)
         else:
             return e
+        if sz == 1:
+            flts[e, VAL] = y[0]
     return n
