@@ -679,7 +679,7 @@ class Recording:
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
-        self.spare_arena = None
+        self.spare_arena = self.spare_vaddr = None
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
         self.saved_set = frozenset(self.saved_slots)
@@ -699,10 +699,16 @@ class Recording:
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
         arena, self.spare_arena = self.spare_arena, None     # (taken out while checked: threads)
-        if arena is None or _tp.refs(arena) > _tp.ALONE:
+        fresh = arena is None or _tp.refs(arena) > _tp.ALONE
+        if fresh:
             arena = np.empty(self.arena_total)
         self.spare_arena = arena
-        vaddr = self.arena_bytes + _ks.address(arena)
+        # every value's address: the arena's part stays with the arena (the sources'
+        # are written below)
+        vaddr, self.spare_vaddr = self.spare_vaddr, None
+        if fresh or vaddr is None or _tp.refs(vaddr) > _tp.ALONE:
+            vaddr = self.arena_bytes + _ks.address(arena)
+        self.spare_vaddr = vaddr
         src = {}
         for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
             v = _source_value(sc, arrays)
@@ -938,7 +944,7 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "pre_gathers", "saved_set", "spare_arena"):
+                  "pre_gathers", "saved_set", "spare_arena", "spare_vaddr"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)
