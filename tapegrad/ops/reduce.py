@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import _jit
 from .. import tape as _tp
 from .._jit import jit
 from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
@@ -391,8 +392,22 @@ def softmax(x, dim):
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
 
 
+def _by_rows(k, d, ax):
+    """Softmax or log-softmax of float64 rows (the last axis, contiguous) in one call
+    of the replay's kernel, once the kernels are loaded; else None (NumPy's seven
+    calls, whose fixed cost dominates at classifier sizes)."""
+    if not (_jit.LOADED[0] and d.dtype == np.float64 and ax == d.ndim - 1 and d.flags.c_contiguous):
+        return None
+    y = np.empty(d.shape)
+    reduce_forward(k, d.reshape(-1), y.reshape(-1), d.size // d.shape[-1])
+    return y
+
+
 def _softmax_values(d, ax):
     if d.ndim and d.size:
+        y = _by_rows(SOFTMAX, d, ax)
+        if y is not None:
+            return y
         e = np.exp(_shifted(d, ax))
         return e / e.sum(axis=ax, keepdims=True)
     return np.ones_like(d)
@@ -406,6 +421,9 @@ def log_softmax(x, dim):
 
 def _log_softmax_values(d, ax):
     if d.ndim and d.size:
+        y = _by_rows(LOG_SOFTMAX, d, ax)
+        if y is not None:
+            return y
         s = _shifted(d, ax)
         return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
     return np.zeros_like(d)
