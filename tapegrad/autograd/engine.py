@@ -288,11 +288,14 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     checks that it can: nothing it needs was freed or changed in place.
     Returns (process, reach, needval, {target slot: [tensors]})."""
     n = T.n
-    if T.freed.size < n:
-        freed = np.zeros(max(n, 2 * T.freed.size, 256), np.uint8)    # room to grow: no copy per backward
-        if T.freed.size:
+    freed = T.freed
+    if freed.size < n:
+        if freed.size:
+            freed = np.zeros(max(n, 2 * freed.size, 256), np.uint8)    # room to grow: no copy per backward
             freed[:T.freed.size] = T.freed
-        T.freed = freed
+            T.freed = freed
+        else:           # nothing freed yet: shared zeros (``mark`` only reads it; ``_free`` makes its own)
+            freed = _no_stops(n)
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
 
     # target slots on this tape
@@ -307,7 +310,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
                         tslots.setdefault(s, []).append(t)
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
 
-    process, reach, needval, err = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, T.freed, roots, targets,
+    process, reach, needval, err = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, freed, roots, targets,
                                                    tgt_ids is not None, ext_leads)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
@@ -434,8 +437,6 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             T.vals = [None] * n
             T.vaddr = T.arena = None
         else:
-            if T.freed.size < n:
-                T.freed = np.zeros(n, np.uint8)
             _free(T, ints, process, needval)
             if plan is not None and memo is None:
                 plan[4] = (T.freed.copy(), all(v is None for v in T.vals))
@@ -499,6 +500,11 @@ def _accumulate(leaf, g, owned):
 def _free(T, ints, process, read):
     """Free what this backward consumed (see ``kernels.sweep.free_saved``);
     ``read``: mask of the slots whose values it used."""
+    n = ints.shape[0]
+    if T.freed.size < n:        # (``mark`` leaves a tape that had nothing freed without its own array)
+        freed = np.zeros(n, np.uint8)
+        freed[:T.freed.size] = T.freed
+        T.freed = freed
     live, drop = _kernel(K.free_saved)(ints, K.SAVES_TABLE, process, T.freed, read)
     if not live:
         T.vals = [None] * len(T.vals)
