@@ -322,7 +322,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     return process, reach, needval, tslots
 
 
-_SCALAR_SPARE = {}      # tape length -> the adjoints of the last single-number sweep
+_SCALAR_SPARE = {}      # tape length -> (adjoints, reach marks) of the last single-number sweep
 
 
 def _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads):
@@ -330,17 +330,22 @@ def _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads):
     entry, one adjoint per entry, and the rules run on numbers (``sweep_scalar``)."""
     n = T.n
     ints, flts = T.arrays()
-    # the last such sweep's adjoints of this length when nothing holds them (no
-    # large allocation; ``reach`` is always new: it becomes the tape's ``freed``)
-    adj = _SCALAR_SPARE.pop(n, None)
+    # the last such sweep's adjoints and reach marks of this length when nothing holds
+    # them (``reach`` becomes the tape's ``freed``: free once that tape is gone).  No
+    # large allocation: after other code freed many small blocks, the first one pays
+    # for glibc consolidating them all (hundreds of us after a PyTorch step).
+    adj, reach = _SCALAR_SPARE.pop(n, (None, None))
     if adj is None or _tp.refs(adj) > _tp.ALONE:
         adj = np.zeros(n)
     else:
         adj.fill(0.0)
+    if reach is None or _tp.refs(reach) > _tp.ALONE:
+        reach = np.zeros(n, np.uint8)
+    else:
+        reach.fill(0)
     if len(_SCALAR_SPARE) > 8:
         _SCALAR_SPARE.clear()
-    _SCALAR_SPARE[n] = adj
-    reach = np.zeros(n, np.uint8)
+    _SCALAR_SPARE[n] = (adj, reach)
     (s, gs), = slot_seeds.items()
     for g in gs:
         adj[s] += g.reshape(-1)[0]
