@@ -631,10 +631,14 @@ class Recording:
         # the entries of a replayed tape no longer alive are reused, not copied; the
         # kernel reads the recorded opcodes from ``orig_ops`` (untracked entries are
         # constants of the replayed tape, but computed all the same)
-        buf = self.spare.pop() if self.spare else bytearray(self.template)
-        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        if self.spare:
+            buf, ints, flts = self.spare.pop()      # (with its views of the entries)
+        else:
+            buf = bytearray(self.template)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
         vals = _ScalarVals(buf, flts, self.shapes_all)
+        vals.ints = ints
         for s, src in self.source_items:
             if known is not None:
                 v = known[s]
@@ -813,8 +817,9 @@ class Recording:
         if scalar:
             buf = vals.buf
             T = _tp.Tape.replayed(buf, n)
+            T.views = (vals.ints, vals.flts)
             if len(self.spare) < 2:
-                weakref.finalize(T, self.spare.append, buf)
+                weakref.finalize(T, self.spare.append, (buf, vals.ints, vals.flts))
             # one-element values live in the entries (VAL): no values, and one list of
             # Nones shared by the replays (a sealed tape's values are only ever cleared)
             if self.none_vals is None:
@@ -1140,10 +1145,11 @@ def _close(a, b):
 
 class _ScalarVals:
     """The values of a compiled scalar replay: slot ``s`` is ``flts[s, VAL]``."""
-    __slots__ = ("buf", "flts", "shapes")
+    __slots__ = ("buf", "ints", "flts", "shapes")
 
     def __init__(self, buf, flts, shapes):
         self.buf, self.flts, self.shapes = buf, flts, shapes
+        self.ints = None
 
     def __getitem__(self, s):
         return np.full(self.shapes[s], self.flts[s, _tp.VAL])
