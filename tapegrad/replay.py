@@ -263,6 +263,8 @@ def _pair_gather(fn, arrays):
     if len(shape) != 2 or len(template) != 2:
         return None
     refs = list(template)
+    if any(not isinstance(r, np.ndarray) for j, r in enumerate(refs) if j not in {p for p, _ in pos}):
+        return None         # (a constant int or slice: the general path; an int here means an argument)
     for j, i in pos:
         refs[j] = i
     got = [arrays[r] if isinstance(r, int) else r for r in refs]
@@ -676,7 +678,8 @@ class Recording:
         self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
         # gathers whose indices come from the arguments alone: the indices are made
         # before the kernel runs, which then gathers them itself
-        self.pre_gathers = [(s, fn, self.rows[s][4], _pair_gather(fn, arrays)) for s, fn in sorted(self.live.items())
+        self.pre_gathers = [(s, fn, self.rows[s][4], _pair_gather(fn, arrays))
+                            for s, fn in sorted(self.live.items())
                             if isinstance(fn, functools.partial) and fn.func is _live_lin]
         for s, _, _, _ in self.pre_gathers:
             self.known[s] = 1

@@ -663,6 +663,28 @@ def test_labels_and_max_along_a_dim_in_one_tape_replay_their_own_indices(kernels
         cf(x, W, rows, np.array([0, 1, 2, 3, 4, 5]))
 
 
+def test_constant_row_index_with_label_vector_replays_like_eager(kernels):
+    """``z[3, labels]``: the 3 is a constant of the recording, never an argument's
+    position (argument 3 here is another integer vector of the same length)."""
+    cf = tg.compile(lambda z, w, labels, other: (z * w)[3, labels].sum() + 0.0 * float(other.shape[0]))
+    w = tg.tensor(np.ones((5, 4)), requires_grad=True)
+    other = np.array([4, 4, 4, 4, 4])
+    for k in range(4):
+        zk = np.arange(20.0).reshape(5, 4) + k
+        if k == 1:          # rows 3 and 4 alike at the first compiled replay, whose values are checked
+            zk[4] = zk[3]
+        z = tg.tensor(zk)
+        labels = np.array([0, 1, 3, 2, k % 4])
+        w.grad = None
+        y = cf(z, w, labels, other)
+        y.backward()
+        assert y.item() == (z.numpy()[3, labels]).sum()
+        want = np.zeros((5, 4))
+        np.add.at(want, (3, labels), z.numpy()[3, labels])
+        assert w.grad.tolist() == want.tolist()
+    assert cf.stats.replays == 3
+
+
 # -- the compiled forward (kernels/forward.py) and its arena ------------------------
 @pytest.fixture
 def kernels():
