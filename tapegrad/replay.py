@@ -686,7 +686,7 @@ class Recording:
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
-        self.spare_arena = self.spare_vaddr = None
+        self.spare_arena = None      # (arena, value addresses) of the last compiled replay
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
         self.saved_set = frozenset(self.saved_slots)
@@ -711,17 +711,20 @@ class Recording:
         n = self.n
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
-        arena, self.spare_arena = self.spare_arena, None     # (taken out while checked: threads)
-        fresh = arena is None or _tp.refs(arena) > _tp.ALONE
-        if fresh:
+        # ... and every value's address with it (the arena's part stays with the arena;
+        # the sources' are written below).  The two travel as one pair, taken out
+        # while checked, so that a thread never gets addresses of another's arena.
+        got, self.spare_arena = self.spare_arena, None
+        arena = vaddr = None
+        if got is not None:
+            arena, vaddr = got
+            del got
+        if arena is None or _tp.refs(arena) > _tp.ALONE:
             arena = np.empty(self.arena_total)
-        self.spare_arena = arena
-        # every value's address: the arena's part stays with the arena (the sources'
-        # are written below)
-        vaddr, self.spare_vaddr = self.spare_vaddr, None
-        if fresh or vaddr is None or _tp.refs(vaddr) > _tp.ALONE:
+            vaddr = None
+        if vaddr is None or _tp.refs(vaddr) > _tp.ALONE:
             vaddr = self.arena_bytes + _ks.address(arena)
-        self.spare_vaddr = vaddr
+        self.spare_arena = (arena, vaddr)
         src = {}
         for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
             v = _source_value(sc, arrays)
@@ -958,7 +961,7 @@ class Recording:
         st["source_items"] = sorted(src.items())
         st["arena"] = None      # (laid out again by the process that replays it)
         for k in ("sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "pre_gathers", "saved_set", "spare_arena", "spare_vaddr"):
+                  "pre_gathers", "saved_set", "spare_arena"):
             st.pop(k, None)
         st.pop("links", None)
         st.pop("env", None)

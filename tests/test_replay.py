@@ -743,13 +743,13 @@ def test_arena_is_reused_only_when_nothing_holds_it(kernels):
     for x in xs[:3]:
         cf(tg.tensor(x), labels).backward()
     R = _recording(cf)
-    first = weakref.ref(R.spare_arena)          # (a reference of its own would hold it)
+    first = weakref.ref(R.spare_arena[0])       # (a reference of its own would hold it)
     cf(tg.tensor(xs[3]), labels).backward()     # freed by its backward: the same memory again
-    assert R.spare_arena is first()
+    assert R.spare_arena[0] is first()
     # two losses alive at once: the second may not overwrite the first's values
     a = cf(tg.tensor(xs[4]), labels)
     b = cf(tg.tensor(xs[5]), labels)
-    assert R.spare_arena is not first()
+    assert R.spare_arena[0] is not first()
     for loss, x in ((a, xs[4]), (b, xs[5])):
         W1.grad = W2.grad = None
         loss.backward()
@@ -757,6 +757,47 @@ def test_arena_is_reused_only_when_nothing_holds_it(kernels):
         W1.grad = W2.grad = None
         F.cross_entropy((tg.tensor(x) @ W1).relu() @ W2, labels).backward()
         np.testing.assert_allclose(g, W1.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_threads_replaying_one_recording_get_their_own_memory(kernels):
+    """Replays of one recording in several threads at once: arenas, value addresses
+    and adjoints reused across calls must never be shared between two live tapes."""
+    import sys
+    import threading
+    cf = tg.compile(lambda x, W1, W2, labels: F.cross_entropy((x @ W1).relu() @ W2, labels))
+    labels = np.array([0, 2, 1, 1, 0])
+    rng_ = np.random.default_rng(3)
+    jobs = [[(_arr((5, 6)) + rng_.standard_normal((5, 6)), _arr((6, 8)) * (1 + k), _arr((8, 3)))
+             for k in range(25)] for _ in range(4)]
+    for x, w1, w2 in jobs[0][:3]:
+        cf(tg.tensor(x), tg.tensor(w1, requires_grad=True), tg.tensor(w2, requires_grad=True), labels).backward()
+    bad = []
+
+    def work(items):
+        for x, w1, w2 in items:
+            W1, W2 = tg.tensor(w1, requires_grad=True), tg.tensor(w2, requires_grad=True)
+            y = cf(tg.tensor(x), W1, W2, labels)
+            y.backward()
+            V1, V2 = tg.tensor(w1, requires_grad=True), tg.tensor(w2, requires_grad=True)
+            z = F.cross_entropy((tg.tensor(x) @ V1).relu() @ V2, labels)
+            z.backward()
+            if not (np.allclose(y.item(), z.item(), rtol=1e-12) and np.allclose(W1.grad.numpy(), V1.grad.numpy(),
+                                                                             rtol=1e-12, atol=1e-15)
+                    and np.allclose(W2.grad.numpy(), V2.grad.numpy(), rtol=1e-12, atol=1e-15)):
+                bad.append((y.item(), z.item()))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)         # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=work, args=(items,)) for items in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not bad, bad[:3]
+    assert cf.stats.replays >= 100 and _recording(cf).arena is True
 
 
 def test_arena_values_handed_out_stay_put(kernels):

@@ -96,31 +96,33 @@ def _storage(T, ints, sizes, flts, needval, reach, lay=None, spare=None):
             a = big[s] = np.empty(int(sizes[s]))    # zeroed by the sweep only if it must add
             ptr[s] = _addr(a)
         return V, A, touched
-    # a replay's plan: last time's adjoint arrays where nothing holds them, and their
-    # addresses with them (each taken out while checked: another thread makes its own)
+    # a replay's plan: last time's adjoint arrays where nothing holds them.  The
+    # small adjoints' arena, and the big adjoints together with their addresses (one
+    # pair, so a thread never gets addresses of another's arrays), are each taken out
+    # while checked: another thread makes its own.
     a = spare.pop(-1, None)
     if a is None or _tp.refs(a) > _tp.ALONE:
         a = np.zeros(asize)
     else:
         a.fill(0.0)
     spare[-1] = a
-    ptr = spare.pop(-2, None)
-    new_ptr = ptr is None or _tp.refs(ptr) > _tp.ALONE
-    if new_ptr:
-        ptr = np.zeros(len(aloc), np.int64)
-    spare[-2] = ptr
+    got = spare.pop(-2, None)
+    ptr, old = None, {}
+    if got is not None:
+        ptr, old = got
+        del got
+    if ptr is None or _tp.refs(ptr) > _tp.ALONE:
+        ptr, old = np.zeros(len(aloc), np.int64), {}
     A = _Slots.__new__(_Slots)
     A.loc, A.ptr, A.arena, big = aloc, ptr, a, {}
     A.big = big
     for s in abig.tolist():
-        a = spare.pop(s, None)
+        a = old.pop(s, None)
         if a is None or _tp.refs(a) > _tp.ALONE:    # (a leaf's adjoint becomes its .grad: held)
             a = np.empty(int(sizes[s]))
             ptr[s] = _addr(a)
-        elif new_ptr:
-            ptr[s] = _addr(a)
-        spare[s] = a
         big[s] = a
+    spare[-2] = (ptr, dict(big))
     return V, A, touched
 
 
