@@ -695,17 +695,22 @@ class Recording:
             got = self._forward_arena(arrays)
             ok = all(_close(got[s], vals[s]) for s in range(n))
             if ok and vals.lins:        # and the gathers' indices, which the reverse sweep reads
-                want = self.aux.copy()
-                for s, lin in vals.lins.items():
-                    at = self.rows[s][4]
-                    want[at:at + lin.size] = lin
-                ok = np.array_equal(self.aux if got.aux is None else got.aux, want)
+                ok = np.array_equal(self.aux if got.aux is None else got.aux, self.aux_with(vals.lins))
         except Exception:
             ok = False
         if not ok:
             self.arena = False
             return None
         return got
+
+    def aux_with(self, lins):
+        """A copy of the recorded parameter words with the live gathers' indices
+        ``lins`` ({slot: flat indices}) where the reverse sweep reads them."""
+        aux = self.aux.copy()
+        for s, lin in lins.items():
+            at = self.rows[s][4]
+            aux[at:at + lin.size] = lin
+        return aux
 
     def _forward_arena(self, arrays):
         n = self.n
@@ -841,6 +846,12 @@ class Recording:
         elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
             T = _tp.Tape.replayed(vals.buf, n)
             T.views = vals.entries
+            # the saved values as views of the arena, made when read (the compiled sweep
+            # reads them by address; differentiating twice, grad_fn and memory_stats
+            # read them as arrays)
+            T.vals = _SavedVals(vals, self.saved_set, n)
+            T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
+            T.arena = vals                              # ... which keeps it alive
         else:
             buf = bytearray(self.template)
             ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
@@ -850,18 +861,9 @@ class Recording:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             T = _tp.Tape.replayed(buf, n)
             T.views = (ints, flts)
-        if not scalar:
-            if type(vals) is _ArenaVals:
-                # the saved values as views of the arena, made when read (the compiled
-                # sweep reads them by address; differentiating twice, grad_fn and
-                # memory_stats read them as arrays)
-                T.vals = _SavedVals(vals, self.saved_set, n)
-                T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
-                T.arena = vals                              # ... which keeps it alive
-            else:
-                tv = T.vals = [None] * n
-                for s in self.saved_slots:
-                    tv[s] = vals[s]
+            tv = T.vals = [None] * n
+            for s in self.saved_slots:
+                tv[s] = vals[s]
         # the version counters: one shared by the entries no tensor shows (never
         # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
         # last replay's list again when that tape is gone (no large allocation).
@@ -906,10 +908,7 @@ class Recording:
         if type(vals) is _ArenaVals and vals.aux is not None:
             aux = vals.aux          # (the live gathers' indices are in it already)
         elif lins:
-            aux = aux.copy()
-            for s, lin in lins.items():
-                at = self.rows[s][4]
-                aux[at:at + lin.size] = lin
+            aux = self.aux_with(lins)
         T.aux = [aux]
         T.aux_len = aux.size
         if not scalar:      # (live gathers change indices, never which entries backward runs)
@@ -1272,9 +1271,7 @@ class Compiled:
             for a in args:
                 if type(a) is Tensor:
                     d = a._data
-                    x = a._x        # (_is_grad_leaf, inlined: this runs for every argument of every call)
-                    keys.append(("T", d.shape, d.dtype.num, a._rg,
-                                 bool(a._rg) and a._tape is None and (x is None or x.base is None)))
+                    keys.append(("T", d.shape, d.dtype.num, a._rg, _is_grad_leaf(a)))
                     arrays.append(d)
                 else:
                     keys.append(_arg_key(a))

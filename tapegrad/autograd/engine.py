@@ -296,8 +296,8 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
             freed = np.zeros(max(n, 2 * freed.size, 256), np.uint8)    # room to grow: no copy per backward
             freed[:T.freed.size] = T.freed
             T.freed = freed
-        else:           # nothing freed yet: shared zeros (``mark`` only reads it; ``_free`` makes its own)
-            freed = _no_stops(n)
+        else:           # nothing freed yet (``_free`` makes the tape its own array)
+            freed = _zeros_u8(n)
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
 
     # target slots on this tape
@@ -403,7 +403,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for s in T.retained:
             stops[s] = 1
     else:
-        stops = _no_stops(n)
+        stops = _zeros_u8(n)
     aux = _aux(T)
     e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
               A.arena, aux, hi, -1)
@@ -450,14 +450,15 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     del ints, flts, sizes
 
 
-_NO_STOPS = [np.zeros(1024, np.uint8)]
+_ZEROS_U8 = [np.zeros(1024, np.uint8)]
 
 
-def _no_stops(n):
-    """A shared all-zero stop array (the sweep only reads it)."""
-    z = _NO_STOPS[0]
+def _zeros_u8(n):
+    """A shared all-zero uint8 array of at least ``n`` entries, for arguments the
+    kernels only read (no stops for ``run``; nothing freed yet for ``mark``)."""
+    z = _ZEROS_U8[0]
     if z.size < n:
-        z = _NO_STOPS[0] = np.zeros(2 * n, np.uint8)
+        z = _ZEROS_U8[0] = np.zeros(2 * n, np.uint8)
     return z
 
 
