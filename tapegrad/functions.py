@@ -15,7 +15,7 @@ from .ops.registry import name_id
 from .autograd import engine as _engine
 from . import tape as _tp
 from . import tensor as _tensor_mod
-from .tensor import Tensor
+from .tensor import NumberTensor, Tensor
 
 _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
 _NM = {k: name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
@@ -64,6 +64,9 @@ _ADD_S, _MUL_S, _DIV_S, _RSUB_S, _RDIV_S, _POW_S, _RPOW_S = (
     _U[k].record for k in ("add_s", "mul_s", "div_s", "rsub_s", "rdiv_s", "pow_s", "rpow_s"))
 
 
+_TENSORS = (Tensor, NumberTensor)
+
+
 def _scalar(v):
     t = type(v)
     return t is float or t is int or (isinstance(v, _SCALARS) and not isinstance(v, np.ndarray))
@@ -75,12 +78,12 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     its parameter (``tensor_scalar(t, x)`` / ``scalar_tensor(t, x)``)."""
     def f(a, b):
         try:                # (free unless something raises)
-            if type(b) is Tensor:
-                if type(a) is Tensor:
+            if type(b) in _TENSORS:
+                if type(a) in _TENSORS:
                     return both(a, b)
                 if _scalar(a):
                     return scalar_tensor(b, a)
-            elif type(a) is Tensor and (type(b) is float or _scalar(b)):
+            elif type(a) in _TENSORS and (type(b) is float or _scalar(b)):
                 return tensor_scalar(a, b)
         except ValueError as e:
             _value_error(e)
@@ -109,8 +112,14 @@ def _value_error(e):
 
 
 _SUB_NM = _NM["SubBackward0"]
+
+
+def _sub_float(t, x):
+    return _ADD_S(t, -x, name=_SUB_NM)
+
+
 _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
-_sub = _arith("sub", "-", _SUB, lambda t, x: _ADD_S(t, -x, name=_SUB_NM), _RSUB_S)
+_sub = _arith("sub", "-", _SUB, _sub_float, _RSUB_S)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
 div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
@@ -427,20 +436,20 @@ def _setitem(self, idx, value):
     _sh.setitem(self, idx, value)
 
 
-def _operator(name, dispatcher):
-    """Tensor <op> Tensor goes straight to the op's recorder, which hands anything
-    else on its right to ``dispatcher``."""
-    _B[name].operator[0] = dispatcher
+def _operator(name, dispatcher, by_float=None):
+    """Tensor <op> Tensor goes straight to the op's recorder, which hands a Python
+    float on its right to ``by_float`` (when given) and anything else to ``dispatcher``."""
+    _B[name].operator[:] = [dispatcher, by_float]
     return _B[name].record
 
 
 def _install():
     T = Tensor
     methods = {
-        "__add__": _operator("add", _add), "__radd__": lambda s, o: _add(o, s),
-        "__sub__": _operator("sub", _sub), "__rsub__": _rsub,
-        "__mul__": _operator("mul", mul), "__rmul__": lambda s, o: mul(o, s),
-        "__truediv__": _operator("div", div), "__rtruediv__": _rdiv,
+        "__add__": _operator("add", _add, _ADD_S), "__radd__": lambda s, o: _add(o, s),
+        "__sub__": _operator("sub", _sub, _sub_float), "__rsub__": _rsub,
+        "__mul__": _operator("mul", mul, _MUL_S), "__rmul__": lambda s, o: mul(o, s),
+        "__truediv__": _operator("div", div, _DIV_S), "__rtruediv__": _rdiv,
         "__pow__": _operator("pow", pow), "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
         "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
         "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),

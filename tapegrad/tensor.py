@@ -7,6 +7,7 @@ it).  ``_ver`` is the version counter, shared by tensors that share storage, and
 ``_sver`` the version the slot was made at: a mismatch means the tensor changed
 in place since, so its next use makes a fresh slot.
 """
+import threading
 import warnings
 
 import numpy as np
@@ -354,6 +355,50 @@ class Tensor:
 
 
 _new = object.__new__
+_DATA = Tensor._data            # the ndarray slot's own descriptor
+_MATERIALIZE = threading.Lock()
+
+
+class NumberTensor(Tensor):
+    """A one-element float64 tensor made by the recorders' single-number path
+    (``ops.elementwise``): its value is the Python float ``_f``, computed with
+    ``math`` and packed into its tape entry, and its ndarray is made only when
+    something reads ``_data``.  A chain of operations on single numbers then never
+    makes a one-element array (a NumPy call on one is ~1 us, most of an op's cost).
+
+    Once made, the array is the tensor's data for good (``_f`` becomes None), so an
+    in-place change through it is never shadowed by a stale ``_f``."""
+    __slots__ = ("_f", "_shp")
+
+    @property
+    def _data(self):
+        if self._f is None:
+            return _DATA.__get__(self)
+        with _MATERIALIZE:      # (two threads reading it at once get one array)
+            f = self._f
+            if f is None:
+                return _DATA.__get__(self)
+            arr = np.array(f, np.float64).reshape(self._shp)
+            _DATA.__set__(self, arr)
+            self._f = None
+            return arr
+
+    @_data.setter
+    def _data(self, arr):
+        with _MATERIALIZE:
+            _DATA.__set__(self, arr)
+            self._f = None
+
+    @property
+    def shape(self):
+        return self._shp if self._f is not None else self._data.shape
+
+    @property
+    def dtype(self):
+        return _F64 if self._f is not None else self._data.dtype
+
+
+_F64 = np.dtype(np.float64)
 
 
 def _rebuild(data, rg):

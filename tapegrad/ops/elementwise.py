@@ -12,6 +12,9 @@ condition of ``where``) and ``y``.  Kinks and ties follow PyTorch: relu'(0) = 0,
 clamp's boundary counts as inside, maximum splits a tie 0.5/0.5, ``x**0`` has a
 zero derivative even at 0.
 """
+import math as _math
+import operator as _operator
+
 import numpy as np
 
 from .registry import BINARY, SAVE_MARKER, UNARY, define
@@ -161,6 +164,23 @@ SCALAR_FORWARD = {
 }
 
 
+# The recorders' single-number path (``NumberTensor``): a one-element float64
+# operand is computed as a Python float, with no NumPy call on a one-element array
+# (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's to
+# the bit are listed: exp, log, tanh... differ in the last bit between libm and
+# NumPy's SIMD loops, so they stay on NumPy.  An operand that raises here (a
+# division by zero, sqrt(-1)) goes the NumPy way, which gives inf/nan.
+def _swapped(f):
+    return lambda x, p: f(p, x)
+
+
+NUMBER_FORWARD = {      # (C functions where there is one: a lambda's frame costs as much as the op)
+    "neg": _operator.neg, "abs": abs, "sqrt": _math.sqrt, "sin": _math.sin, "cos": _math.cos,
+    "add_s": _operator.add, "mul_s": _operator.mul, "div_s": _operator.truediv,
+    "rsub_s": _swapped(_operator.sub), "rdiv_s": _swapped(_operator.truediv),
+    "add": _operator.add, "sub": _operator.sub, "mul": _operator.mul, "div": _operator.truediv,
+}
+
 def _uses(rule, name):
     import re
     return re.search(r"\b%s\b" % name, rule) is not None
@@ -183,7 +203,7 @@ BINARY_BY_NAME = {op.name: op for op in BINARY_OPS}
 # -- recording ------------------------------------------------------------------
 from .. import tape as _tp                  # noqa: E402
 from ..kernels.index import broadcast_strides, descriptor   # noqa: E402
-from ..tensor import Tensor                 # noqa: E402
+from ..tensor import NumberTensor, Tensor   # noqa: E402
 from .registry import name_id               # noqa: E402
 
 for _op in UNARY_OPS + BINARY_OPS:
@@ -284,7 +304,60 @@ def _unary_recorder(op):
     if n == 1 and op.name in _CONST_OPERAND:
         n = -1                  # forward with the number as a cached 0-d array
 
+    number = NUMBER_FORWARD.get(op.name)
+
     def record(x, p=0.0, q=0.0, name=-1):
+        if number is not None and x._rg:
+            # the single-number path: no one-element array made (see NUMBER_FORWARD)
+            if type(x) is NumberTensor:
+                v, d = x._f, None           # (None once its array was made)
+                shp = x._shp
+            else:
+                d = x._data
+                v = d.item() if (d.size == 1 and d.dtype is _F64) else None
+                shp = d.shape
+            if v is not None and (n == 0 or type(p) is float or type(p) is int):
+                try:
+                    st = _tls.st
+                except AttributeError:
+                    st = _state()
+                r = None
+                if st.grad:
+                    try:
+                        r = number(v) if n == 0 else number(v, p)
+                    except (ArithmeticError, ValueError):
+                        pass
+                if r is not None:
+                    T = st.tape
+                    if T is None or T.n >= T.limit:
+                        T = _tape(st)
+                # (recorded for replay: the NumPy path, which notes what replay needs)
+                if r is not None and T.shapes is None:
+                    if x._tid == T.id and x._sver == x._ver[0]:
+                        s = x._slot
+                    else:
+                        s = T.adopt(x)
+                        if T.n >= T.cap:
+                            T.grow()
+                    if save_in and d is not None:
+                        T.vals[s] = d
+                    o = T.n
+                    _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, 1, 0, p, q, r)
+                    T.n = o + 1
+                    T.vals.append(None)     # (the value is in the entry, where the sweep reads it)
+                    ver = [0]
+                    T.vobj.append(ver)
+                    t = _new(NumberTensor)
+                    t._f = r
+                    t._shp = shp
+                    t._rg = True
+                    t._tid = T.id
+                    t._slot = o
+                    t._ver = ver
+                    t._sver = 0
+                    t._tape = T
+                    t._x = None
+                    return t
         d = x._data
         if n == 0:
             out = fwd(d)
@@ -358,11 +431,72 @@ def _binary_recorder(op):
     save_a, save_b, save_c, save_out = saves & 1, saves & 2, saves & 4, saves & 8
     # The Tensor operator (``__mul__``...) is this function itself, one call less per
     # op; any other right operand goes to the general dispatcher set in ``operator``.
-    operator = op.operator = [None]
+    # ``operator[1]``: the op with a Python float on the right (``y * 0.5``: mul_s).
+    operator = op.operator = [None, None]
+    number = NUMBER_FORWARD.get(op.name)
 
     def record(a, b, c=None, name=-1):
-        if type(b) is not Tensor and not isinstance(b, Tensor):   # as ``a <op> b``: a number, array...
-            return operator[0](a, b)
+        tb = type(b)
+        if tb is not Tensor and tb is not NumberTensor and not isinstance(b, Tensor):
+            if tb is float and operator[1] is not None:
+                return operator[1](a, b)
+            return operator[0](a, b)            # as ``a <op> b``: a number, array...
+        if number is not None and c is None and (a._rg or b._rg):
+            # the single-number path: no one-element array made (see NUMBER_FORWARD)
+            if type(a) is NumberTensor:
+                va, ad, sha = a._f, None, a._shp
+            else:
+                ad = a._data
+                va = ad.item() if (ad.size == 1 and ad.dtype is _F64) else None
+                sha = ad.shape
+            if tb is NumberTensor:
+                vb, bd, shb = b._f, None, b._shp
+            else:
+                bd = b._data
+                vb = bd.item() if (bd.size == 1 and bd.dtype is _F64) else None
+                shb = bd.shape
+            if va is not None and vb is not None and sha == shb:    # ((1,) with (): the NumPy path)
+                try:
+                    st = _tls.st
+                except AttributeError:
+                    st = _state()
+                r = None
+                if st.grad:
+                    try:
+                        r = number(va, vb)
+                    except (ArithmeticError, ValueError):
+                        pass
+                if r is not None:
+                    T = st.tape
+                    if T is None or T.n >= T.limit:
+                        T = _tape(st)
+                if r is not None and T.shapes is None:
+                    tid = T.id
+                    sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
+                    sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
+                    if save_a and ad is not None:
+                        T.vals[sa] = ad
+                    if save_b and bd is not None:
+                        T.vals[sb] = bd
+                    o = T.n
+                    if o >= T.cap:
+                        T.grow()
+                    _pack(T.buf, o * _ESIZE, code, sa, sb, -1, -1, 0, nm0 if name < 0 else name, 1, 0, 0.0, 0.0, r)
+                    T.n = o + 1
+                    T.vals.append(None)
+                    ver = [0]
+                    T.vobj.append(ver)
+                    t = _new(NumberTensor)
+                    t._f = r
+                    t._shp = sha
+                    t._rg = True
+                    t._tid = tid
+                    t._slot = o
+                    t._ver = ver
+                    t._sver = 0
+                    t._tape = T
+                    t._x = None
+                    return t
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
             ad, bd = _promote(ad, bd)
@@ -476,7 +610,7 @@ def _graph_ns():
         def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
             return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
         def ipow(v, e):
-            if type(e) is float and e == 1.0 and type(v) is Tensor:
+            if type(e) is float and e == 1.0 and isinstance(v, Tensor):
                 return _pow1(v)
             return F.pow(v, e)
         _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
