@@ -174,7 +174,7 @@ def rosen_replay(lib, inp):
 
 
 WORKLOADS = {
-    "chain": Workload(chain_inputs, chain, chain, target=0.25),
+    "chain": Workload(chain_inputs, chain, chain, target=0.15),   # (issue 6; issue 2 asked for 0.25)
     "mlp": Workload(mlp_inputs, mlp, mlp, target=1.0),
     "rosen": Workload(rosen_inputs, rosen, rosen, target=1.0),
     "hvp": Workload(hvp_inputs, hvp, hvp, target=1.0),

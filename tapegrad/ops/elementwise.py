@@ -164,22 +164,24 @@ SCALAR_FORWARD = {
 }
 
 
+def _swapped(f):
+    return lambda x, p: f(p, x)
+
+
 # The recorders' single-number path (``NumberTensor``): a one-element float64
 # operand is computed as a Python float, with no NumPy call on a one-element array
 # (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's to
 # the bit are listed: exp, log, tanh... differ in the last bit between libm and
 # NumPy's SIMD loops, so they stay on NumPy.  An operand that raises here (a
-# division by zero, sqrt(-1)) goes the NumPy way, which gives inf/nan.
-def _swapped(f):
-    return lambda x, p: f(p, x)
-
-
-NUMBER_FORWARD = {      # (C functions where there is one: a lambda's frame costs as much as the op)
+# division by zero, sqrt(-1)) goes the NumPy way, which gives inf/nan.  C functions
+# where there is one: a lambda's frame costs as much as the op.
+NUMBER_FORWARD = {
     "neg": _operator.neg, "abs": abs, "sqrt": _math.sqrt, "sin": _math.sin, "cos": _math.cos,
     "add_s": _operator.add, "mul_s": _operator.mul, "div_s": _operator.truediv,
     "rsub_s": _swapped(_operator.sub), "rdiv_s": _swapped(_operator.truediv),
     "add": _operator.add, "sub": _operator.sub, "mul": _operator.mul, "div": _operator.truediv,
 }
+
 
 def _uses(rule, name):
     import re
