@@ -241,9 +241,9 @@ def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, a
     vaddr = _addresses(vloc, vptr, vbase, n)
     aaddr = _addresses(aloc, aptr, abase, n)
     sz = np.zeros(n + 1, np.int64)
-    sz[:n] = sizes
     fresh = np.zeros(n + 1, np.uint8)       # 1: adjoint allocated but never written
-    for s in range(n):
+    for s in range(n):      # (not ``sz[:n] = sizes``: its shape-mismatch error alone took 5 s to compile)
+        sz[s] = sizes[s]
         fresh[s] = aaddr[s] != 0 and touched[s] == 0
     for e in range(hi, -1, -1):
         if stops[e] and reach[e] and e != resume:
