@@ -350,18 +350,24 @@ def _make_run(fams):
     return jit(run)
 
 
-# Shape and linalg go together (both are cheap to compile, and rarely apart), so
-# there are 16 variants at most: each costs seconds to compile, since Numba
-# optimises and emits again the code of the kernels it calls (``warmup`` makes them
-# all).
-_TOGETHER = (1 << SHAPE) | (1 << LINALG)
-VARIANTS = tuple(sorted({m | _TOGETHER if m & _TOGETHER else m
-                         for m in range(ALL + 1) if not m & ~ALL}))
+# Variants are per group of families, 8 at most: each variant costs seconds to
+# compile even when its kernels are cached (Numba optimises and emits again the
+# code of the kernels it calls), and ``warmup`` makes them all.  Unary and binary
+# ops are rarely apart; shape and linalg kernels are the cheapest to compile;
+# reductions are apart, being in nearly every tape (a tape of elementwise ops and
+# a sum compiles neither shape nor linalg kernels).
+GROUPS = ((1 << UNARY) | (1 << BINARY), 1 << REDUCE, (1 << SHAPE) | (1 << LINALG))
+_VARIANT_OF = [0] * (ALL + 1)           # mask of families -> its variant's mask
+for _m in range(ALL + 1):
+    for _g in GROUPS:
+        if _m & _g:
+            _VARIANT_OF[_m] |= _g
+VARIANTS = tuple(sorted(set(_VARIANT_OF)))
 
 
 def variant(fams):
     """The variant's mask for the families in mask ``fams``: a superset of it."""
-    return fams | _TOGETHER if fams & _TOGETHER else fams
+    return _VARIANT_OF[fams]
 
 
 # Every family: made at import, so that the stale-cache flush at ``load`` (see
