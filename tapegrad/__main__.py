@@ -12,6 +12,8 @@ import numpy as np
 
 import tapegrad as tg
 from tapegrad import _jit
+from tapegrad.kernels import sweep
+from tapegrad.ops.registry import FAMILY_NAMES
 
 
 def seed_examples():
@@ -167,10 +169,8 @@ def _replay_warmup():
 
 
 def warmup():
-    """One small backward per op family, so the compiled kernels land in Numba's cache.
-
-    The sweep is one compiled function, so the first family pays for (nearly) all of it.
-    """
+    """One small backward per op family, so the compiled kernels land in Numba's cache,
+    then every variant of the compiled sweep (one per combination of families)."""
     t0 = perf_counter()
     _jit.load()         # (else the first small backward passes would be interpreted)
     print(f"  {'numba':<15} {perf_counter() - t0:7.2f} s")
@@ -190,6 +190,12 @@ def warmup():
         t = perf_counter()
         fn().backward()
         print(f"  {name:<15} {perf_counter() - t:7.2f} s")
+    # the reverse sweep is compiled per combination of the families a tape uses
+    # (``kernels.sweep.VARIANTS``): the combinations not met above
+    t = perf_counter()
+    masks = sweep.compile_variants()
+    names = ["+".join(FAMILY_NAMES[f] for f in sweep.FAMILIES if m >> f & 1) or "none" for m in masks]
+    print(f"  {'sweep variants':<15} {perf_counter() - t:7.2f} s  ({len(masks)}: {', '.join(names)})")
     print(f"warmup done in {perf_counter() - t0:.2f} s")
 
 

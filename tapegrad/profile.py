@@ -22,7 +22,7 @@ Backward calls reach the profiler through one check in
 ``tapegrad.autograd.engine.run_backward`` (a list that is empty when no profile is
 active), so recording and backward cost nothing extra when profiling is off.
 While a block is active, ``tapegrad.tape._LIVE`` is wrapped to see new tapes, the
-compiled sweep (``kernels.sweep.run``) is timed, and so is the differentiable
+compiled sweep (whichever variant ``kernels.sweep.run_for`` picks) is timed, and so is the differentiable
 reverse (``create_graph=True``); everything is restored on exit.  Tapes of other
 threads created during the block are counted too.  Profiles nest.
 """
@@ -76,29 +76,33 @@ def _install():
     _jit.load()
     _saved["live"] = _tp._LIVE
     _tp._LIVE = _Watch(_tp._LIVE)
-    run, diff_run = _sweep.run, _diff.run_backward
-    _saved["run"], _saved["diff"] = run, diff_run
+    run_for, diff_run = _sweep.run_for, _diff.run_backward
+    _saved["run_for"], _saved["diff"] = run_for, diff_run
 
-    def timed_run(*args):
-        t = perf_counter()
-        try:
-            return run(*args)
-        finally:
-            dt = perf_counter() - t
-            for p in _ACTIVE:
-                p.sweep_s += dt
-                p.sweeps += 1
+    def timed_run_for(fams):
+        run = run_for(fams)
+
+        def timed_run(*args):
+            t = perf_counter()
+            try:
+                return run(*args)
+            finally:
+                dt = perf_counter() - t
+                for p in _ACTIVE:
+                    p.sweep_s += dt
+                    p.sweeps += 1
+        return timed_run
 
     def timed_diff(*args, **kw):
         return _backward(diff_run, args, kw)
 
-    _sweep.run = timed_run
+    _sweep.run_for = timed_run_for
     _diff.run_backward = timed_diff
 
 
 def _uninstall():
     _tp._LIVE = _saved.pop("live")
-    _sweep.run = _saved.pop("run")
+    _sweep.run_for = _saved.pop("run_for")
     _diff.run_backward = _saved.pop("diff")
 
 

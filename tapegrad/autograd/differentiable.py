@@ -169,7 +169,7 @@ def _sum(gs):
 
 def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record, check, leaf_grads):
     ints, flts = T.arrays()
-    process, reach, needval, tslots = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    process, reach, needval, tslots, _ = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
     # (the walk may append to T: the views stay valid, as the tape grows into a new buffer)
     ctx = _Context(T, ints, flts, reach)
     adj = {s: _sum(gs) for s, gs in slot_seeds.items()}

@@ -288,7 +288,8 @@ def _tape_order(roots):
 def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     """Which entries this backward runs (see ``kernels.sweep.mark``), after the
     checks that it can: nothing it needs was freed or changed in place.
-    Returns (process, reach, needval, {target slot: [tensors]})."""
+    Returns (process, reach, needval, {target slot: [tensors]}, mask of the families
+    of the entries to process)."""
     n = T.n
     freed = T.freed
     if freed.size < n:
@@ -312,7 +313,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
                         tslots.setdefault(s, []).append(t)
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
 
-    process, reach, needval, err = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, freed, roots, targets,
+    process, reach, needval, err, fams = _kernel(K.mark)(ints, _aux(T), K.SAVES_TABLE, freed, roots, targets,
                                                    tgt_ids is not None, ext_leads)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
@@ -321,7 +322,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
         for s in np.flatnonzero(needval).tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
-    return process, reach, needval, tslots
+    return process, reach, needval, tslots, fams
 
 
 _SCALAR_SPARE = {}      # tape length -> (adjoints, reach marks) of the last single-number sweep
@@ -377,13 +378,13 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         key = tuple(slot_seeds)
         plan = T.plan.get(key)
         if plan is None:
-            process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+            process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
             plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {},
-                                  max(key)]
-        process, reach, needval, lay, _, spare, hi = plan
+                                  max(key), fams]
+        process, reach, needval, lay, _, spare, hi, fams = plan
         tslots = {}
     else:
-        process, reach, needval, tslots = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+        process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
         lay = spare = None
         hi = max(slot_seeds)
     V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay, spare)
@@ -405,12 +406,13 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     else:
         stops = _zeros_u8(n)
     aux = _aux(T)
-    e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-              A.arena, aux, hi, -1)
+    run = K.run_for(fams)       # compiled for the families this backward uses
+    e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
+            A.arena, aux, hi, -1)
     while e >= 0:
         _at_stop(T, e, A.view(e, sizes[e]))
-        e = K.run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-                  A.arena, aux, e, e)
+        e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
+                A.arena, aux, e, e)
     for s in A.big:
         if not touched[s]:          # reached, but nothing was written (cannot happen today)
             A.big[s][:] = 0.0

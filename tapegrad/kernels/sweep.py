@@ -7,9 +7,15 @@ opcode's family and letting the family kernel accumulate the adjoints of the
 entry's inputs.  It returns early at an entry flagged in ``stops`` (a hook or a
 retain_grad on that slot), so Python can run the hook on the finished adjoint and
 resume; otherwise no Python runs during the sweep.
+
+``run`` exists in variants, one per combination of the families a backward uses
+(``mark`` returns them as a mask, ``run_for`` picks the variant): a variant never
+compiles the kernels of the families it lacks, so the first backward of a process
+with an empty Numba cache compiles only what its tape needs.
 """
 import numpy as np
 
+from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
@@ -139,7 +145,8 @@ def address(a):
 
 @jit
 def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
-    """Returns (process, reach, needval, error entry or -1)."""
+    """Returns (process, reach, needval, error entry or -1, mask of the processed
+    entries' families: bit ``op >> 6``, see ``run_for``)."""
     n = ints.shape[0]
     reach = np.zeros(n, np.uint8)
     process = np.zeros(n, np.uint8)
@@ -168,6 +175,7 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
                     s = ints[e, col]
                     if s >= 0 and leads[s]:
                         leads[e] = 1
+    fams = 0
     hi = -1
     for r in roots:
         reach[r] = 1
@@ -196,8 +204,9 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
         if not any_in:
             continue
         if freed[e]:
-            return process, reach, needval, e
+            return process, reach, needval, e, fams
         process[e] = 1
+        fams |= 1 << (op >> 6)
         sv = saves[op]
         for col in range(1, 4):
             s = ints[e, col]
@@ -205,7 +214,7 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
                 needval[s] = 1
         if sv & 8:
             needval[e] = 1
-    return process, reach, needval, -1
+    return process, reach, needval, -1, fams
 
 
 @jit
@@ -227,96 +236,177 @@ def _addresses(loc, ptr, base, n):
     return out
 
 
-@jit
-def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
-        hi, resume):
-    """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+FAMILIES = (UNARY, BINARY, REDUCE, SHAPE, LINALG)
+ALL = sum(1 << f for f in FAMILIES)     # a mask of families: bit ``f`` for family ``f``
 
-    The loop body is written out rather than split into small inlined helpers:
-    every array handed to a helper costs reference-count updates per entry, which
-    dominated the time of small entries."""
-    n = ints.shape[0]
-    vbase = np.int64(varena.ctypes.data)
-    abase = np.int64(aarena.ctypes.data)
-    vaddr = _addresses(vloc, vptr, vbase, n)
-    aaddr = _addresses(aloc, aptr, abase, n)
-    sz = np.zeros(n + 1, np.int64)
-    sz[:n] = sizes
-    fresh = np.zeros(n + 1, np.uint8)       # 1: adjoint allocated but never written
-    for s in range(n):
-        fresh[s] = aaddr[s] != 0 and touched[s] == 0
-    for e in range(hi, -1, -1):
-        if stops[e] and reach[e] and e != resume:
-            for s in range(n):
-                touched[s] = not fresh[s]
-            return e
-        if not process[e]:
-            continue
-        op = ints[e, 0]
-        fam = op >> 6
-        k = op & 63
-        a = ints[e, 1]
-        b = ints[e, 2]
-        c = ints[e, 3]
-        at = ints[e, 4]
-        i1 = ints[e, 5]
-        if fam == UNARY:
-            ovw = fresh[a] == 1
-            fresh[a] = 0
-            unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
-            continue
-        if fam == BINARY:
-            if at >= 0 and (k == ADD or k == SUB):
-                # broadcast add/sub: each adjoint is a strided sum of g, no index maps
-                for s in (a, b):
-                    if fresh[s]:
+
+def _make_run(fams):
+    """The reverse sweep for tapes whose processed entries all belong to the families
+    in the mask ``fams`` (``mark`` computes it).
+
+    The flags below are constants of the compiled function (a closure's cells are),
+    so Numba prunes the branches of absent families before typing: their kernels are
+    never compiled.  Numba's disk cache keys a closure on its cells' contents, so
+    each variant is cached on its own (all in one index file)."""
+    has_unary = bool(fams >> UNARY & 1)
+    has_binary = bool(fams >> BINARY & 1)
+    has_reduce = bool(fams >> REDUCE & 1)
+    has_shape = bool(fams >> SHAPE & 1)
+    has_linalg = bool(fams >> LINALG & 1)
+    has_other = has_reduce or has_shape or has_linalg
+
+    def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
+            hi, resume):
+        """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+
+        The loop body is written out rather than split into small inlined helpers:
+        every array handed to a helper costs reference-count updates per entry, which
+        dominated the time of small entries."""
+        n = ints.shape[0]
+        vbase = np.int64(varena.ctypes.data)
+        abase = np.int64(aarena.ctypes.data)
+        vaddr = _addresses(vloc, vptr, vbase, n)
+        aaddr = _addresses(aloc, aptr, abase, n)
+        sz = np.zeros(n + 1, np.int64)
+        fresh = np.zeros(n + 1, np.uint8)       # 1: adjoint allocated but never written
+        for s in range(n):      # (not ``sz[:n] = sizes``: its shape-mismatch error alone took 5 s to compile)
+            sz[s] = sizes[s]
+            fresh[s] = aaddr[s] != 0 and touched[s] == 0
+        for e in range(hi, -1, -1):
+            if stops[e] and reach[e] and e != resume:
+                for s in range(n):
+                    touched[s] = not fresh[s]
+                return e
+            if not process[e]:
+                continue
+            op = ints[e, 0]
+            fam = op >> 6
+            k = op & 63
+            a = ints[e, 1]
+            b = ints[e, 2]
+            c = ints[e, 3]
+            at = ints[e, 4]
+            i1 = ints[e, 5]
+            if has_unary and fam == UNARY:
+                ovw = fresh[a] == 1
+                fresh[a] = 0
+                unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+                continue
+            if has_binary and fam == BINARY:
+                if at >= 0 and (k == ADD or k == SUB):
+                    # broadcast add/sub: each adjoint is a strided sum of g, no index maps
+                    for s in (a, b):
+                        if fresh[s]:
+                            _zero_at(aaddr[s], sz[s])
+                            fresh[s] = 0
+                    g = slot_view(aloc, aptr, abase, e, sz[e])
+                    if aaddr[a] != 0:
+                        strided_scatter_add(slot_view(aloc, aptr, abase, a, sz[a]), g, aux, at, 1.0)
+                    if aaddr[b] != 0:
+                        strided_scatter_add(slot_view(aloc, aptr, abase, b, sz[b]), g, aux,
+                                            at + 2 + 2 * aux[at], 1.0 if k == ADD else -1.0)
+                    continue
+                # assign instead of add when every adjoint written is fresh and full-size
+                ovw = (at < 0 and a != b and (i1 & 3) == 0 and (aaddr[a] == 0 or fresh[a] == 1)
+                       and (aaddr[b] == 0 or fresh[b] == 1))
+                if not ovw:
+                    for s in (a, b):
+                        if fresh[s]:
+                            _zero_at(aaddr[s], sz[s])
+                fresh[a] = 0
+                fresh[b] = 0
+                binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
+                               aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
+                               aux, at, i1 >> 3, ovw)
+                continue
+            if not has_other:
+                continue
+            # the other families: zero every adjoint they add into, then call the kernel
+            if c == VARIADIC:
+                for j in range(aux[at]):
+                    s = aux[at + 1 + j]
+                    if s >= 0 and fresh[s]:
                         _zero_at(aaddr[s], sz[s])
                         fresh[s] = 0
-                g = slot_view(aloc, aptr, abase, e, sz[e])
-                if aaddr[a] != 0:
-                    strided_scatter_add(slot_view(aloc, aptr, abase, a, sz[a]), g, aux, at, 1.0)
-                if aaddr[b] != 0:
-                    strided_scatter_add(slot_view(aloc, aptr, abase, b, sz[b]), g, aux, at + 2 + 2 * aux[at],
-                                        1.0 if k == ADD else -1.0)
-                continue
-            # assign instead of add when every adjoint written is fresh and full-size
-            ovw = (at < 0 and a != b and (i1 & 3) == 0 and (aaddr[a] == 0 or fresh[a] == 1)
-                   and (aaddr[b] == 0 or fresh[b] == 1))
-            if not ovw:
-                for s in (a, b):
-                    if fresh[s]:
-                        _zero_at(aaddr[s], sz[s])
-            fresh[a] = 0
-            fresh[b] = 0
-            binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
-                           aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                           aux, at, i1 >> 3, ovw)
-            continue
-        # the other families: zero every adjoint they add into, then call the kernel
-        if c == VARIADIC:
-            for j in range(aux[at]):
-                s = aux[at + 1 + j]
-                if s >= 0 and fresh[s]:
+            for s in (a, b):
+                if fresh[s]:
                     _zero_at(aaddr[s], sz[s])
                     fresh[s] = 0
-        for s in (a, b):
-            if fresh[s]:
-                _zero_at(aaddr[s], sz[s])
-                fresh[s] = 0
-        g = slot_view(aloc, aptr, abase, e, sz[e])
-        if fam == REDUCE:
-            reduce_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, e, sz[e]),
-                           slot_view(aloc, aptr, abase, a, sz[a]), aux, at, i1, flts[e, F0])
-        elif fam == SHAPE:
-            shape_reverse(k, g, slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
-                          aux, at, aloc, aptr, aarena, sizes)
-        elif fam == LINALG:
-            linalg_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, b, sz[b]),
-                           slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
-                           aux, at)
-    for s in range(n):
-        touched[s] = not fresh[s]
-    return -1
+            g = slot_view(aloc, aptr, abase, e, sz[e])
+            if has_reduce and fam == REDUCE:
+                reduce_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, e, sz[e]),
+                               slot_view(aloc, aptr, abase, a, sz[a]), aux, at, i1, flts[e, F0])
+            elif has_shape and fam == SHAPE:
+                shape_reverse(k, g, slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
+                              aux, at, aloc, aptr, aarena, sizes)
+            elif has_linalg and fam == LINALG:
+                linalg_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, b, sz[b]),
+                               slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
+                               aux, at)
+        for s in range(n):
+            touched[s] = not fresh[s]
+        return -1
+
+    return jit(run)
+
+
+# Variants are per group of families, 8 at most: each variant costs seconds to
+# compile even when its kernels are cached (Numba optimises and emits again the
+# code of the kernels it calls), and ``warmup`` makes them all.  Unary and binary
+# ops are rarely apart; shape and linalg kernels are the cheapest to compile;
+# reductions are apart, being in nearly every tape (a tape of elementwise ops and
+# a sum compiles neither shape nor linalg kernels).
+GROUPS = ((1 << UNARY) | (1 << BINARY), 1 << REDUCE, (1 << SHAPE) | (1 << LINALG))
+_VARIANT_OF = [0] * (ALL + 1)           # mask of families -> its variant's mask
+for _m in range(ALL + 1):
+    for _g in GROUPS:
+        if _m & _g:
+            _VARIANT_OF[_m] |= _g
+VARIANTS = tuple(sorted(set(_VARIANT_OF)))
+
+
+def variant(fams):
+    """The variant's mask for the families in mask ``fams``: a superset of it."""
+    return _VARIANT_OF[fams]
+
+
+# Every family: made at import, so that the stale-cache flush at ``load`` (see
+# ``codegen.write_stamp``) empties the index file all variants share.
+run = _make_run(ALL)
+_RUNS = {}          # mask of families (as ``mark`` gives it) -> the variant's dispatcher
+_VARIANTS = {}      # variant mask -> dispatcher
+
+
+def run_for(fams):
+    """The sweep compiled for (at least) the families in mask ``fams``, made on
+    first use; compiled, or loaded from Numba's cache, at its first call."""
+    r = _RUNS.get(fams)
+    if r is None:
+        r = _new_run(fams)
+    return r
+
+
+def _new_run(fams):
+    if not _jit.LOADED[0]:
+        _jit.load()         # (a variant made from now on is a dispatcher, not a stand-in)
+    v = variant(fams)
+    with _jit._LOCK:
+        r = _VARIANTS.get(v)
+        if r is None:
+            r = _VARIANTS[v] = run if v == ALL else _make_run(v)
+        _RUNS[fams] = r
+    return r
+
+
+def compile_variants():
+    """Compile every variant for every argument types any variant was compiled for
+    in this process (``python -m tapegrad warmup``); returns the variants' masks."""
+    sigs = {sig for r in list(_VARIANTS.values()) for sig in r.signatures}
+    for v in VARIANTS:
+        r = _new_run(v)
+        for sig in sigs:
+            r.compile(sig)
+    return VARIANTS
 
 
 codegen.write_stamp(SOURCE_HASH)      # flushes the caches of kernels defined after load()
