@@ -451,13 +451,16 @@ def _binary_recorder(op):
                 ad = a._data
                 va = ad.item() if (ad.size == 1 and ad.dtype is _F64) else None
                 sha = ad.shape
-            if tb is NumberTensor:
+            vb = None
+            if va is None:              # (an array on the left: b is not looked at)
+                pass
+            elif tb is NumberTensor:
                 vb, bd, shb = b._f, None, b._shp
             else:
                 bd = b._data
                 vb = bd.item() if (bd.size == 1 and bd.dtype is _F64) else None
                 shb = bd.shape
-            if va is not None and vb is not None and sha == shb:    # ((1,) with (): the NumPy path)
+            if vb is not None and sha == shb:       # ((1,) with (): the NumPy path)
                 try:
                     st = _tls.st
                 except AttributeError:
