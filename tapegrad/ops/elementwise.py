@@ -21,21 +21,24 @@ from .registry import BINARY, SAVE_MARKER, UNARY, define
 
 
 class Unary:
-    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record", "graph")
+    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record", "graph",
+                 "number")
 
-    def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False):
+    def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False, number=None):
         self.name, self.grad_fn, self.forward, self.rule = name, grad_fn, forward, rule
         self.nparams = nparams
         self.saves = SAVE_MARKER if saves_anyway else 0
+        self.number = number        # the forward on one Python float (see the comment on UNARY_OPS), or None
 
 
 class Binary:
     __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record", "graph",
-                 "operator")
+                 "operator", "number")
 
-    def __init__(self, name, grad_fn, forward, rule_a, rule_b):
+    def __init__(self, name, grad_fn, forward, rule_a, rule_b, number=None):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
         self.rule_a, self.rule_b = rule_a, rule_b
+        self.number = number
 
 
 _EXPIT = []
@@ -97,17 +100,28 @@ def _where(c, a, b):
     return np.where(c, a, b)
 
 
+# ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
+# float64 operand is computed as a Python float, with no NumPy call on a one-element
+# array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
+# to the bit have one: exp, log, tanh... differ in the last bit between libm and
+# NumPy's SIMD loops, so they stay on NumPy.  An operand that raises there (a
+# division by zero, sqrt(-1)) goes the NumPy way, which gives inf/nan.  C functions
+# where there is one: a lambda's frame costs as much as the op.
+def _swapped(f):
+    return lambda x, p: f(p, x)
+
+
 UNARY_OPS = [
     #     name        grad_fn             forward       reverse
-    Unary("neg",      "NegBackward0",     np.negative,  "-g"),
-    Unary("abs",      "AbsBackward0",     np.abs,       "g * sign(x)"),
+    Unary("neg",      "NegBackward0",     np.negative,  "-g", number=_operator.neg),
+    Unary("abs",      "AbsBackward0",     np.abs,       "g * sign(x)", number=abs),
     Unary("exp",      "ExpBackward0",     np.exp,       "g * y"),
     Unary("log",      "LogBackward0",     np.log,       "g / x"),
     Unary("log1p",    "Log1PBackward0",   np.log1p,     "g / (1.0 + x)"),
     Unary("expm1",    "Expm1Backward0",   np.expm1,     "g * (y + 1.0)"),
-    Unary("sqrt",     "SqrtBackward0",    np.sqrt,      "g / (2.0 * y)"),
-    Unary("sin",      "SinBackward0",     np.sin,       "g * cos(x)"),
-    Unary("cos",      "CosBackward0",     np.cos,       "-g * sin(x)"),
+    Unary("sqrt",     "SqrtBackward0",    np.sqrt,      "g / (2.0 * y)", number=_math.sqrt),
+    Unary("sin",      "SinBackward0",     np.sin,       "g * cos(x)", number=_math.sin),
+    Unary("cos",      "CosBackward0",     np.cos,       "-g * sin(x)", number=_math.cos),
     Unary("tan",      "TanBackward0",     np.tan,       "g * (1.0 + y * y)"),
     Unary("tanh",     "TanhBackward0",    np.tanh,      "g * (1.0 - y * y)"),
     Unary("sigmoid",  "SigmoidBackward0", expit,        "g * y * (1.0 - y)"),
@@ -117,11 +131,13 @@ UNARY_OPS = [
     Unary("round",    "RoundBackward0",   np.round,     "0.0 * g"),
     Unary("clamp",    "ClampBackward1",   _clamp,       "where((x >= p) and (x <= q), g, 0.0)", nparams=2),
     # Python-scalar operands ride in the parameter p
-    Unary("add_s",    "AddBackward0",     np.add,       "g", nparams=1),
-    Unary("mul_s",    "MulBackward0",     np.multiply,  "g * p", nparams=1, saves_anyway=True),
-    Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True),
-    Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1),
-    Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1),
+    Unary("add_s",    "AddBackward0",     np.add,       "g", nparams=1, number=_operator.add),
+    Unary("mul_s",    "MulBackward0",     np.multiply,  "g * p", nparams=1, saves_anyway=True, number=_operator.mul),
+    Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True,
+          number=_operator.truediv),
+    Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1, number=_swapped(_operator.sub)),
+    Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1,
+          number=_swapped(_operator.truediv)),
     Unary("pow_s",    "PowBackward0",     _pow,         "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", nparams=1),
     Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))", nparams=1),
     Unary("copy",     "CloneBackward0",   np.copy,      "g"),
@@ -129,10 +145,10 @@ UNARY_OPS = [
 
 BINARY_OPS = [
     #      name        grad_fn              forward      reverse for a, reverse for b
-    Binary("add",      "AddBackward0",      np.add,      "g", "g"),
-    Binary("sub",      "SubBackward0",      np.subtract, "g", "-g"),
-    Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a"),
-    Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)"),
+    Binary("add",      "AddBackward0",      np.add,      "g", "g", number=_operator.add),
+    Binary("sub",      "SubBackward0",      np.subtract, "g", "-g", number=_operator.sub),
+    Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a", number=_operator.mul),
+    Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)", number=_operator.truediv),
     Binary("pow",      "PowBackward1",      np.power,
            "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
            "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
@@ -164,23 +180,7 @@ SCALAR_FORWARD = {
 }
 
 
-def _swapped(f):
-    return lambda x, p: f(p, x)
-
-
-# The recorders' single-number path (``NumberTensor``): a one-element float64
-# operand is computed as a Python float, with no NumPy call on a one-element array
-# (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's to
-# the bit are listed: exp, log, tanh... differ in the last bit between libm and
-# NumPy's SIMD loops, so they stay on NumPy.  An operand that raises here (a
-# division by zero, sqrt(-1)) goes the NumPy way, which gives inf/nan.  C functions
-# where there is one: a lambda's frame costs as much as the op.
-NUMBER_FORWARD = {
-    "neg": _operator.neg, "abs": abs, "sqrt": _math.sqrt, "sin": _math.sin, "cos": _math.cos,
-    "add_s": _operator.add, "mul_s": _operator.mul, "div_s": _operator.truediv,
-    "rsub_s": _swapped(_operator.sub), "rdiv_s": _swapped(_operator.truediv),
-    "add": _operator.add, "sub": _operator.sub, "mul": _operator.mul, "div": _operator.truediv,
-}
+NUMBER_FORWARD = {op.name: op.number for op in UNARY_OPS + BINARY_OPS if op.number is not None}
 
 
 def _uses(rule, name):
@@ -306,11 +306,11 @@ def _unary_recorder(op):
     if n == 1 and op.name in _CONST_OPERAND:
         n = -1                  # forward with the number as a cached 0-d array
 
-    number = NUMBER_FORWARD.get(op.name)
+    number = op.number
 
     def record(x, p=0.0, q=0.0, name=-1):
         if number is not None and x._rg:
-            # the single-number path: no one-element array made (see NUMBER_FORWARD)
+            # the single-number path: no one-element array made (``number``: see UNARY_OPS)
             if type(x) is NumberTensor:
                 v, d = x._f, None           # (None once its array was made)
                 shp = x._shp
@@ -435,7 +435,7 @@ def _binary_recorder(op):
     # op; any other right operand goes to the general dispatcher set in ``operator``.
     # ``operator[1]``: the op with a Python float on the right (``y * 0.5``: mul_s).
     operator = op.operator = [None, None]
-    number = NUMBER_FORWARD.get(op.name)
+    number = op.number
 
     def record(a, b, c=None, name=-1):
         tb = type(b)
@@ -444,7 +444,7 @@ def _binary_recorder(op):
                 return operator[1](a, b)
             return operator[0](a, b)            # as ``a <op> b``: a number, array...
         if number is not None and c is None and (a._rg or b._rg):
-            # the single-number path: no one-element array made (see NUMBER_FORWARD)
+            # the single-number path: no one-element array made (``number``: see UNARY_OPS)
             if type(a) is NumberTensor:
                 va, ad, sha = a._f, None, a._shp
             else:
