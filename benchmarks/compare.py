@@ -498,8 +498,9 @@ def _commit():
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10)
+        # (changes to what is measured: the package and the benchmarks)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "../tapegrad", "."],
+                               cwd=here, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None, None
     if out.returncode != 0:
