@@ -98,25 +98,26 @@ def _leaf(shape, low=0.5):
 
 
 def _patterns():
-    """Argument patterns, tried in order; each makes fresh tensors."""
+    """Argument patterns, tried in order: (how the page shows the call, a function
+    making fresh arguments)."""
     x = lambda: _leaf((3, 4))           # noqa: E731
     return [
-        lambda: (x(),),
-        lambda: ([x(), x()],),
-        lambda: (x(), x()),
-        lambda: (x(), _leaf((4, 3))),
-        lambda: (x(), _leaf((4,))),
-        lambda: (_leaf((2, 3, 4)), _leaf((2, 4, 3))),
-        lambda: (_leaf((4,)), _leaf((4,))),
-        lambda: (tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x(), x()),
-        lambda: (x(), 1),
-        lambda: (x(), 0, 1),
-        lambda: (x(), (4, 3)),
-        lambda: (x(), (2, 3, 4)),
-        lambda: (x(), 0.5, 1.5),
-        lambda: (x(), tg.tensor([0, 3, 1])),
-        lambda: (tg.tensor([True, False, True]), tg.tensor([True, True, False])),
-        lambda: (tg.tensor([True, False, True]),),
+        ("x", lambda: (x(),)),
+        ("[x, x]", lambda: ([x(), x()],)),
+        ("x, x", lambda: (x(), x())),
+        ("x, x.T", lambda: (x(), _leaf((4, 3)))),
+        ("x, v", lambda: (x(), _leaf((4,)))),
+        ("b, b.mT", lambda: (_leaf((2, 3, 4)), _leaf((2, 4, 3)))),
+        ("v, v", lambda: (_leaf((4,)), _leaf((4,)))),
+        ("mask, x, x", lambda: (tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x(), x())),
+        ("x, 1", lambda: (x(), 1)),
+        ("x, 0, 1", lambda: (x(), 0, 1)),
+        ("x, (4, 3)", lambda: (x(), (4, 3))),
+        ("x, (2, 3, 4)", lambda: (x(), (2, 3, 4))),
+        ("x, 0.5, 1.5", lambda: (x(), 0.5, 1.5)),
+        ("x, labels", lambda: (x(), tg.tensor([0, 3, 1]))),
+        ("m, m", lambda: (tg.tensor([True, False, True]), tg.tensor([True, True, False]))),
+        ("m", lambda: (tg.tensor([True, False, True]),)),
     ]
 
 
@@ -166,16 +167,27 @@ def _call(call, args):
 
 def _replays(call, make):
     """Whether ``tg.compile`` replays the call (a second call with new values of the
-    same signature), or why not."""
-    if getattr(call, "inplace", False):
-        f = tg.compile(lambda *a: call(a[0] * 1.0, *a[1:]))
-    else:
-        f = tg.compile(lambda *a: call(*a))
+    same signature), or why not.  A list argument is passed as its tensors (a
+    compiled function takes tensors, arrays and plain values)."""
+    inplace = getattr(call, "inplace", False)
+    listed = isinstance(make()[0], list)
+
+    def body(*a):
+        if listed:
+            a = (list(a),)
+        if inplace:
+            a = (a[0] * 1.0,) + tuple(a[1:])
+        return call(*a)
+    f = tg.compile(body)
+
+    def args():
+        a = make()
+        return tuple(a[0]) if listed else a
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            f(*make())
-            f(*make())
+            f(*args())
+            f(*args())
         except Exception as e:
             return "no (%s)" % type(e).__name__
     if f.stats.replays:
@@ -184,18 +196,30 @@ def _replays(call, make):
     return "no: %s" % why.rstrip(".") if why else "no"
 
 
-def probe(call):
-    for make in _patterns():
+# Where the first pattern that works is not the usual call, the usual one is tried first.
+PREFERRED = {"cat": "[x, x]", "concat": "[x, x]", "stack": "[x, x]", "clamp": "x, 0.5, 1.5",
+             "clip": "x, 0.5, 1.5", "clamp_": "x, 0.5, 1.5"}
+
+
+def probe(call, name=""):
+    patterns = _patterns()
+    first = PREFERRED.get(name.rsplit(".", 1)[-1])
+    patterns.sort(key=lambda p: p[0] != first)
+    for shown, make in patterns:
         got = _call(call, make())
         if got is None:
             continue
         t, ops, same = got
         grad_fn = t.grad_fn.name() if t.grad_fn is not None else None
+        r = {"args": shown, "ops": ops, "replay": "-"}
         if same:
-            return {"grad_fn": "(returns its input)", "ops": ops, "replay": "-"}
-        if grad_fn is None:
-            return {"grad_fn": "not differentiable", "ops": ops, "replay": "-"}
-        return {"grad_fn": "`%s`" % grad_fn, "ops": ops, "replay": _replays(call, make)}
+            r["grad_fn"] = "(returns its input)"
+        elif grad_fn is None:
+            r["grad_fn"] = "not differentiable"
+        else:
+            r["grad_fn"] = "`%s`" % grad_fn
+            r["replay"] = _replays(call, make)
+        return r
     return None
 
 
@@ -222,15 +246,15 @@ def _public(ns):
 
 def op_rows(title, items, call_of):
     lines = ["", "## %s" % title, "",
-             "| name | grad_fn of the result | tape entries | replayed by `tg.compile` |",
-             "|---|---|---|---|"]
+             "| name | called with | grad_fn of the result | tape entries | replayed by `tg.compile` |",
+             "|---|---|---|---|---|"]
     for label, obj in items:
-        r = probe(call_of(obj))
+        r = probe(call_of(obj), label)
         if r is None:
-            lines.append("| `%s` | (not probed) | | |" % label)
+            lines.append("| `%s` | (not probed) | | | |" % label)
             continue
         ops = ", ".join("`%s`" % o for o in dict.fromkeys(r["ops"])) or "-"
-        lines.append("| `%s` | %s | %s | %s |" % (label, r["grad_fn"], ops, r["replay"]))
+        lines.append("| `%s` | `%s` | %s | %s | %s |" % (label, r["args"], r["grad_fn"], ops, r["replay"]))
     return lines
 
 
@@ -286,7 +310,10 @@ def generate():
         "do not edit (tests/test_docs.py checks it). -->",
         "",
         "This page is generated from tapegrad itself. Every public operation was called on small",
-        "float64 example tensors; the columns say what that call did: the `grad_fn` of its result",
+        "float64 example tensors (*called with*: `x` is a 3x4 tensor that requires grad, `x.T` a 4x3",
+        "one, `v` a vector of 4, `b` a batch of 2x3x4 matrices, `mask` and `m` boolean tensors,",
+        "`labels` class indices; a method is called on its first argument, a module is made with no",
+        "arguments or `(4, 3)`). The columns say what that call did: the `grad_fn` of its result",
         "(the same names as PyTorch's), the tape entries it appended (the operations of the table",
         "at the end, which the compiled reverse sweep differentiates), and whether `tg.compile`",
         "replays it (\"no: ...\" gives the reason the call runs eagerly each time). \"(not probed)\"",
