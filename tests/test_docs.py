@@ -33,8 +33,9 @@ def test_ops_page_lists_the_registry_and_public_names():
         assert callable(getattr(tg, name))
         assert "| `%s` |" % name in page
     assert "| `Tensor.backward`" not in page       # bookkeeping, listed apart
-    assert "| `sin` | `SinBackward0` | `sin` | yes |" in page
-    assert "| `argmax` | not differentiable |" in page
+    assert "| `sin` | `x` | `SinBackward0` | `sin` | yes |" in page
+    assert "| `clamp` | `x, 0.5, 1.5` | `ClampBackward1` | `clamp` | yes |" in page
+    assert "| `argmax` | `x` | not differentiable |" in page
 
 
 def test_check_fails_when_the_page_is_stale(tmp_path):
