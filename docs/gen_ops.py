@@ -1,0 +1,376 @@
+"""Write docs/ops.md, the list of supported operations, from tapegrad itself.
+
+    python docs/gen_ops.py            # rewrite docs/ops.md
+    python docs/gen_ops.py --check    # exit 1 if docs/ops.md is out of date
+
+The page is derived, not written: the tape operations come from the opcode registry
+(``tapegrad.ops.registry``) and the families' compiled-forward lists; the public
+names from the namespaces themselves (``tg``, ``tg.Tensor``, ``tg.nn.functional``,
+``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
+calls it on small example tensors (the first argument pattern that works) and reads
+what the call did: the ``grad_fn`` of its result, the tape entries it appended, and
+whether ``tg.compile`` replays it.  No backward is run, so Numba is never imported.
+``tests/test_docs.py`` runs ``--check``.
+"""
+import argparse
+import inspect
+import os
+import struct
+import sys
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "docs", "ops.md")
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+from tapegrad import tape as _tape  # noqa: E402
+from tapegrad.ops import reduce as _rd  # noqa: E402
+from tapegrad.ops import shape as _sh  # noqa: E402
+from tapegrad.ops.elementwise import NUMBER_FORWARD, SCALAR_FORWARD  # noqa: E402
+from tapegrad.ops.registry import (BINARY, FAMILY_NAMES, LINALG, META, OP_NAMES, REDUCE,  # noqa: E402
+                                   SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES, SHAPE, UNARY)
+
+# Helpers that are importable from a public namespace but are not operations.
+NOT_OPS = {"name_id", "commit_inplace", "zero_grads", "label_flags"}
+# Methods that are not operations on values (properties and bookkeeping), listed apart.
+TENSOR_ATTRIBUTES = {"T", "mT", "data", "dtype", "grad", "grad_fn", "is_leaf", "ndim", "requires_grad",
+                     "retains_grad", "shape"}
+TENSOR_BOOKKEEPING = {"backward", "dim", "item", "numel", "numpy", "register_hook",
+                      "register_post_accumulate_grad_hook", "requires_grad_", "retain_grad", "size", "tolist"}
+CREATION = {"arange", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace",
+            "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros", "zeros_like"}
+UTILITIES = {"compile", "record", "load_tape", "profile", "manual_seed", "memory_stats", "no_grad",
+             "enable_grad", "set_grad_enabled", "is_grad_enabled", "is_tensor", "gradcheck", "numel"}
+OPERATORS = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+             "__rtruediv__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__abs__",
+             "__pos__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__", "__lt__", "__le__",
+             "__gt__", "__ge__", "__eq__", "__ne__", "__and__", "__or__", "__xor__", "__invert__",
+             "__getitem__", "__setitem__"]
+
+
+def saves_text(mask):
+    parts = [n for bit, n in ((SAVE_A, "a"), (SAVE_B, "b"), (SAVE_C, "c"), (SAVE_OUT, "out")) if mask & bit]
+    return ", ".join(parts) or "-"
+
+
+def replay_forward_text(code):
+    """How a replay computes this entry when the compiled kernels are loaded."""
+    fam, k = code >> 6, code & 63
+    arena = (fam in (UNARY, BINARY, LINALG)
+             or (fam == REDUCE and k in _rd.COMPILED_FORWARD)
+             or (fam == SHAPE and k in _sh.COMPILED_FORWARD))
+    scalar = (fam in (UNARY, BINARY) and OP_NAMES[code] in SCALAR_FORWARD
+              or fam == REDUCE and k in (_rd.SUM, _rd.MEAN)
+              or fam == SHAPE and k in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER))
+    if fam == REDUCE and arena:
+        arena_text = "compiled (groups of consecutive elements)"
+    elif fam == SHAPE and arena:
+        arena_text = "compiled (indices not from arguments)"
+    else:
+        arena_text = "compiled" if arena else "NumPy"
+    return arena_text, "compiled" if scalar else "-"
+
+
+def registry_table():
+    lines = ["| tape op | family | opcode | saves for backward | compiled reverse | replay of arrays "
+             "| replay of single numbers | single-number eager path |",
+             "|---|---|---|---|---|---|---|---|"]
+    for code in sorted(OP_NAMES):
+        fam = code >> 6
+        if fam == META:
+            continue
+        name = OP_NAMES[code]
+        arena, scalar = replay_forward_text(code)
+        lines.append("| `%s` | %s | %d | %s | yes | %s | %s | %s |" % (
+            name, FAMILY_NAMES[fam], code, saves_text(SAVES[code]), arena, scalar,
+            "yes" if name in NUMBER_FORWARD else "-"))
+    return lines
+
+
+# -- probing the public names -------------------------------------------------------
+
+def _leaf(shape, low=0.5):
+    n = int(np.prod(shape))
+    return tg.tensor((np.arange(n, dtype=np.float64) * 0.1 + low).reshape(shape), requires_grad=True)
+
+
+def _patterns():
+    """Argument patterns, tried in order: (how the page shows the call, a function
+    making fresh arguments)."""
+    x = lambda: _leaf((3, 4))           # noqa: E731
+    return [
+        ("x", lambda: (x(),)),
+        ("[x, x]", lambda: ([x(), x()],)),
+        ("x, x", lambda: (x(), x())),
+        ("x, x.T", lambda: (x(), _leaf((4, 3)))),
+        ("x, v", lambda: (x(), _leaf((4,)))),
+        ("b, b.mT", lambda: (_leaf((2, 3, 4)), _leaf((2, 4, 3)))),
+        ("v, v", lambda: (_leaf((4,)), _leaf((4,)))),
+        ("mask, x, x", lambda: (tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x(), x())),
+        ("x, 1", lambda: (x(), 1)),
+        ("x, 0, 1", lambda: (x(), 0, 1)),
+        ("x, (4, 3)", lambda: (x(), (4, 3))),
+        ("x, (2, 3, 4)", lambda: (x(), (2, 3, 4))),
+        ("x, 0.5, 1.5", lambda: (x(), 0.5, 1.5)),
+        ("x, labels", lambda: (x(), tg.tensor([0, 3, 1]))),
+        ("m, m", lambda: (tg.tensor([True, False, True]), tg.tensor([True, True, False]))),
+        ("m", lambda: (tg.tensor([True, False, True]),)),
+    ]
+
+
+def _first_tensor(out):
+    if isinstance(out, tg.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            if isinstance(o, tg.Tensor):
+                return o
+    return None
+
+
+def _entries_since(T, n0):
+    ops = []
+    for e in range(n0, T.n):
+        code = struct.unpack_from("q", T.buf, e * _tape.ESIZE)[0]
+        if code >> 6 != META:
+            ops.append(OP_NAMES[code])
+    return ops
+
+
+def _call(call, args):
+    """(result tensor, tape ops) of ``call(*args)``, or None when it fails."""
+    inplace = getattr(call, "inplace", False)
+    if inplace:
+        if not isinstance(args[0], tg.Tensor) or args[0].dtype.kind != "f":
+            return None
+        args = (args[0] * 1.0,) + tuple(args[1:])      # (in-place on a non-leaf, before the count starts)
+    T = _tape.current()
+    n0 = T.n
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np_err = np.seterr(all="ignore")
+        try:
+            out = call(*args)
+        except Exception:
+            return None
+        finally:
+            np.seterr(**np_err)
+    t = _first_tensor(out)
+    if t is None:
+        return None
+    ops = _entries_since(T, n0) if _tape.current() is T else []
+    return t, ops, t is args[0] and not inplace
+
+
+def _replays(call, make):
+    """Whether ``tg.compile`` replays the call (a second call with new values of the
+    same signature), or why not.  A list argument is passed as its tensors (a
+    compiled function takes tensors, arrays and plain values)."""
+    inplace = getattr(call, "inplace", False)
+    listed = isinstance(make()[0], list)
+
+    def body(*a):
+        if listed:
+            a = (list(a),)
+        if inplace:
+            a = (a[0] * 1.0,) + tuple(a[1:])
+        return call(*a)
+    f = tg.compile(body)
+
+    def args():
+        a = make()
+        return tuple(a[0]) if listed else a
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            f(*args())
+            f(*args())
+        except Exception as e:
+            return "no (%s)" % type(e).__name__
+    if f.stats.replays:
+        return "yes"
+    why = next(iter(f.why.values()), "")
+    return "no: %s" % why.rstrip(".") if why else "no"
+
+
+# Where the first pattern that works is not the usual call, the usual one is tried first.
+PREFERRED = {"cat": "[x, x]", "concat": "[x, x]", "stack": "[x, x]", "clamp": "x, 0.5, 1.5",
+             "clip": "x, 0.5, 1.5", "clamp_": "x, 0.5, 1.5"}
+
+
+def probe(call, name=""):
+    patterns = _patterns()
+    first = PREFERRED.get(name.rsplit(".", 1)[-1])
+    patterns.sort(key=lambda p: p[0] != first)
+    for shown, make in patterns:
+        got = _call(call, make())
+        if got is None:
+            continue
+        t, ops, same = got
+        grad_fn = t.grad_fn.name() if t.grad_fn is not None else None
+        r = {"args": shown, "ops": ops, "replay": "-"}
+        if same:
+            r["grad_fn"] = "(returns its input)"
+        elif grad_fn is None:
+            r["grad_fn"] = "not differentiable"
+        else:
+            r["grad_fn"] = "`%s`" % grad_fn
+            r["replay"] = _replays(call, make)
+        return r
+    return None
+
+
+def _summary(obj):
+    doc = (obj.__dict__.get("__doc__") if inspect.isclass(obj) else inspect.getdoc(obj)) or ""
+    doc = inspect.cleandoc(doc)
+    first = doc.strip().split("\n\n")[0].replace("\n", " ").strip()
+    return first.replace("|", "\\|")
+
+
+def _public(ns):
+    names = getattr(ns, "__all__", None)
+    if names is None:
+        names = [n for n in dir(ns) if not n.startswith("_")]
+    out = []
+    for n in sorted(names):
+        obj = getattr(ns, n)
+        mod = getattr(obj, "__module__", "") or ""
+        if n in NOT_OPS or inspect.ismodule(obj) or not callable(obj) or not mod.startswith("tapegrad"):
+            continue
+        out.append((n, obj))
+    return out
+
+
+def op_rows(title, items, call_of):
+    lines = ["", "## %s" % title, "",
+             "| name | called with | grad_fn of the result | tape entries | replayed by `tg.compile` |",
+             "|---|---|---|---|---|"]
+    for label, obj in items:
+        r = probe(call_of(obj), label)
+        if r is None:
+            lines.append("| `%s` | (not probed) | | | |" % label)
+            continue
+        ops = ", ".join("`%s`" % o for o in dict.fromkeys(r["ops"])) or "-"
+        lines.append("| `%s` | `%s` | %s | %s | %s |" % (label, r["args"], r["grad_fn"], ops, r["replay"]))
+    return lines
+
+
+def listing(title, items):
+    lines = ["", "## %s" % title, "", "| name | what it is |", "|---|---|"]
+    for n, obj in items:
+        lines.append("| `%s` | %s |" % (n, _summary(obj) or "-"))
+    return lines
+
+
+def generate():
+    tg.manual_seed(0)
+    functions = [(n, o) for n, o in _public(tg) if not inspect.isclass(o)]
+    ops_fns = [(n, o) for n, o in functions if n not in CREATION | UTILITIES]
+    methods = sorted(n for n in dir(tg.Tensor) if not n.startswith("_")
+                     and n not in TENSOR_ATTRIBUTES | TENSOR_BOOKKEEPING)
+
+    def method_call(name):
+        def call(x, *rest):
+            return getattr(x, name)(*rest)
+        call.inplace = name.endswith("_")
+        return call
+
+    def operator_call(name):
+        if name == "__setitem__":
+            def setitem(x, *rest):
+                x[0] = 0.0
+                return x
+            setitem.inplace = True
+            return setitem
+        if name == "__getitem__":
+            return lambda x, *rest: x[1:, ::2]
+
+        def call(x, *rest):
+            return getattr(x, name)(*rest)
+        call.inplace = name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__")
+        return call
+
+    def module_call(cls):
+        for ctor in ((), (4, 3), (1,)):
+            try:
+                m = cls(*ctor)
+            except Exception:
+                continue
+            return lambda *a: m(*a)
+        return lambda *a: None
+
+    F = tg.nn.functional
+    lines = [
+        "# Supported operations",
+        "",
+        "<!-- Generated by docs/gen_ops.py from tapegrad's op registry and public names; "
+        "do not edit (tests/test_docs.py checks it). -->",
+        "",
+        "This page is generated from tapegrad itself. Every public operation was called on small",
+        "float64 example tensors (*called with*: `x` is a 3x4 tensor that requires grad, `x.T` a 4x3",
+        "one, `v` a vector of 4, `b` a batch of 2x3x4 matrices, `mask` and `m` boolean tensors,",
+        "`labels` class indices; a method is called on its first argument, a module is made with no",
+        "arguments or `(4, 3)`). The columns say what that call did: the `grad_fn` of its result",
+        "(the same names as PyTorch's), the tape entries it appended (the operations of the table",
+        "at the end, which the compiled reverse sweep differentiates), and whether `tg.compile`",
+        "replays it (\"no: ...\" gives the reason the call runs eagerly each time). \"(not probed)\"",
+        "means none of the generator's example argument patterns fit the function; see its",
+        "docstring in the [API reference](api.md).",
+    ]
+    lines += op_rows("Functions (`tg.*`)", ops_fns, lambda o: o)
+    lines += op_rows("Tensor methods", [("Tensor." + n, n) for n in methods], method_call)
+    lines += op_rows("Tensor operators", [("Tensor." + n, n) for n in OPERATORS], operator_call)
+    lines += op_rows("`tg.nn.functional`", _public(F), lambda o: o)
+    modules = [(n, o) for n, o in _public(tg.nn) if inspect.isclass(o) and n not in ("Module", "Parameter")]
+    lines += op_rows("Modules (`tg.nn`), called on example inputs", modules, module_call)
+    lines += ["", "## Tensor attributes and bookkeeping", "",
+              ", ".join("`%s`" % n for n in sorted(TENSOR_ATTRIBUTES | TENSOR_BOOKKEEPING))
+              + " (see [Tensors and autograd](autograd.md))."]
+    lines += listing("Creation (`tg.*`)", [(n, o) for n, o in functions if n in CREATION])
+    lines += listing("Utilities and classes (`tg.*`, `tg.nn`)",
+                     [(n, o) for n, o in functions if n in UTILITIES]
+                     + [(n, o) for n, o in _public(tg) if inspect.isclass(o)]
+                     + [("nn." + n, o) for n, o in _public(tg.nn) if n in ("Module", "Parameter")])
+    lines += listing("Optimizers (`tg.optim`)", [(n, o) for n, o in _public(tg.optim) if inspect.isclass(o)])
+    lines += listing("`tg.autograd`", [(n, o) for n, o in _public(tg.autograd) if n != "Tensor"])
+    lines += listing("`tg.autograd.functional`", _public(tg.autograd.functional))
+    lines += ["", "## Tape operations (the op registry)", "",
+              "Every entry of the tape is one of these operations. *compiled reverse*: the family",
+              "kernel of the compiled reverse sweep has a branch for it (the interpreted and the",
+              "`create_graph` backward handle every operation too). *replay of arrays*: how a replay",
+              "computes the entry once the compiled kernels are loaded (\"NumPy\": one NumPy call for",
+              "this entry, the loop resumes after it). *replay of single numbers*: whether a tape of",
+              "one-element float64 values with this entry replays in the compiled scalar loop.",
+              "*single-number eager path*: computed as a Python float when every operand is one",
+              "float64 number.", ""]
+    lines += registry_table()
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the page differs from the generated one")
+    p.add_argument("--page", default=OUT, help="the page to write or check (default: docs/ops.md)")
+    args = p.parse_args(argv)
+    text = generate()
+    if args.check:
+        try:
+            with open(args.page, encoding="utf-8") as f:
+                current = f.read()
+        except FileNotFoundError:
+            current = None
+        if current != text:
+            print("%s is out of date: run python docs/gen_ops.py" % os.path.relpath(args.page, ROOT),
+                  file=sys.stderr)
+            return 1
+        return 0
+    with open(args.page, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
