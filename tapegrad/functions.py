@@ -12,6 +12,7 @@ from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
 from .ops.registry import name_id
+from .ops.reduce import numpy_names as _numpy_names
 from .autograd import engine as _engine
 from . import tape as _tp
 from . import tensor as _tensor_mod
@@ -256,12 +257,16 @@ def _extreme(x, dim, keepdim, largest):
     return _rd.max_dim(x, dim, keepdim, largest)
 
 
-def max(x, dim=None, keepdim=False):
-    return _extreme(x, dim, keepdim, True)
+def max(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("max", kw, dim, keepdim)
+    return _extreme(input, dim, keepdim, True)
 
 
-def min(x, dim=None, keepdim=False):
-    return _extreme(x, dim, keepdim, False)
+def min(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("min", kw, dim, keepdim)
+    return _extreme(input, dim, keepdim, False)
 
 
 def _arg_extreme(x, dim, keepdim, what):
@@ -282,12 +287,31 @@ def _arg_extreme(x, dim, keepdim, what):
         raise
 
 
-def argmax(x, dim=None, keepdim=False):
-    return _arg_extreme(x, dim, keepdim, "argmax")
+def argmax(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("argmax", kw, dim, keepdim)
+    return _arg_extreme(input, dim, keepdim, "argmax")
 
 
-def argmin(x, dim=None, keepdim=False):
-    return _arg_extreme(x, dim, keepdim, "argmin")
+def argmin(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("argmin", kw, dim, keepdim)
+    return _arg_extreme(input, dim, keepdim, "argmin")
+
+
+def _truth(name, reduce):
+    def f(input, dim=None, keepdim=False, **kw):
+        if kw:
+            dim, keepdim = _numpy_names(name, kw, dim, keepdim)
+        d = input._data
+        axes = None if dim is None else _rd.normalize_dims(dim, d.ndim)
+        return Tensor._wrap(np.asarray(reduce(d, axis=axes, keepdims=keepdim)))
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+all = _truth("all", np.all)
+any = _truth("any", np.any)
 
 
 # -- Tensor methods and operators -----------------------------------------------------
@@ -367,12 +391,16 @@ def _rmatmul(self, other):
     return matmul(_tensor(other), self)
 
 
-def _max_m(self, dim=None, keepdim=False):
-    return max(self, dim, keepdim)
+def _max_m(self, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("max", kw, dim, keepdim)
+    return _extreme(self, dim, keepdim, True)
 
 
-def _min_m(self, dim=None, keepdim=False):
-    return min(self, dim, keepdim)
+def _min_m(self, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("min", kw, dim, keepdim)
+    return _extreme(self, dim, keepdim, False)
 
 
 def _view(self, *shape):
@@ -405,8 +433,8 @@ def _clamp_m(self, min=None, max=None):
     return clamp(self, min, max)
 
 
-def _sum_m(self, dim=None, keepdim=False, dtype=None):
-    return _rd.sum(self, dim, keepdim, dtype)
+def _sum_m(self, dim=None, keepdim=False, dtype=None, **kw):
+    return _rd.sum(self, dim, keepdim, dtype=dtype, **kw)
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -479,8 +507,7 @@ def _install():
         "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
         "type_as": lambda s, o: to_dtype(s, o.dtype),
         "backward": _backward,
-        "all": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.all(axis=dim))),
-        "any": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.any(axis=dim))),
+        "all": all, "any": any,
     }
     for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
                  "relu", "sign", "floor", "round"):

@@ -1,7 +1,7 @@
 """Compare the reverse sweep with central finite differences."""
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, from_data
 
 
 class GradcheckError(RuntimeError):
@@ -86,7 +86,7 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     outs = _outputs(fn, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(seed)
-        grad_outputs = tuple(Tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
+        grad_outputs = tuple(from_data(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
                              for o in outs)
     else:
         grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)

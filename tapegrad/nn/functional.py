@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import functions as _f
 from .. import tape as _tp
-from ..tensor import Tensor
+from ..tensor import Tensor, from_data
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
@@ -15,7 +15,7 @@ def _t(x, like=None):
     if isinstance(x, Tensor):
         return x
     dt = like.dtype if (like is not None and np.asarray(x).dtype.kind == "f") else None
-    return Tensor(x, dtype=dt)
+    return from_data(x, dtype=dt)
 
 
 def _check_reduction(reduction):

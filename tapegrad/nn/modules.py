@@ -6,7 +6,7 @@ import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..ops.inplace import commit_inplace
-from ..tensor import Tensor
+from ..tensor import Tensor, _as_array, _init
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
@@ -22,14 +22,13 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if isinstance(data, Tensor):
             # share storage and version counter with ``data`` (a detached alias, as in PyTorch)
-            Tensor.__init__(self, np.empty(0))
-            self._data = data._data
+            _init(self, data._data)
             self._ver = data._ver
             self._sver = data._ver[0]
         else:
             if data is None:
                 data = np.empty((0,), dtype=np.float64)
-            Tensor.__init__(self, data)
+            _init(self, _as_array(data))
         if requires_grad:
             self.requires_grad_(True, _creation=True)
 

@@ -201,17 +201,29 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, new)
 
 
-def squeeze(x, dim=None):
+def squeeze(input, dim=None, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("squeeze", kw, dim, None)
     sh = x.shape
     if dim is None:
         return reshape(x, tuple(d for d in sh if d != 1), "SqueezeBackward0")
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    ax = {_wrap_dim(d, x.ndim) for d in dims} if x.ndim else set()
+    wrapped = [_wrap_dim(d, x.ndim) for d in dims]      # (a 0-d tensor takes dim 0 or -1, as in PyTorch)
+    ax = set(wrapped)
+    if len(ax) < len(wrapped):
+        raise RuntimeError("dim %d appears multiple times in the list of dims"
+                           % next(d for i, d in enumerate(wrapped) if d in wrapped[:i]))
     new = tuple(d for i, d in enumerate(sh) if not (i in ax and d == 1))
     return reshape(x, new, "SqueezeBackward1")
 
 
-def unsqueeze(x, dim):
+def unsqueeze(input, dim=None, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("unsqueeze", kw, dim, None)
+    if dim is None:
+        raise TypeError("unsqueeze() missing 1 required positional argument: 'dim'")
     nd = x.ndim + 1
     d = _wrap_dim(dim, nd)
     sh = x.shape
@@ -530,7 +542,18 @@ def _cat_error(datas, ax, e):
     return RuntimeError(str(e))
 
 
-def cat(tensors, dim=0, stacking=False):
+def cat(tensors, dim=0, **kw):
+    if kw:
+        dim = _dim_alias("cat", kw, dim, 0)
+    return _cat(tensors, dim, False)
+
+
+def _dim_alias(fname, kw, dim, default):
+    from .reduce import numpy_names
+    return numpy_names(fname, kw, dim, None, default)[0]
+
+
+def _cat(tensors, dim, stacking):
     tensors = list(tensors)
     if not tensors:
         if stacking:
@@ -583,8 +606,10 @@ def cat(tensors, dim=0, stacking=False):
     return Tensor._recorded(out, T, o, ver)
 
 
-def stack(tensors, dim=0):
-    return cat(tensors, dim, stacking=True)
+def stack(tensors, dim=0, **kw):
+    if kw:
+        dim = _dim_alias("stack", kw, dim, 0)
+    return _cat(tensors, dim, True)
 
 
 def scatter_add(x, idx, n):
