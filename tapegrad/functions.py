@@ -1,6 +1,8 @@
 """The public operations (``tg.sin``, ``tg.cat``...) and the Tensor methods and
 operators that call them.  Each forwards to its op family in ``tapegrad/ops``."""
 
+import builtins as _builtins
+
 import numpy as np
 
 from .ops import inplace as _ip
@@ -122,7 +124,7 @@ def _sub_float(t, x):
 _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
 _sub = _arith("sub", "-", _SUB, _sub_float, _RSUB_S)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
-div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
+_true_div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
@@ -136,6 +138,46 @@ def add(a, b, alpha=1):
 
 def sub(a, b, alpha=1):
     return _sub(a, _scaled(b, alpha))
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero,
+    ``"floor"`` toward -inf (integer inputs then stay integer); those have a zero
+    gradient, as in PyTorch."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    if rounding_mode is None:
+        return _true_div(input, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
+                           % rounding_mode)
+    try:
+        a, b = _tensor(input, other if isinstance(other, Tensor) else None), _tensor(other, input)
+    except _Unsupported:
+        raise TypeError("div(): expected a Tensor or a number, got %s and %s"
+                        % (type(input).__name__, type(other).__name__)) from None
+    ad, bd = a._data, b._data
+    if ad.dtype.kind in "biu" and bd.dtype.kind in "biu":
+        return _int_div(ad, bd, rounding_mode, input, other)
+    return _binary(_B["div_" + rounding_mode], a, b)
+
+
+def _int_div(ad, bd, mode, input, other):
+    if ad.dtype.kind == "b" and bd.dtype.kind == "b":
+        raise NotImplementedError('"div_%s_cpu" not implemented for \'Bool\'' % mode)
+    # a Python number takes the tensor's integer dtype; two tensors promote
+    if not isinstance(other, Tensor) and ad.dtype.kind != "b":
+        dt = ad.dtype
+    elif not isinstance(input, Tensor) and bd.dtype.kind != "b":
+        dt = bd.dtype
+    else:
+        dt = np.result_type(ad, bd)
+    if (bd == 0).any():
+        raise RuntimeError("ZeroDivisionError")
+    q = np.floor_divide(ad, bd)
+    if mode == "trunc":       # floor + 1 where the exact quotient is negative and not whole
+        q = q + ((ad - q * bd != 0) & ((ad < 0) != (bd < 0)))
+    return Tensor._wrap(np.asarray(q, dt))
 
 
 def neg(x):
@@ -380,7 +422,7 @@ def _rsub(self, other):
 
 
 def _rdiv(self, other):
-    return div(other, self)
+    return _true_div(other, self)
 
 
 def _rpow(self, other):
@@ -403,8 +445,44 @@ def _min_m(self, dim=None, keepdim=False, **kw):
     return _extreme(self, dim, keepdim, False)
 
 
-def _view(self, *shape):
-    return _sh.reshape(self, shape)
+def _view(self, *shape, dtype=None):
+    if dtype is None and len(shape) == 1 and _is_dtype(shape[0]):
+        dtype = shape[0]
+    elif dtype is None:
+        return _sh.reshape(self, shape)
+    elif shape:
+        raise TypeError("view() received an invalid combination of arguments: a shape and dtype=")
+    return _view_dtype(self, np.dtype(dtype))
+
+
+def _is_dtype(v):
+    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
+
+
+_SCALAR_TYPE = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
+                "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _view_dtype(self, dt):
+    """The same bytes read as ``dt`` (PyTorch's ``view(dtype)``): shares storage and
+    version with ``self`` and, as in PyTorch, does not require grad."""
+    d = self._data
+    old = d.dtype
+    if dt.itemsize != old.itemsize:
+        what = "view %s as %s (different element sizes)" % (_SCALAR_TYPE.get(old.name, old.name),
+                                                           _SCALAR_TYPE.get(dt.name, dt.name))
+        if d.ndim == 0:
+            raise RuntimeError("self.dim() cannot be 0 to " + what)
+        if d.shape[-1] != 1 and d.strides[-1] != old.itemsize:
+            raise RuntimeError("self.stride(-1) must be 1 to %s, but got %d" % (what, d.strides[-1] // old.itemsize))
+        if dt.itemsize > old.itemsize and d.shape[-1] % (dt.itemsize // old.itemsize):
+            raise RuntimeError("self.size(-1) must be divisible by %d to %s, but got %d"
+                               % (dt.itemsize // old.itemsize, what, d.shape[-1]))
+    if dt.kind not in "biuf":
+        raise TypeError("tapegrad does not support %s tensors" % dt.name)
+    t = Tensor._wrap(d.view(dt))
+    t._ver = self._ver          # shares storage, so shares the version counter
+    return t
 
 
 def _reshape_m(self, *shape):
@@ -419,14 +497,36 @@ def _expand_as(self, other):
     return _sh.expand(self, *other.shape)
 
 
-def _to(self, *args, **kw):
-    dtype = kw.get("dtype")
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = a.dtype
-        elif not isinstance(a, str):
-            dtype = a
-    return self if dtype is None else to_dtype(self, dtype)
+_TO_FORMS = ("to() received an invalid combination of arguments - got (%s), but expected one of:\n"
+             " * (device device = None, dtype dtype = None, bool non_blocking = False, bool copy = False, *, "
+             "memory_format memory_format = None)\n"
+             " * (dtype dtype, bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)\n"
+             " * (Tensor tensor, bool non_blocking = False, bool copy = False, *, "
+             "memory_format memory_format = None)\n")
+
+
+def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
+    """``to(dtype)``, ``to(device, dtype)``, ``to(other)``: tapegrad has the CPU only,
+    so another device raises as PyTorch built without it does."""
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        dtype = rest.pop(0).dtype
+    elif rest and (isinstance(rest[0], (str, _tensor_mod.device)) or type(rest[0]) is int):
+        device = rest.pop(0)
+        if rest and _is_dtype(rest[0]):
+            dtype = rest.pop(0)
+    elif rest and _is_dtype(rest[0]):
+        dtype = rest.pop(0)
+    flags = [non_blocking, copy]
+    if len(rest) > 2 or not _builtins.all(type(v) is bool for v in rest):
+        raise TypeError(_TO_FORMS % ", ".join("dtype" if isinstance(a, np.dtype) else type(a).__name__ for a in args))
+    flags[:len(rest)] = rest
+    if device is not None:
+        _tensor_mod.check_device(device)
+    out = self if dtype is None else to_dtype(self, dtype)
+    if flags[1] and out is self:
+        out = clone(self)
+    return out
 
 
 def _clamp_m(self, min=None, max=None):
@@ -477,11 +577,11 @@ def _install():
         "__add__": _operator("add", _add, _ADD_S), "__radd__": lambda s, o: _add(o, s),
         "__sub__": _operator("sub", _sub, _sub_float), "__rsub__": _rsub,
         "__mul__": _operator("mul", mul, _MUL_S), "__rmul__": lambda s, o: mul(o, s),
-        "__truediv__": _operator("div", div, _DIV_S), "__rtruediv__": _rdiv,
+        "__truediv__": _operator("div", _true_div, _DIV_S), "__rtruediv__": _rdiv,
         "__pow__": _operator("pow", pow), "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
         "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
         "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
-        "__itruediv__": _inplace(div), "__ipow__": _inplace(pow),
+        "__itruediv__": _inplace(_true_div), "__ipow__": _inplace(pow),
         "__lt__": _cmp(np.less), "__le__": _cmp(np.less_equal), "__gt__": _cmp(np.greater),
         "__ge__": _cmp(np.greater_equal), "__eq__": _cmp(np.equal), "__ne__": _cmp(np.not_equal),
         "__and__": _bitwise(np.bitwise_and, "bitwise_and"), "__or__": _bitwise(np.bitwise_or, "bitwise_or"),

@@ -100,6 +100,17 @@ def _where(c, a, b):
     return np.where(c, a, b)
 
 
+def _div_trunc(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.trunc(np.divide(a, b))
+
+
+def _div_floor(a, b):
+    # NumPy's floor division of floats is PyTorch's (and Python's): 1.0 // 0.1 is 9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -161,6 +172,9 @@ BINARY_OPS = [
            "where(b > a, 0.0, where(a == b, 0.5 * g, g))"),
     # where(c, a, b): the condition c is a third (constant) input
     Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)"),
+    # div(rounding_mode="trunc" / "floor") of floats: a step function, zero gradient (PyTorch)
+    Binary("div_trunc", "DivBackward2",     _div_trunc,  "0.0 * g", "0.0 * g"),
+    Binary("div_floor", "DivBackward2",     _div_floor,  "0.0 * g", "0.0 * g"),
 ]
 
 
@@ -177,6 +191,7 @@ SCALAR_FORWARD = {
     "pow_s": "ipow(x, p)", "rpow_s": "p ** x", "copy": "x",
     "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "a ** b",
     "maximum": "mx(a, b)", "minimum": "mn(a, b)", "where": "where(c != 0.0, a, b)",
+    "div_trunc": "np.trunc(a / b)", "div_floor": "a // b",
 }
 
 
