@@ -12,6 +12,7 @@ from . import autograd  # noqa: F401  (tg.autograd)
 from .autograd import gradcheck  # noqa: F401
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .functions import *  # noqa: F401,F403
+del to_dtype    # noqa: F821  (internal: ``Tensor.to``)
 from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to, cat, clamp, clone,  # noqa: F401
                         concat, cos, diagonal, div, dot, exp, expm1, flatten, floor, log, log1p, log_softmax,
                         logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
@@ -40,14 +41,15 @@ clip = clamp
 _rng = np.random.default_rng()
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (float64 unless ``dtype`` says otherwise)."""
     if device is not None:
         _check_device(device)
     return _from_data(data, dtype, requires_grad)
 
 
-def from_numpy(arr):
+def from_numpy(ndarray):
+    arr = ndarray
     """A tensor sharing memory with ``arr``."""
     if not isinstance(arr, np.ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
@@ -71,7 +73,7 @@ def _shape(size):
 def _make(arr, requires_grad):
     out = Tensor._const(arr)
     if requires_grad:
-        out.requires_grad_(True, _creation=True)
+        out._requires_grad(True, creation=True)
     return out
 
 
@@ -87,7 +89,7 @@ def empty(*size, dtype=None, requires_grad=False):
     return _make(np.empty(_shape(size), dtype or np.float64), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, requires_grad=False):
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
         if dtype.kind == "f":
@@ -95,23 +97,27 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     return _make(np.full(_shape((size,)), fill_value, dtype), requires_grad)
 
 
-def zeros_like(x, dtype=None, requires_grad=False):
+def zeros_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.zeros(x.shape, dtype or x.dtype), requires_grad)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
+def ones_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.ones(x.shape, dtype or x.dtype), requires_grad)
 
 
-def full_like(x, fill_value, dtype=None, requires_grad=False):
+def full_like(input, fill_value, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.full(x.shape, fill_value, dtype or x.dtype), requires_grad)
 
 
-def empty_like(x, dtype=None, requires_grad=False):
+def empty_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.empty(x.shape, dtype or x.dtype), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
     arr = np.arange(start, end, step)
@@ -122,11 +128,11 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     return _make(arr, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start, end, steps, *, dtype=None, requires_grad=False):
     return _make(np.linspace(start, end, steps, dtype=dtype or np.float64), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n, m=None, *, dtype=None, requires_grad=False):
     return _make(np.eye(n, m, dtype=dtype or np.float64), requires_grad)
 
 
@@ -208,11 +214,11 @@ def _is_int(v):
         or (isinstance(v, Tensor) and v.ndim == 0 and v.dtype.kind in "iu")
 
 
-def is_tensor(obj):
+def is_tensor(obj, /):
     return isinstance(obj, Tensor)
 
 
-def numel(x):
-    return x.numel()
+def numel(input):
+    return input.numel()
 
 from . import nn, optim  # noqa: E402,F401

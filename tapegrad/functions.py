@@ -13,7 +13,7 @@ from .ops.elementwise import BINARY_BY_NAME as _B
 from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
-from .ops.registry import name_id
+from .ops.registry import name_id as _name_id
 from .ops.reduce import numpy_names as _numpy_names
 from .autograd import engine as _engine
 from . import tape as _tp
@@ -21,7 +21,7 @@ from . import tensor as _tensor_mod
 from .tensor import NumberTensor, Tensor
 
 _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
-_NM = {k: name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
+_NM = {k: _name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
                               "ToCopyBackward0", "AddBackward0", "MulBackward0")}
 
 
@@ -79,7 +79,8 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
     its parameter (``tensor_scalar(t, x)`` / ``scalar_tensor(t, x)``)."""
-    def f(a, b):
+    def f(input, other):
+        a, b = input, other
         try:                # (free unless something raises)
             if type(b) in _TENSORS:
                 if type(a) in _TENSORS:
@@ -132,12 +133,16 @@ def _scaled(b, alpha):
     return b if alpha == 1 else (b * alpha if _scalar(b) else mul(b, alpha))
 
 
-def add(a, b, alpha=1):
-    return _add(a, _scaled(b, alpha))
+def add(input, other, *, alpha=1, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _add(input, _scaled(other, alpha))
 
 
-def sub(a, b, alpha=1):
-    return _sub(a, _scaled(b, alpha))
+def sub(input, other, *, alpha=1, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _sub(input, _scaled(other, alpha))
 
 
 def div(input, other, *, rounding_mode=None, out=None):
@@ -180,19 +185,20 @@ def _int_div(ad, bd, mode, input, other):
     return Tensor._wrap(np.asarray(q, dt))
 
 
-def neg(x):
-    return _unary(_U["neg"], x)
+def neg(input):
+    return _unary(_U["neg"], input)
 
 
-def maximum(a, b):
-    return _binary(_B["maximum"], _tensor(a), _tensor(b, a))
+def maximum(input, other):
+    return _binary(_B["maximum"], _tensor(input), _tensor(other, input))
 
 
-def minimum(a, b):
-    return _binary(_B["minimum"], _tensor(a), _tensor(b, a))
+def minimum(input, other):
+    return _binary(_B["minimum"], _tensor(input), _tensor(other, input))
 
 
-def where(condition, x, y):
+def where(condition, input, other):
+    x, y = input, other
     c = _tensor(condition)
     if c.dtype != np.bool_:
         c = Tensor._wrap(c._data.astype(bool))
@@ -200,7 +206,8 @@ def where(condition, x, y):
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
 
-def clamp(x, min=None, max=None):
+def clamp(input, min=None, max=None):
+    x = input
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -242,8 +249,8 @@ floor = _u("floor")
 round = _u("round")
 
 
-def clone(x):
-    return _sh._record(_sh.RESHAPE, x, x._data.copy(), "CloneBackward0")
+def clone(input):
+    return _sh._record(_sh.RESHAPE, input, input._data.copy(), "CloneBackward0")
 
 
 def to_dtype(x, dtype):
@@ -267,12 +274,18 @@ amin = _rd.amin
 logsumexp = _rd.logsumexp
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
-reshape = _sh.reshape
+def reshape(input, shape):
+    return _sh.reshape(input, shape)
+
+
+def transpose(input, dim0, dim1):
+    return _sh.transpose(input, dim0, dim1)
+
+
 flatten = _sh.flatten
 squeeze = _sh.squeeze
 unsqueeze = _sh.unsqueeze
 permute = _sh.permute
-transpose = _sh.transpose
 t = _sh.t
 broadcast_to = _sh.broadcast_to
 diagonal = _sh.diagonal
@@ -400,6 +413,7 @@ def _invert(self):
 def _inplace(fn):
     def f(self, *args, **kw):
         return _ip.apply(self, lambda: fn(self, *args, **kw))
+    f.__wrapped__ = fn          # (its signature is fn's)
     return f
 
 
@@ -412,7 +426,7 @@ def _fill_(self, value):
     return self
 
 
-def _copy_(self, src):
+def _copy_(self, src, non_blocking=False):
     _sh.setitem(self, Ellipsis, src, view_op=False)
     return self
 
@@ -489,8 +503,8 @@ def _reshape_m(self, *shape):
     return _sh.reshape(self, shape)
 
 
-def _expand(self, *sizes):
-    return _sh.expand(self, *sizes)
+def _expand(self, *size):
+    return _sh.expand(self, *size)
 
 
 def _expand_as(self, other):
@@ -531,6 +545,10 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False, me
 
 def _clamp_m(self, min=None, max=None):
     return clamp(self, min, max)
+
+
+def _prod_m(self, dim=None, keepdim=False, dtype=None, **kw):
+    return _rd.prod(self, dim, keepdim, dtype=dtype, **kw)
 
 
 def _sum_m(self, dim=None, keepdim=False, dtype=None, **kw):
@@ -596,7 +614,7 @@ def _install():
         "pow_": _inplace(pow), "neg_": _inplace(neg), "clamp_": _inplace(_clamp_m),
         "exp_": _inplace(exp), "relu_": _inplace(relu),
         "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
-        "sum": _sum_m, "mean": mean, "prod": prod, "var": var, "std": std, "amax": amax, "amin": amin,
+        "sum": _sum_m, "mean": mean, "prod": _prod_m, "var": var, "std": std, "amax": amax, "amin": amin,
         "max": _max_m, "min": _min_m, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
         "softmax": softmax, "log_softmax": log_softmax,
         "reshape": _reshape_m, "view": _view, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
@@ -605,7 +623,7 @@ def _install():
         "clone": clone, "to": _to, "double": lambda s: to_dtype(s, np.float64),
         "float": lambda s: to_dtype(s, np.float32), "long": lambda s: to_dtype(s, np.int64),
         "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
-        "type_as": lambda s, o: to_dtype(s, o.dtype),
+        "type_as": lambda self, tensor: to_dtype(self, tensor.dtype),
         "backward": _backward,
         "all": all, "any": any,
     }

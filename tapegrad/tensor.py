@@ -231,9 +231,12 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        self.requires_grad_(flag, _setter=True)
+        self._requires_grad(flag, setter=True)
 
-    def requires_grad_(self, requires_grad=True, _creation=False, _setter=False):
+    def requires_grad_(self, requires_grad=True):
+        return self._requires_grad(requires_grad)
+
+    def _requires_grad(self, requires_grad, creation=False, setter=False):
         flag = bool(requires_grad)
         if self._tape is not None:
             if not flag:
@@ -243,9 +246,9 @@ class Tensor:
                     "var_no_grad = var.detach().")
             return self
         if flag and not is_float_dtype(self._data.dtype):
-            if _creation or _setter:
+            if creation or setter:
                 raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients"
-                                   if _creation else
+                                   if creation else
                                    "only Tensors of floating point and complex dtype can require gradients")
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if flag != self._rg:
@@ -313,7 +316,7 @@ class Tensor:
         return self.transpose(-2, -1)
 
     # -- conversion -------------------------------------------------------------
-    def numpy(self, force=False):
+    def numpy(self, *, force=False):
         if _tp.recording[0]:
             from .replay import read_hook
             if read_hook(self, self._data) is False:
@@ -359,10 +362,10 @@ class Tensor:
     def is_cuda(self):
         return False
 
-    def cpu(self, memory_format=None):
+    def cpu(self):
         return self
 
-    def cuda(self, device=None, non_blocking=False, memory_format=None):
+    def cuda(self, device=None, non_blocking=False):
         if device is not None and not isinstance(device, str):
             check_device(device)
         raise AssertionError("Torch not compiled with CUDA enabled")
@@ -476,7 +479,7 @@ def _init(t, arr, requires_grad=False):
     t._tape = None
     t._x = None
     if requires_grad:
-        t.requires_grad_(True, _creation=True)
+        t._requires_grad(True, creation=True)
 
 
 def from_data(data, dtype=None, requires_grad=False):

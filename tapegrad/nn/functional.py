@@ -63,7 +63,7 @@ def _implicit_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _implicit_dim("softmax", input.ndim)
     if dtype is not None:
@@ -71,7 +71,7 @@ def softmax(input, dim=None, dtype=None):
     return _f.softmax(input, dim)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _implicit_dim("log_softmax", input.ndim)
     if dtype is not None:
@@ -87,16 +87,35 @@ def _size_warning(input, target):
                       .format(list(target.shape), list(input.shape)), stacklevel=3)
 
 
-def mse_loss(input, target, reduction="mean"):
-    reduction = _check_reduction(reduction)
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated ``size_average``/``reduce`` arguments, as it maps them."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "none" if not reduce else ("mean" if size_average else "sum")
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='%s' instead."
+                  % reduction, stacklevel=3)
+    return reduction
+
+
+def _no_weight(name, weight):
+    if weight is not None:
+        raise NotImplementedError("weight= of %s is not supported by tapegrad" % name)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _no_weight("mse_loss", weight)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     _size_warning(input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
 
 
-def l1_loss(input, target, reduction="mean"):
-    reduction = _check_reduction(reduction)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _no_weight("l1_loss", weight)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     _size_warning(input, target)
     return _reduce(_f.abs(input - target), reduction)
@@ -114,9 +133,9 @@ def label_flags(tgt, ignore_index, c):
     return bool(ignored.any()), bool(((~ignored) & ((tgt < 0) | (tgt >= c))).any())
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log likelihood of class indices: ``-input[n, target[n]]`` (one gather)."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     if (_tp.recording[0] and weight is None and input.ndim == 2 and isinstance(target, Tensor)
             and target.ndim == 1 and target.shape[0] == input.shape[0] and target.dtype.kind in "iu"):
         # recorded for replay: the labels stay an argument of the gather (tapegrad.replay)
@@ -174,10 +193,11 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return total / float(w.sum())
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
     """Cross entropy of logits ``input`` (N, C[, ...]) against class indices (or class
     probabilities of the same shape): log_softmax over dim 1, then nll_loss."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError("label_smoothing must be between 0.0 and 1.0. Got: %s" % label_smoothing)
     cdim = 0 if input.ndim == 1 else 1
@@ -227,11 +247,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
     """``max(x, 0) - x*y + log1p(exp(-|x|))`` (stable for any logit): written as
     ``(1-y)*x + max(-x, 0) + log1p(exp(-|x|))``; ``maximum`` splits its tie at 0, so
     the gradient there is ``sigmoid(0) - y`` as it should be."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError("Target size ({}) must be the same as input size ({})".format(
@@ -247,9 +268,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction)
 
 
-def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """``-(y log p + (1-y) log(1-p))`` with each log clamped at -100, as PyTorch does."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError("Using a target size ({}) that is different to the input size ({}) is deprecated. "

@@ -323,14 +323,14 @@ def _unary_recorder(op):
 
     number = op.number
 
-    def record(x, p=0.0, q=0.0, name=-1):
-        if number is not None and x._rg:
+    def record(input, p=0.0, q=0.0, name=-1):
+        if number is not None and input._rg:
             # the single-number path: no one-element array made (``number``: see UNARY_OPS)
-            if type(x) is NumberTensor:
-                v, d = x._f, None           # (None once its array was made)
-                shp = x._shp
+            if type(input) is NumberTensor:
+                v, d = input._f, None           # (None once its array was made)
+                shp = input._shp
             else:
-                d = x._data
+                d = input._data
                 v = d.item() if (d.size == 1 and d.dtype is _F64) else None
                 shp = d.shape
             if v is not None and (n == 0 or type(p) is float or type(p) is int):
@@ -350,10 +350,10 @@ def _unary_recorder(op):
                         T = _tape(st)
                 # (recorded for replay: the NumPy path, which notes what replay needs)
                 if r is not None and T.shapes is None:
-                    if x._tid == T.id and x._sver == x._ver[0]:
-                        s = x._slot
+                    if input._tid == T.id and input._sver == input._ver[0]:
+                        s = input._slot
                     else:
-                        s = T.adopt(x)
+                        s = T.adopt(input)
                         if T.n >= T.cap:
                             T.grow()
                     if save_in and d is not None:
@@ -375,7 +375,7 @@ def _unary_recorder(op):
                     t._tape = T
                     t._x = None
                     return t
-        d = x._data
+        d = input._data
         if n == 0:
             out = fwd(d)
         elif n == -1:
@@ -384,7 +384,7 @@ def _unary_recorder(op):
             out = fwd(d, p) if n == 1 else fwd(d, p, q)
         if type(out) is not _ndarray:
             out = np.asarray(out)
-        if not x._rg:
+        if not input._rg:
             return Tensor._wrap(out)
         try:
             st = _tls.st
@@ -395,10 +395,10 @@ def _unary_recorder(op):
         T = st.tape
         if T is None or T.n >= T.limit:
             T = _tape(st)
-        if x._tid == T.id and x._sver == x._ver[0]:
-            s = x._slot
+        if input._tid == T.id and input._sver == input._ver[0]:
+            s = input._slot
         else:
-            s = T.adopt(x)
+            s = T.adopt(input)
             if T.n >= T.cap:    # importing the input took the last free entry
                 T.grow()
         if save_in:

@@ -395,19 +395,19 @@ def _check_nonempty(x, what, dim):
                 raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, a))
 
 
-def amax(input, dim=(), keepdim=False, **kw):
+def amax(input, dim=None, keepdim=False, **kw):
     x = input
     if kw:
-        dim, keepdim = numpy_names("amax", kw, dim, keepdim, ())
+        dim, keepdim = numpy_names("amax", kw, dim, keepdim)
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amax", axes)
     return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0", 1.0)
 
 
-def amin(input, dim=(), keepdim=False, **kw):
+def amin(input, dim=None, keepdim=False, **kw):
     x = input
     if kw:
-        dim, keepdim = numpy_names("amin", kw, dim, keepdim, ())
+        dim, keepdim = numpy_names("amin", kw, dim, keepdim)
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amin", axes)
     return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)

@@ -189,7 +189,8 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
+def flatten(input, start_dim=0, end_dim=-1):
+    x = input
     nd = x.ndim
     if nd == 0:
         return reshape(x, (1,))
@@ -267,7 +268,8 @@ def _index_key(idx):
     return tuple((k.start, k.stop, k.step) if type(k) is slice else k for k in idx)
 
 
-def permute(x, *dims):
+def permute(input, *dims):
+    x = input
     dims = _shape_arg(dims)
     nd = x.ndim
     if len(dims) != nd:
@@ -290,7 +292,8 @@ def transpose(x, dim0, dim1, name="TransposeBackward0"):
     return strided(x, lambda v: np.swapaxes(v, a, b), name, ("swap", a, b))
 
 
-def t(x):
+def t(input):
+    x = input
     if x.ndim > 2:
         raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % x.ndim)
     if x.ndim < 2:
@@ -298,7 +301,8 @@ def t(x):
     return transpose(x, 0, 1, "TBackward0")
 
 
-def expand(x, *sizes):
+def expand(input, *size):
+    x, sizes = input, size
     sizes = _shape_arg(sizes)
     sh = x.shape
     if len(sizes) < len(sh):
@@ -332,11 +336,13 @@ def _check_expand(sh, sizes, target, lead):
                                % (n, e, i, list(sizes), list(sh)))
 
 
-def broadcast_to(x, shape):
+def broadcast_to(input, shape):
+    x = input
     return expand(x, *_shape_arg((shape,)))
 
 
-def diagonal(x, offset=0, dim1=0, dim2=1):
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    x = input
     a, b = _wrap_dim(dim1, x.ndim), _wrap_dim(dim2, x.ndim)
     if a == b:
         raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
