@@ -151,7 +151,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         if tgt.ndim != 0:
             raise ValueError("Expected input batch_size (1) to match target batch_size (%d)."
                              % (tgt.shape[0] if tgt.ndim else 1))
-        loss = nll_loss(_f.unsqueeze(input, 0), tgt.reshape(1), weight, ignore_index, reduction)
+        loss = nll_loss(_f.unsqueeze(input, 0), tgt.reshape(1), weight, ignore_index=ignore_index, reduction=reduction)
         return _f.squeeze(loss, 0) if reduction == "none" else loss
     if input.ndim < 1:
         raise ValueError("Expected 1 or more dimensions (got 0)")
@@ -166,7 +166,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                 [n] + list(spatial), list(tgt.shape)))
         perm = (0,) + tuple(range(2, input.ndim)) + (1,)
         flat = _f.reshape(_f.permute(input, perm), (-1, c))
-        loss = nll_loss(flat, tgt.reshape(-1), weight, ignore_index, reduction)
+        loss = nll_loss(flat, tgt.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
         return _f.reshape(loss, (n,) + tuple(spatial)) if reduction == "none" else loss
     tgt = tgt.astype(np.int64, copy=False)
     ignored = tgt == ignore_index
@@ -204,7 +204,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = _f.log_softmax(input, cdim)
     if (isinstance(target, Tensor) and target.dtype.kind in "iu" and label_smoothing == 0
             and not (target.ndim == 0 and input.ndim == 1 and False)):
-        return nll_loss(logp, target, weight, ignore_index, reduction)
+        return nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     tgt = _target_array(target)
     c = input.shape[cdim]
     if tgt.dtype.kind == "f":                # class probabilities
@@ -221,7 +221,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "mean":
             return loss.sum() / float(max(loss.numel(), 1) if input.ndim > 1 else 1)
         return _reduce(loss, reduction)
-    nll = nll_loss(logp, tgt, weight, ignore_index, reduction)
+    nll = nll_loss(logp, tgt, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0:
         return nll
     # smoothing term: -(1/C) * sum_c w_c logp_c per sample
