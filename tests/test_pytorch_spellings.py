@@ -386,6 +386,21 @@ def test_div_rounding_replays():
         assert x.grad.tolist() == [v // 2.0 for v in vals]
 
 
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_div_rounding_replays_single_numbers(mode):
+    # a tape of single numbers replays in its own compiled loop (SCALAR_FORWARD)
+    import math
+    f = tg.compile(lambda x, y: tg.div(x, y, rounding_mode=mode) * x + tg.div(x, 0.7, rounding_mode=mode))
+    for v, d in ((3.5, 2.0), (-3.5, 2.0), (7.25, 2.0), (-0.5, 2.0), (1.0, 0.1), (3.5, 2.0)):
+        x = tg.tensor(v, requires_grad=True)
+        out = f(x, tg.tensor(d))
+        out.backward()
+        q = v // d if mode == "floor" else float(math.trunc(v / d))
+        q2 = v // 0.7 if mode == "floor" else float(math.trunc(v / 0.7))
+        assert out.item() == q * v + q2 and x.grad.item() == q
+    assert f.stats.replays == 5
+
+
 def test_div_rounding_vs_torch():
     torch = _torch()
     rng = np.random.default_rng(0)
