@@ -101,9 +101,10 @@ DEVIATIONS = {
                  "to(dtype), to(other) are parsed from *args",
     "Tensor.view": "view(*shape, dtype=None): PyTorch's overloads view(*shape) and view(dtype) are parsed "
                    "from *shape",
-    "torch.mm": "out_dtype= (a lower-precision output) is not supported",
-    "torch.bmm": "out_dtype= (a lower-precision output) is not supported",
-    "torch.permute": "permute(input, *dims) also takes the dims as one tuple, as PyTorch's permute(input, dims)",
+    "torch.mm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
+    "torch.bmm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
+    "torch.permute": "permute(input, *dims): the method's spelling; PyTorch's function takes the dims as one "
+                     "tuple, which tapegrad's also accepts (permute(x, (1, 0)))",
     "torch.compile": "tapegrad's compile records and replays a tape: its options (strict, log) are its own, "
                      "PyTorch's (backend, mode, fullgraph...) choose among compilers tapegrad does not have",
     "torch.autograd.gradcheck": "PyTorch's check_* and fast_mode/masked/nondet_tol options select checks "
