@@ -246,6 +246,14 @@ def test_numpy_ufuncs_return_tensors():
         "RuntimeError", "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
 
 
+def test_numpy_reductions_return_tensors():
+    # (more permissive than PyTorch, which raises TypeError for most: docs/differences.md)
+    t = tg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert np.sum(t).item() == 10.0 and type(np.sum(t)) is tg.Tensor
+    assert np.mean(t).item() == 2.5 and np.max(t).item() == 4.0 and np.prod(t).item() == 24.0
+    assert np.argmax(t).item() == 3 and np.any(t > 3).item() is True
+
+
 def test_numpy_ufuncs_vs_torch():
     torch = _torch()
     import warnings
