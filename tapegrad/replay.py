@@ -1388,43 +1388,10 @@ def compile(fn=None, *, strict=False, log=False):
     again.  ``log=True``: print a line to stderr at each recording."""
     if fn is None:
         return lambda f: compile(f, strict=strict, log=log)
-    from .nn.modules import Module
+    from .nn.modules import Module, OptimizedModule
     if isinstance(fn, Module):
-        return _optimized_module_type()(fn, Compiled(fn, strict, log))
+        return OptimizedModule(fn, Compiled(fn, strict, log))
     return Compiled(fn, strict, log)
-
-
-_OPTIMIZED_MODULE = []
-
-
-def _optimized_module_type():
-    """``tg.compile(module)``: a Module wrapping the original as ``_orig_mod`` (as
-    torch.compile's OptimizedModule does), whose calls replay; everything else
-    (parameters, state_dict, train/eval, attributes) is the original module's."""
-    if _OPTIMIZED_MODULE:
-        return _OPTIMIZED_MODULE[0]
-    from .nn.modules import Module
-
-    class OptimizedModule(Module):
-        def __init__(self, mod, compiled):
-            super().__init__()
-            self._orig_mod = mod
-            object.__setattr__(self, "_compiled", compiled)
-
-        def forward(self, *args, **kwargs):
-            return self._compiled(*args, **kwargs)
-
-        def __getattr__(self, name):
-            try:
-                return Module.__getattr__(self, name)
-            except AttributeError:
-                if name.startswith("__") or "_modules" not in self.__dict__:
-                    raise
-                return getattr(self._modules["_orig_mod"], name)
-
-    OptimizedModule.__module__ = "tapegrad.replay"
-    _OPTIMIZED_MODULE.append(OptimizedModule)
-    return OptimizedModule
 
 
 # -- tg.record: a tape for numeric scripts ---------------------------------------------

@@ -348,6 +348,29 @@ def _rng():
     return tapegrad._rng
 
 
+class OptimizedModule(Module):
+    """``tg.compile(module)``: a Module wrapping the original as ``_orig_mod`` (as
+    torch.compile's OptimizedModule does), whose calls replay the recorded tape
+    (``compiled``, a ``tapegrad.replay.Compiled``); everything else (parameters,
+    state_dict, train/eval, attributes) is the original module's."""
+
+    def __init__(self, mod, compiled):
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_compiled", compiled)
+
+    def forward(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return Module.__getattr__(self, name)
+        except AttributeError:
+            if name.startswith("__") or "_modules" not in self.__dict__:
+                raise
+            return getattr(self._modules["_orig_mod"], name)
+
+
 class Linear(Module):
     """``y = x @ W.T + b``; W (out_features, in_features) and b drawn from
     U(-1/sqrt(in_features), 1/sqrt(in_features)) with tapegrad's generator (PyTorch's
