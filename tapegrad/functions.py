@@ -167,6 +167,13 @@ def div(input, other, *, rounding_mode=None, out=None):
     return _binary(_B["div_" + rounding_mode], a, b)
 
 
+def floor_divide(input, other, *, out=None):
+    """``input // other``: ``div(rounding_mode="floor")``.  PyTorch defines no
+    derivative for it (its backward raises), so the result does not require grad."""
+    r = div(input, other, rounding_mode="floor", out=out)
+    return r.detach() if r._rg else r
+
+
 def _int_div(ad, bd, mode, input, other):
     if ad.dtype.kind == "b" and bd.dtype.kind == "b":
         raise NotImplementedError('"div_%s_cpu" not implemented for \'Bool\'' % mode)
@@ -606,6 +613,9 @@ def _install():
         "__xor__": _bitwise(np.bitwise_xor, "bitwise_xor"), "__invert__": _invert,
         "__rand__": _bitwise(np.bitwise_and, "bitwise_and"), "__ror__": _bitwise(np.bitwise_or, "bitwise_or"),
         "__rxor__": _bitwise(np.bitwise_xor, "bitwise_xor"),
+        "__floordiv__": floor_divide, "__rfloordiv__": lambda s, o: floor_divide(o, s),
+        "__ifloordiv__": _inplace(floor_divide), "floor_divide": floor_divide,
+        "floor_divide_": _inplace(floor_divide),
         "__getitem__": _getitem, "__setitem__": _setitem,
         "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": neg, "matmul": matmul,
         "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "maximum": maximum, "minimum": minimum,

@@ -364,6 +364,30 @@ def test_div_rounding_values():
     assert v.tolist() == [3.0, -3.0]
 
 
+def test_floor_divide():
+    i = tg.tensor([7, -7])
+    assert (i // 2).tolist() == [3, -4] and (i // 2).dtype == tg.int64
+    assert (7 // tg.tensor([2, -2])).tolist() == [3, -4]
+    assert (tg.tensor([7.5]) // tg.tensor([2.0])).tolist() == [3.0]
+    assert (tg.tensor([7]) // 0.5).tolist() == [14.0]
+    assert tg.floor_divide(i, 2).tolist() == [3, -4] and i.floor_divide(-2).tolist() == [-4, 3]
+    j = tg.tensor([7, -7])
+    j //= 2
+    assert j.tolist() == [3, -4]
+    x = tg.tensor([7.0, -7.0], requires_grad=True)
+    y = x // 2
+    assert y.tolist() == [3.0, -4.0] and not y.requires_grad     # PyTorch: no derivative (docs/differences.md)
+    assert _raises(lambda: tg.tensor([True]) // tg.tensor([True])) == (
+        "NotImplementedError", "\"div_floor_cpu\" not implemented for 'Bool'")
+
+
+def test_floor_divide_vs_torch():
+    torch = _torch()
+    for a, b in (([7, -7, 9], 2), ([7.5, -7.5, 0.3], 0.1), ([7, -7, 9], -2.5)):
+        assert (tg.tensor(a) // b).tolist() == (torch.tensor(a) // b).tolist()
+        assert str((torch.tensor(a) // b).dtype)[6:] == (tg.tensor(a) // b).dtype.name
+
+
 def test_div_rounding_errors():
     assert _raises(lambda: tg.div(tg.tensor([7.0]), 2, rounding_mode="bad")) == (
         "RuntimeError", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'bad'")

@@ -68,6 +68,8 @@ DEVIATIONS = {
     "Tensor.mul_": _SHARED % ("mul", "mul_") + " (other / value)",
     "Tensor.div": _SHARED % ("div", "div") + " (other / value)",
     "Tensor.div_": _SHARED % ("div", "div_") + " (other / value)",
+    "Tensor.floor_divide": _SHARED % ("floor_divide", "floor_divide") + " (other / value)",
+    "Tensor.floor_divide_": _SHARED % ("floor_divide", "floor_divide_") + " (other / value)",
     "Tensor.pow": _SHARED % ("pow", "pow") + " (other / exponent)",
     "Tensor.pow_": _SHARED % ("pow", "pow_") + " (other / exponent)",
     "torch.pow": "pow(input, other): PyTorch documents overloads pow(input, exponent) and pow(self, exponent) "
