@@ -3,6 +3,7 @@
 Operations run eagerly on NumPy arrays and append one entry each to a per-thread
 tape; ``backward()`` walks the tape once in compiled (Numba) code.
 """
+import builtins as _builtins
 import operator
 
 import numpy as np
@@ -11,6 +12,7 @@ from . import autograd  # noqa: F401  (tg.autograd)
 from .autograd import gradcheck  # noqa: F401
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .functions import *  # noqa: F401,F403
+del to_dtype    # noqa: F821  (internal: ``Tensor.to``)
 from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to, cat, clamp, clone,  # noqa: F401
                         concat, cos, diagonal, div, dot, exp, expm1, flatten, floor, log, log1p, log_softmax,
                         logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
@@ -21,7 +23,9 @@ from . import replay as _replay
 from .replay import NotReplayable, Tape, TapeDivergence, compile, load_tape, record  # noqa: F401
 from .profile import profile  # noqa: F401
 from .tape import memory_stats  # noqa: F401
-from .tensor import Tensor
+from .tensor import Tensor, device
+from .tensor import check_device as _check_device
+from .tensor import from_data as _from_data
 from .tensor import unsupported_array_msg as _unsupported_array_msg
 
 __version__ = "0.1.0"
@@ -37,12 +41,15 @@ clip = clamp
 _rng = np.random.default_rng()
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (float64 unless ``dtype`` says otherwise)."""
-    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+    if device is not None:
+        _check_device(device)
+    return _from_data(data, dtype, requires_grad)
 
 
-def from_numpy(arr):
+def from_numpy(ndarray):
+    arr = ndarray
     """A tensor sharing memory with ``arr``."""
     if not isinstance(arr, np.ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
@@ -66,7 +73,7 @@ def _shape(size):
 def _make(arr, requires_grad):
     out = Tensor._const(arr)
     if requires_grad:
-        out.requires_grad_(True, _creation=True)
+        out._requires_grad(True, creation=True)
     return out
 
 
@@ -82,7 +89,7 @@ def empty(*size, dtype=None, requires_grad=False):
     return _make(np.empty(_shape(size), dtype or np.float64), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, requires_grad=False):
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
         if dtype.kind == "f":
@@ -90,23 +97,27 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     return _make(np.full(_shape((size,)), fill_value, dtype), requires_grad)
 
 
-def zeros_like(x, dtype=None, requires_grad=False):
+def zeros_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.zeros(x.shape, dtype or x.dtype), requires_grad)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
+def ones_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.ones(x.shape, dtype or x.dtype), requires_grad)
 
 
-def full_like(x, fill_value, dtype=None, requires_grad=False):
+def full_like(input, fill_value, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.full(x.shape, fill_value, dtype or x.dtype), requires_grad)
 
 
-def empty_like(x, dtype=None, requires_grad=False):
+def empty_like(input, *, dtype=None, requires_grad=False):
+    x = input
     return _make(np.empty(x.shape, dtype or x.dtype), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
     arr = np.arange(start, end, step)
@@ -117,11 +128,11 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     return _make(arr, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start, end, steps, *, dtype=None, requires_grad=False):
     return _make(np.linspace(start, end, steps, dtype=dtype or np.float64), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n, m=None, *, dtype=None, requires_grad=False):
     return _make(np.eye(n, m, dtype=dtype or np.float64), requires_grad)
 
 
@@ -147,18 +158,67 @@ def rand(*size, dtype=None, requires_grad=False):
     return _make(_rng.random(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None):
+_RANDINT_FORMS = (
+    "randint() received an invalid combination of arguments - got (%s), but expected one of:\n"
+    " * (int high, tuple of ints size, *, Generator generator, Tensor out = None, dtype dtype = None, "
+    "layout layout = None, device device = None, bool pin_memory = False, bool requires_grad = False)\n"
+    " * (int low, int high, tuple of ints size, *, Generator generator, Tensor out = None, dtype dtype = None, "
+    "layout layout = None, device device = None, bool pin_memory = False, bool requires_grad = False)\n")
+
+
+def randint(*args, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+            requires_grad=False, **kwargs):
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers drawn uniformly
+    from [low, high) (low 0 by default), int64 unless ``dtype`` says otherwise."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    if device is not None:
+        _check_device(device)
+    bad = set(kwargs) - {"low", "high", "size"}
+    if bad:
+        raise TypeError("randint() got an unexpected keyword argument '%s'" % sorted(bad)[0])
+    names = ("low", "high", "size") if len(args) == 3 or (len(args) == 2 and "size" in kwargs) \
+        or (len(args) == 1 and "high" in kwargs) or "low" in kwargs else ("high", "size")
+    if len(args) > len(names):
+        raise TypeError(_RANDINT_FORMS % ", ".join(type(a).__name__ for a in args))
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k in given or k not in names:
+            raise TypeError(_RANDINT_FORMS % ", ".join([type(a).__name__ for a in args]
+                                                     + ["%s=%s" % (n, type(v).__name__) for n, v in kwargs.items()]))
+        given[k] = v
+    missing = [n for n in names if n not in given and n != "low"]
+    if missing:
+        if len(missing) == 1 and args:
+            raise TypeError(_RANDINT_FORMS % ", ".join(type(a).__name__ for a in args))
+        raise TypeError('randint() missing %d required positional argument: %s'
+                        % (len(missing), ", ".join('"%s"' % n for n in missing)))
+    for pos, n in enumerate(names):
+        v = given.get(n, 0)
+        if n == "size":
+            if not isinstance(v, (tuple, list)) or not _builtins.all(_is_int(s) for s in v):
+                raise TypeError("randint(): argument 'size' (position %d) must be tuple of ints, not %s"
+                                % (pos + 1, type(v).__name__))
+        elif not _is_int(v):
+            raise TypeError("randint(): argument '%s' (position %d) must be int, not %s"
+                            % (n, pos + 1, type(v).__name__))
+    low, high, size = _builtins.int(given.get("low", 0)), _builtins.int(given["high"]), _shape((given["size"],))
+    if low >= high:
+        raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d" % (low, high))
     _random()
-    if high is None:
-        low, high = 0, low
-    return Tensor._const(_rng.integers(low, high, size=size).astype(dtype or np.int64))
+    return _make(_rng.integers(low, high, size=size).astype(dtype or np.int64), requires_grad)
 
 
-def is_tensor(obj):
+def _is_int(v):
+    return isinstance(v, (_builtins.int, np.integer)) and not isinstance(v, (_builtins.bool, np.bool_)) \
+        or (isinstance(v, Tensor) and v.ndim == 0 and v.dtype.kind in "iu")
+
+
+def is_tensor(obj, /):
     return isinstance(obj, Tensor)
 
 
-def numel(x):
-    return x.numel()
+def numel(input):
+    return input.numel()
 
 from . import nn, optim  # noqa: E402,F401

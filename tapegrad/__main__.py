@@ -38,7 +38,7 @@ def seed_examples():
              ("loss.sum().backward()", lambda: loss.sum().backward(retain_graph=True)),
              ("loss[0][0].backward()", lambda: loss[0][0].backward(retain_graph=True)),
              ("loss[0][1].backward()", lambda: loss[0][1].backward(retain_graph=True))]
-    print(f"loss[0][0] = {loss[0][0]}")
+    print(f"loss[0][0] = {loss[0][0]!r}")
     for text, step in steps:
         step()
         print(f"{text + ', retain_graph=True':<52} -> w.grad = {w.grad}")

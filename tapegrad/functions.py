@@ -1,6 +1,8 @@
 """The public operations (``tg.sin``, ``tg.cat``...) and the Tensor methods and
 operators that call them.  Each forwards to its op family in ``tapegrad/ops``."""
 
+import builtins as _builtins
+
 import numpy as np
 
 from .ops import inplace as _ip
@@ -11,14 +13,15 @@ from .ops.elementwise import BINARY_BY_NAME as _B
 from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
-from .ops.registry import name_id
+from .ops.registry import name_id as _name_id
+from .ops.reduce import numpy_names as _numpy_names
 from .autograd import engine as _engine
 from . import tape as _tp
 from . import tensor as _tensor_mod
 from .tensor import NumberTensor, Tensor
 
 _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
-_NM = {k: name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
+_NM = {k: _name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
                               "ToCopyBackward0", "AddBackward0", "MulBackward0")}
 
 
@@ -76,7 +79,8 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
     its parameter (``tensor_scalar(t, x)`` / ``scalar_tensor(t, x)``)."""
-    def f(a, b):
+    def f(input, other):
+        a, b = input, other
         try:                # (free unless something raises)
             if type(b) in _TENSORS:
                 if type(a) in _TENSORS:
@@ -121,7 +125,7 @@ def _sub_float(t, x):
 _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
 _sub = _arith("sub", "-", _SUB, _sub_float, _RSUB_S)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
-div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
+_true_div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
@@ -129,27 +133,79 @@ def _scaled(b, alpha):
     return b if alpha == 1 else (b * alpha if _scalar(b) else mul(b, alpha))
 
 
-def add(a, b, alpha=1):
-    return _add(a, _scaled(b, alpha))
+def add(input, other, *, alpha=1, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _add(input, _scaled(other, alpha))
 
 
-def sub(a, b, alpha=1):
-    return _sub(a, _scaled(b, alpha))
+def sub(input, other, *, alpha=1, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _sub(input, _scaled(other, alpha))
 
 
-def neg(x):
-    return _unary(_U["neg"], x)
+def div(input, other, *, rounding_mode=None, out=None):
+    """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero,
+    ``"floor"`` toward -inf (integer inputs then stay integer); those have a zero
+    gradient, as in PyTorch."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    if rounding_mode is None:
+        return _true_div(input, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
+                           % rounding_mode)
+    try:
+        a, b = _tensor(input, other if isinstance(other, Tensor) else None), _tensor(other, input)
+    except _Unsupported:
+        raise TypeError("div(): expected a Tensor or a number, got %s and %s"
+                        % (type(input).__name__, type(other).__name__)) from None
+    ad, bd = a._data, b._data
+    if ad.dtype.kind in "biu" and bd.dtype.kind in "biu":
+        return _int_div(ad, bd, rounding_mode, input, other)
+    return _binary(_B["div_" + rounding_mode], a, b)
 
 
-def maximum(a, b):
-    return _binary(_B["maximum"], _tensor(a), _tensor(b, a))
+def floor_divide(input, other, *, out=None):
+    """``input // other``: ``div(rounding_mode="floor")``.  PyTorch defines no
+    derivative for it (its backward raises), so the result does not require grad."""
+    r = div(input, other, rounding_mode="floor", out=out)
+    return r.detach() if r._rg else r
 
 
-def minimum(a, b):
-    return _binary(_B["minimum"], _tensor(a), _tensor(b, a))
+def _int_div(ad, bd, mode, input, other):
+    if ad.dtype.kind == "b" and bd.dtype.kind == "b":
+        raise NotImplementedError('"div_%s_cpu" not implemented for \'Bool\'' % mode)
+    # a Python number takes the tensor's integer dtype; two tensors promote
+    if not isinstance(other, Tensor) and ad.dtype.kind != "b":
+        dt = ad.dtype
+    elif not isinstance(input, Tensor) and bd.dtype.kind != "b":
+        dt = bd.dtype
+    else:
+        dt = np.result_type(ad, bd)
+    if (bd == 0).any():
+        raise RuntimeError("ZeroDivisionError")
+    q = np.floor_divide(ad, bd)
+    if mode == "trunc":       # floor + 1 where the exact quotient is negative and not whole
+        q = q + ((ad - q * bd != 0) & ((ad < 0) != (bd < 0)))
+    return Tensor._wrap(np.asarray(q, dt))
 
 
-def where(condition, x, y):
+def neg(input):
+    return _unary(_U["neg"], input)
+
+
+def maximum(input, other):
+    return _binary(_B["maximum"], _tensor(input), _tensor(other, input))
+
+
+def minimum(input, other):
+    return _binary(_B["minimum"], _tensor(input), _tensor(other, input))
+
+
+def where(condition, input, other):
+    x, y = input, other
     c = _tensor(condition)
     if c.dtype != np.bool_:
         c = Tensor._wrap(c._data.astype(bool))
@@ -157,7 +213,8 @@ def where(condition, x, y):
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
 
-def clamp(x, min=None, max=None):
+def clamp(input, min=None, max=None):
+    x = input
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -199,8 +256,8 @@ floor = _u("floor")
 round = _u("round")
 
 
-def clone(x):
-    return _sh._record(_sh.RESHAPE, x, x._data.copy(), "CloneBackward0")
+def clone(input):
+    return _sh._record(_sh.RESHAPE, input, input._data.copy(), "CloneBackward0")
 
 
 def to_dtype(x, dtype):
@@ -224,12 +281,18 @@ amin = _rd.amin
 logsumexp = _rd.logsumexp
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
-reshape = _sh.reshape
+def reshape(input, shape):
+    return _sh.reshape(input, shape)
+
+
+def transpose(input, dim0, dim1):
+    return _sh.transpose(input, dim0, dim1)
+
+
 flatten = _sh.flatten
 squeeze = _sh.squeeze
 unsqueeze = _sh.unsqueeze
 permute = _sh.permute
-transpose = _sh.transpose
 t = _sh.t
 broadcast_to = _sh.broadcast_to
 diagonal = _sh.diagonal
@@ -256,12 +319,16 @@ def _extreme(x, dim, keepdim, largest):
     return _rd.max_dim(x, dim, keepdim, largest)
 
 
-def max(x, dim=None, keepdim=False):
-    return _extreme(x, dim, keepdim, True)
+def max(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("max", kw, dim, keepdim)
+    return _extreme(input, dim, keepdim, True)
 
 
-def min(x, dim=None, keepdim=False):
-    return _extreme(x, dim, keepdim, False)
+def min(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("min", kw, dim, keepdim)
+    return _extreme(input, dim, keepdim, False)
 
 
 def _arg_extreme(x, dim, keepdim, what):
@@ -282,12 +349,31 @@ def _arg_extreme(x, dim, keepdim, what):
         raise
 
 
-def argmax(x, dim=None, keepdim=False):
-    return _arg_extreme(x, dim, keepdim, "argmax")
+def argmax(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("argmax", kw, dim, keepdim)
+    return _arg_extreme(input, dim, keepdim, "argmax")
 
 
-def argmin(x, dim=None, keepdim=False):
-    return _arg_extreme(x, dim, keepdim, "argmin")
+def argmin(input, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("argmin", kw, dim, keepdim)
+    return _arg_extreme(input, dim, keepdim, "argmin")
+
+
+def _truth(name, reduce):
+    def f(input, dim=None, keepdim=False, **kw):
+        if kw:
+            dim, keepdim = _numpy_names(name, kw, dim, keepdim)
+        d = input._data
+        axes = None if dim is None else _rd.normalize_dims(dim, d.ndim)
+        return Tensor._wrap(np.asarray(reduce(d, axis=axes, keepdims=keepdim)))
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+all = _truth("all", np.all)
+any = _truth("any", np.any)
 
 
 # -- Tensor methods and operators -----------------------------------------------------
@@ -334,6 +420,7 @@ def _invert(self):
 def _inplace(fn):
     def f(self, *args, **kw):
         return _ip.apply(self, lambda: fn(self, *args, **kw))
+    f.__wrapped__ = fn          # (its signature is fn's)
     return f
 
 
@@ -346,7 +433,7 @@ def _fill_(self, value):
     return self
 
 
-def _copy_(self, src):
+def _copy_(self, src, non_blocking=False):
     _sh.setitem(self, Ellipsis, src, view_op=False)
     return self
 
@@ -356,7 +443,7 @@ def _rsub(self, other):
 
 
 def _rdiv(self, other):
-    return div(other, self)
+    return _true_div(other, self)
 
 
 def _rpow(self, other):
@@ -367,46 +454,112 @@ def _rmatmul(self, other):
     return matmul(_tensor(other), self)
 
 
-def _max_m(self, dim=None, keepdim=False):
-    return max(self, dim, keepdim)
+def _max_m(self, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("max", kw, dim, keepdim)
+    return _extreme(self, dim, keepdim, True)
 
 
-def _min_m(self, dim=None, keepdim=False):
-    return min(self, dim, keepdim)
+def _min_m(self, dim=None, keepdim=False, **kw):
+    if kw:
+        dim, keepdim = _numpy_names("min", kw, dim, keepdim)
+    return _extreme(self, dim, keepdim, False)
 
 
-def _view(self, *shape):
-    return _sh.reshape(self, shape)
+def _view(self, *shape, dtype=None):
+    if dtype is None and len(shape) == 1 and _is_dtype(shape[0]):
+        dtype = shape[0]
+    elif dtype is None:
+        return _sh.reshape(self, shape)
+    elif shape:
+        raise TypeError("view() received an invalid combination of arguments: a shape and dtype=")
+    return _view_dtype(self, np.dtype(dtype))
+
+
+def _is_dtype(v):
+    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
+
+
+_SCALAR_TYPE = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
+                "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _view_dtype(self, dt):
+    """The same bytes read as ``dt`` (PyTorch's ``view(dtype)``): shares storage and
+    version with ``self`` and, as in PyTorch, does not require grad."""
+    d = self._data
+    old = d.dtype
+    if dt.itemsize != old.itemsize:
+        what = "view %s as %s (different element sizes)" % (_SCALAR_TYPE.get(old.name, old.name),
+                                                           _SCALAR_TYPE.get(dt.name, dt.name))
+        if d.ndim == 0:
+            raise RuntimeError("self.dim() cannot be 0 to " + what)
+        if d.shape[-1] != 1 and d.strides[-1] != old.itemsize:
+            raise RuntimeError("self.stride(-1) must be 1 to %s, but got %d" % (what, d.strides[-1] // old.itemsize))
+        if dt.itemsize > old.itemsize and d.shape[-1] % (dt.itemsize // old.itemsize):
+            raise RuntimeError("self.size(-1) must be divisible by %d to %s, but got %d"
+                               % (dt.itemsize // old.itemsize, what, d.shape[-1]))
+    if dt.kind not in "biuf":
+        raise TypeError("tapegrad does not support %s tensors" % dt.name)
+    t = Tensor._wrap(d.view(dt))
+    t._ver = self._ver          # shares storage, so shares the version counter
+    return t
 
 
 def _reshape_m(self, *shape):
     return _sh.reshape(self, shape)
 
 
-def _expand(self, *sizes):
-    return _sh.expand(self, *sizes)
+def _expand(self, *size):
+    return _sh.expand(self, *size)
 
 
 def _expand_as(self, other):
     return _sh.expand(self, *other.shape)
 
 
-def _to(self, *args, **kw):
-    dtype = kw.get("dtype")
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = a.dtype
-        elif not isinstance(a, str):
-            dtype = a
-    return self if dtype is None else to_dtype(self, dtype)
+_TO_FORMS = ("to() received an invalid combination of arguments - got (%s), but expected one of:\n"
+             " * (device device = None, dtype dtype = None, bool non_blocking = False, bool copy = False, *, "
+             "memory_format memory_format = None)\n"
+             " * (dtype dtype, bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)\n"
+             " * (Tensor tensor, bool non_blocking = False, bool copy = False, *, "
+             "memory_format memory_format = None)\n")
+
+
+def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
+    """``to(dtype)``, ``to(device, dtype)``, ``to(other)``: tapegrad has the CPU only,
+    so another device raises as PyTorch built without it does."""
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        dtype = rest.pop(0).dtype
+    elif rest and (isinstance(rest[0], (str, _tensor_mod.device)) or type(rest[0]) is int):
+        device = rest.pop(0)
+        if rest and _is_dtype(rest[0]):
+            dtype = rest.pop(0)
+    elif rest and _is_dtype(rest[0]):
+        dtype = rest.pop(0)
+    flags = [non_blocking, copy]
+    if len(rest) > 2 or not _builtins.all(type(v) is bool for v in rest):
+        raise TypeError(_TO_FORMS % ", ".join("dtype" if isinstance(a, np.dtype) else type(a).__name__ for a in args))
+    flags[:len(rest)] = rest
+    if device is not None:
+        _tensor_mod.check_device(device)
+    out = self if dtype is None else to_dtype(self, dtype)
+    if flags[1] and out is self:
+        out = clone(self)
+    return out
 
 
 def _clamp_m(self, min=None, max=None):
     return clamp(self, min, max)
 
 
-def _sum_m(self, dim=None, keepdim=False, dtype=None):
-    return _rd.sum(self, dim, keepdim, dtype)
+def _prod_m(self, dim=None, keepdim=False, dtype=None, **kw):
+    return _rd.prod(self, dim, keepdim, dtype=dtype, **kw)
+
+
+def _sum_m(self, dim=None, keepdim=False, dtype=None, **kw):
+    return _rd.sum(self, dim, keepdim, dtype=dtype, **kw)
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -449,17 +602,20 @@ def _install():
         "__add__": _operator("add", _add, _ADD_S), "__radd__": lambda s, o: _add(o, s),
         "__sub__": _operator("sub", _sub, _sub_float), "__rsub__": _rsub,
         "__mul__": _operator("mul", mul, _MUL_S), "__rmul__": lambda s, o: mul(o, s),
-        "__truediv__": _operator("div", div, _DIV_S), "__rtruediv__": _rdiv,
+        "__truediv__": _operator("div", _true_div, _DIV_S), "__rtruediv__": _rdiv,
         "__pow__": _operator("pow", pow), "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
         "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
         "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
-        "__itruediv__": _inplace(div), "__ipow__": _inplace(pow),
+        "__itruediv__": _inplace(_true_div), "__ipow__": _inplace(pow),
         "__lt__": _cmp(np.less), "__le__": _cmp(np.less_equal), "__gt__": _cmp(np.greater),
         "__ge__": _cmp(np.greater_equal), "__eq__": _cmp(np.equal), "__ne__": _cmp(np.not_equal),
         "__and__": _bitwise(np.bitwise_and, "bitwise_and"), "__or__": _bitwise(np.bitwise_or, "bitwise_or"),
         "__xor__": _bitwise(np.bitwise_xor, "bitwise_xor"), "__invert__": _invert,
         "__rand__": _bitwise(np.bitwise_and, "bitwise_and"), "__ror__": _bitwise(np.bitwise_or, "bitwise_or"),
         "__rxor__": _bitwise(np.bitwise_xor, "bitwise_xor"),
+        "__floordiv__": floor_divide, "__rfloordiv__": lambda s, o: floor_divide(o, s),
+        "__ifloordiv__": _inplace(floor_divide), "floor_divide": floor_divide,
+        "floor_divide_": _inplace(floor_divide),
         "__getitem__": _getitem, "__setitem__": _setitem,
         "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": neg, "matmul": matmul,
         "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "maximum": maximum, "minimum": minimum,
@@ -468,7 +624,7 @@ def _install():
         "pow_": _inplace(pow), "neg_": _inplace(neg), "clamp_": _inplace(_clamp_m),
         "exp_": _inplace(exp), "relu_": _inplace(relu),
         "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
-        "sum": _sum_m, "mean": mean, "prod": prod, "var": var, "std": std, "amax": amax, "amin": amin,
+        "sum": _sum_m, "mean": mean, "prod": _prod_m, "var": var, "std": std, "amax": amax, "amin": amin,
         "max": _max_m, "min": _min_m, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
         "softmax": softmax, "log_softmax": log_softmax,
         "reshape": _reshape_m, "view": _view, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
@@ -477,10 +633,9 @@ def _install():
         "clone": clone, "to": _to, "double": lambda s: to_dtype(s, np.float64),
         "float": lambda s: to_dtype(s, np.float32), "long": lambda s: to_dtype(s, np.int64),
         "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
-        "type_as": lambda s, o: to_dtype(s, o.dtype),
+        "type_as": lambda self, tensor: to_dtype(self, tensor.dtype),
         "backward": _backward,
-        "all": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.all(axis=dim))),
-        "any": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.any(axis=dim))),
+        "all": all, "any": any,
     }
     for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
                  "relu", "sign", "floor", "round"):

@@ -1387,7 +1387,10 @@ def compile(fn=None, *, strict=False, log=False):
     ``TapeDivergence`` when Python would take another path, instead of recording
     again.  ``log=True``: print a line to stderr at each recording."""
     if fn is None:
-        return lambda f: Compiled(f, strict, log)
+        return lambda f: compile(f, strict=strict, log=log)
+    from .nn.modules import Module, OptimizedModule
+    if isinstance(fn, Module):
+        return OptimizedModule(fn, Compiled(fn, strict, log))
     return Compiled(fn, strict, log)
 
 

@@ -32,6 +32,82 @@ _TYPE_NAME = {np.dtype(np.float64): "DoubleTensor", np.dtype(np.float32): "Float
               np.dtype(np.int32): "IntTensor", np.dtype(np.bool_): "BoolTensor"}
 
 
+_DEVICE_TYPES = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, xla, lazy, vulkan, mps, "
+                 "meta, hpu, mtia, privateuseone")
+_KNOWN_DEVICES = frozenset(_DEVICE_TYPES.split(", "))
+_NO_ACCELERATOR = "Cannot access accelerator device when none is available."
+
+
+class device:
+    """PyTorch's ``torch.device``: a device type and an optional index.  tapegrad
+    computes on the CPU only; a tensor or an operation asked for another device
+    raises as PyTorch built without that device does (``check_device``)."""
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index if index is None else index
+        elif isinstance(type, (int, np.integer)) and not isinstance(type, bool):
+            raise RuntimeError(_NO_ACCELERATOR)
+        elif not isinstance(type, str):
+            raise TypeError("device() received an invalid combination of arguments - got (%s)"
+                            % _builtin_type(type).__name__)
+        else:
+            name, sep, idx = type.partition(":")
+            if name not in _KNOWN_DEVICES:
+                raise RuntimeError("Expected one of %s device type at start of device string: %s"
+                                   % (_DEVICE_TYPES, type))
+            if sep:
+                if not idx.isdigit():
+                    raise RuntimeError("Invalid device string: '%s'" % type)
+                if index is not None:
+                    raise RuntimeError("type (string) must not include an index because index was passed "
+                                       "explicitly: %s" % type)
+                index = int(idx)
+            type = name
+        if index is not None and index < 0:
+            raise RuntimeError("Device index must not be negative")
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", index)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("attribute '%s' of 'device' objects is not writable" % name)
+
+    def __repr__(self):
+        if self.index is None:
+            return "device(type='%s')" % self.type
+        return "device(type='%s', index=%d)" % (self.type, self.index)
+
+    def __str__(self):
+        return self.type if self.index is None else "%s:%d" % (self.type, self.index)
+
+    def __eq__(self, other):    # (a string is not a device: ``device("cpu") == "cpu"`` is False, as in PyTorch)
+        return isinstance(other, device) and other.type == self.type and other.index == self.index
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+_builtin_type = type
+CPU = device("cpu")
+
+
+def check_device(dev):
+    """The device ``dev`` names (a string, an index or a device), or PyTorch's error
+    for one tapegrad does not have."""
+    d = dev if isinstance(dev, device) else device(dev)
+    if d.type == "cpu":
+        return d
+    if d.type == "cuda":
+        raise AssertionError("Torch not compiled with CUDA enabled")
+    if d.type == "mps":
+        raise RuntimeError("PyTorch is not linked with support for mps devices")
+    raise RuntimeError("tapegrad computes on the CPU only; it has no '%s' device" % d.type)
+
+
 def is_float_dtype(dt):
     return dt.kind == "f"
 
@@ -54,18 +130,16 @@ class Tensor:
     __slots__ = ("_data", "_rg", "_tid", "_slot", "_ver", "_sver", "_tape", "_x", "__weakref__")
     __array_priority__ = 1000       # ndarray <op> Tensor defers to Tensor's reflected ops
 
-    def __init__(self, data, dtype=None, requires_grad=False):
-        arr = _as_array(data, dtype)
-        self._data = arr
-        self._rg = False
-        self._tid = 0
-        self._slot = -1
-        self._ver = [0]
-        self._sver = 0
-        self._tape = None
-        self._x = None
-        if requires_grad:
-            self.requires_grad_(True, _creation=True)
+    def __init__(self, *args, device=None):
+        """PyTorch's legacy constructor: ``Tensor(sequence or array)`` holds the data in
+        the default dtype, ``Tensor(2, 3)`` is a new 2 x 3 tensor (of zeros), ``Tensor()``
+        an empty one and ``Tensor(tensor)`` an alias of ``tensor``.  (Operations make
+        their tensors without calling this: see ``_wrap``.)"""
+        if device is not None:
+            check_device(device)
+        _init(self, _legacy_array(args))
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            self._ver = args[0]._ver        # an alias: shares storage, so shares the version
 
     # -- construction helpers (hot path: no __init__ checks) --------------------
     @staticmethod
@@ -157,9 +231,12 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        self.requires_grad_(flag, _setter=True)
+        self._requires_grad(flag, setter=True)
 
-    def requires_grad_(self, requires_grad=True, _creation=False, _setter=False):
+    def requires_grad_(self, requires_grad=True):
+        return self._requires_grad(requires_grad)
+
+    def _requires_grad(self, requires_grad, creation=False, setter=False):
         flag = bool(requires_grad)
         if self._tape is not None:
             if not flag:
@@ -169,9 +246,9 @@ class Tensor:
                     "var_no_grad = var.detach().")
             return self
         if flag and not is_float_dtype(self._data.dtype):
-            if _creation or _setter:
+            if creation or setter:
                 raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients"
-                                   if _creation else
+                                   if creation else
                                    "only Tensors of floating point and complex dtype can require gradients")
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if flag != self._rg:
@@ -239,7 +316,7 @@ class Tensor:
         return self.transpose(-2, -1)
 
     # -- conversion -------------------------------------------------------------
-    def numpy(self, force=False):
+    def numpy(self, *, force=False):
         if _tp.recording[0]:
             from .replay import read_hook
             if read_hook(self, self._data) is False:
@@ -254,6 +331,44 @@ class Tensor:
         if dtype is not None and arr.dtype != dtype:
             return arr.astype(dtype)
         return arr.copy() if copy else arr
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A NumPy function's result on a tensor (``np.sin(t)``) comes back as a tensor
+        that does not require grad, as in PyTorch (which also turns a bool result into
+        uint8)."""
+        array = np.asarray(array)
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        if array.dtype.kind not in "biuf":
+            return array
+        return Tensor._const(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+
+    def __format__(self, format_spec):
+        if type(self) in _PLAIN and len(self.shape) == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def __iter__(self):
+        if len(self.shape) == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter([self[i] for i in range(self.shape[0])])
+
+    # -- devices: tapegrad has the CPU only ----------------------------------------
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        if device is not None and not isinstance(device, str):
+            check_device(device)
+        raise AssertionError("Torch not compiled with CUDA enabled")
 
     def item(self):
         if self._data.size != 1:
@@ -349,9 +464,55 @@ class Tensor:
         if self._tape is not None:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
                                "deepcopy protocol at the moment.")
-        t = Tensor(self._data.copy(), requires_grad=self._rg)
+        t = from_data(self._data, requires_grad=self._rg)
         memo[id(self)] = t
         return t
+
+
+def _init(t, arr, requires_grad=False):
+    t._data = arr
+    t._rg = False
+    t._tid = 0
+    t._slot = -1
+    t._ver = [0]
+    t._sver = 0
+    t._tape = None
+    t._x = None
+    if requires_grad:
+        t._requires_grad(True, creation=True)
+
+
+def from_data(data, dtype=None, requires_grad=False):
+    """A new leaf holding a copy of ``data`` (``tg.tensor``)."""
+    t = _new(Tensor)
+    _init(t, _as_array(data, dtype), requires_grad)
+    return t
+
+
+def _legacy_array(args):
+    if not args:
+        return np.empty((0,), DEFAULT_DTYPE)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args):
+        for a in args:
+            if a < 0:
+                raise RuntimeError("Trying to create tensor with negative dimension %d: %s"
+                                   % (a, [int(v) for v in args]))
+        return np.zeros(tuple(int(a) for a in args), DEFAULT_DTYPE)
+    if len(args) == 1:
+        data = args[0]
+        if isinstance(data, Tensor):
+            return data._data
+        if not isinstance(data, (list, tuple, np.ndarray)) or (isinstance(data, np.ndarray) and data.ndim == 0):
+            raise TypeError("new(): data must be a sequence (got %s)" % type(data).__name__)
+        arr = _as_array(data)
+        if arr.dtype != DEFAULT_DTYPE:
+            arr = arr.astype(DEFAULT_DTYPE)
+        return arr
+    raise TypeError("new() received an invalid combination of arguments - got (%s), but expected one of:\n"
+                    " * (*, device device = None)\n * (Tensor other)\n"
+                    " * (tuple of ints size, *, device device = None)\n"
+                    " * (object data, *, device device = None)"
+                    % ", ".join(type(a).__name__ for a in args))
 
 
 _new = object.__new__
@@ -399,10 +560,11 @@ class NumberTensor(Tensor):
 
 
 _F64 = np.dtype(np.float64)
+_PLAIN = (Tensor, NumberTensor)     # (formatted as their number when 0-d, as PyTorch formats a plain Tensor)
 
 
 def _rebuild(data, rg):
-    return Tensor(data, requires_grad=rg)
+    return from_data(data, requires_grad=rg)
 
 
 class _RemovableHandle:

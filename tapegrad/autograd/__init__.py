@@ -3,7 +3,7 @@ import warnings
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, from_data
 from .. import tape as _tp
 from . import differentiable, engine
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly  # noqa
@@ -218,7 +218,7 @@ def _grad_graph(outputs, inputs, given, retain_graph, allow_unused, materialize_
         g = res.get(id(t))
         if g is None:
             if materialize_grads:       # PyTorch's zeros take part in the new graph
-                out.append(Tensor(np.zeros(t.shape, t.dtype), requires_grad=record))
+                out.append(from_data(np.zeros(t.shape, t.dtype), requires_grad=record))
                 continue
             if not allow_unused:
                 raise RuntimeError("The differentiated Tensor at index %d appears to not have been used in the "

@@ -1,7 +1,7 @@
 """Compare the reverse sweep with central finite differences."""
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, from_data
 
 
 class GradcheckError(RuntimeError):
@@ -54,9 +54,10 @@ def _analytical(fn, inputs, i):
     return jac
 
 
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
-    """True when every gradient of ``fn`` with respect to each input that requires
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """True when every gradient of ``func`` with respect to each input that requires
     grad matches central finite differences (float64 inputs recommended)."""
+    fn = func
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, Tensor) or not x.requires_grad:
@@ -73,12 +74,13 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     return True
 
 
-def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
                   seed=0):
-    """True when the second derivatives of ``fn`` match central finite differences
-    of its first derivatives: the gradient ``v . d fn / d inputs`` is computed with
+    """True when the second derivatives of ``func`` match central finite differences
+    of its first derivatives: the gradient ``v . d func / d inputs`` is computed with
     ``create_graph=True`` and checked by ``gradcheck`` with respect to the inputs
-    and to ``v`` (random unless ``grad_outputs`` is given)."""
+    and to ``v`` (random unless ``grad_outputs`` is given; ``seed`` draws it)."""
+    fn = func
     from . import grad
     from .grad_mode import enable_grad
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
@@ -86,7 +88,7 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     outs = _outputs(fn, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(seed)
-        grad_outputs = tuple(Tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
+        grad_outputs = tuple(from_data(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
                              for o in outs)
     else:
         grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)

@@ -126,10 +126,22 @@ def accumulate_node(leaf):
     return node
 
 
+_NODE_CLASSES = {}      # grad_fn name -> its Node subclass
+
+
+def node_class(name):
+    """The class of the grad_fns named ``name`` (``type(t.grad_fn).__name__`` is
+    'MulBackward0', as in PyTorch): one Node subclass per name, made once."""
+    cls = _NODE_CLASSES.get(name)
+    if cls is None:
+        cls = _NODE_CLASSES[name] = type(name, (Node,), {"__slots__": (), "__module__": "tapegrad.autograd"})
+    return cls
+
+
 def node_for(tape, slot):
     if tape.nodes is None:
         tape.nodes = weakref.WeakValueDictionary()
     node = tape.nodes.get(slot)
     if node is None:
-        node = tape.nodes[slot] = Node(tape, slot)
+        node = tape.nodes[slot] = node_class(GRAD_FN_NAMES[tape.field(slot, NM)])(tape, slot)
     return node

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import functions as _f
 from .. import tape as _tp
-from ..tensor import Tensor
+from ..tensor import Tensor, from_data
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
@@ -15,7 +15,7 @@ def _t(x, like=None):
     if isinstance(x, Tensor):
         return x
     dt = like.dtype if (like is not None and np.asarray(x).dtype.kind == "f") else None
-    return Tensor(x, dtype=dt)
+    return from_data(x, dtype=dt)
 
 
 def _check_reduction(reduction):
@@ -63,7 +63,7 @@ def _implicit_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _implicit_dim("softmax", input.ndim)
     if dtype is not None:
@@ -71,7 +71,7 @@ def softmax(input, dim=None, dtype=None):
     return _f.softmax(input, dim)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _implicit_dim("log_softmax", input.ndim)
     if dtype is not None:
@@ -87,16 +87,35 @@ def _size_warning(input, target):
                       .format(list(target.shape), list(input.shape)), stacklevel=3)
 
 
-def mse_loss(input, target, reduction="mean"):
-    reduction = _check_reduction(reduction)
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated ``size_average``/``reduce`` arguments, as it maps them."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "none" if not reduce else ("mean" if size_average else "sum")
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='%s' instead."
+                  % reduction, stacklevel=3)
+    return reduction
+
+
+def _no_weight(name, weight):
+    if weight is not None:
+        raise NotImplementedError("weight= of %s is not supported by tapegrad" % name)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _no_weight("mse_loss", weight)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     _size_warning(input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
 
 
-def l1_loss(input, target, reduction="mean"):
-    reduction = _check_reduction(reduction)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _no_weight("l1_loss", weight)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     _size_warning(input, target)
     return _reduce(_f.abs(input - target), reduction)
@@ -114,9 +133,9 @@ def label_flags(tgt, ignore_index, c):
     return bool(ignored.any()), bool(((~ignored) & ((tgt < 0) | (tgt >= c))).any())
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log likelihood of class indices: ``-input[n, target[n]]`` (one gather)."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     if (_tp.recording[0] and weight is None and input.ndim == 2 and isinstance(target, Tensor)
             and target.ndim == 1 and target.shape[0] == input.shape[0] and target.dtype.kind in "iu"):
         # recorded for replay: the labels stay an argument of the gather (tapegrad.replay)
@@ -132,7 +151,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         if tgt.ndim != 0:
             raise ValueError("Expected input batch_size (1) to match target batch_size (%d)."
                              % (tgt.shape[0] if tgt.ndim else 1))
-        loss = nll_loss(_f.unsqueeze(input, 0), tgt.reshape(1), weight, ignore_index, reduction)
+        loss = nll_loss(_f.unsqueeze(input, 0), tgt.reshape(1), weight, ignore_index=ignore_index, reduction=reduction)
         return _f.squeeze(loss, 0) if reduction == "none" else loss
     if input.ndim < 1:
         raise ValueError("Expected 1 or more dimensions (got 0)")
@@ -147,7 +166,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                 [n] + list(spatial), list(tgt.shape)))
         perm = (0,) + tuple(range(2, input.ndim)) + (1,)
         flat = _f.reshape(_f.permute(input, perm), (-1, c))
-        loss = nll_loss(flat, tgt.reshape(-1), weight, ignore_index, reduction)
+        loss = nll_loss(flat, tgt.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
         return _f.reshape(loss, (n,) + tuple(spatial)) if reduction == "none" else loss
     tgt = tgt.astype(np.int64, copy=False)
     ignored = tgt == ignore_index
@@ -174,17 +193,18 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return total / float(w.sum())
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
     """Cross entropy of logits ``input`` (N, C[, ...]) against class indices (or class
     probabilities of the same shape): log_softmax over dim 1, then nll_loss."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError("label_smoothing must be between 0.0 and 1.0. Got: %s" % label_smoothing)
     cdim = 0 if input.ndim == 1 else 1
     logp = _f.log_softmax(input, cdim)
     if (isinstance(target, Tensor) and target.dtype.kind in "iu" and label_smoothing == 0
             and not (target.ndim == 0 and input.ndim == 1 and False)):
-        return nll_loss(logp, target, weight, ignore_index, reduction)
+        return nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     tgt = _target_array(target)
     c = input.shape[cdim]
     if tgt.dtype.kind == "f":                # class probabilities
@@ -201,7 +221,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         if reduction == "mean":
             return loss.sum() / float(max(loss.numel(), 1) if input.ndim > 1 else 1)
         return _reduce(loss, reduction)
-    nll = nll_loss(logp, tgt, weight, ignore_index, reduction)
+    nll = nll_loss(logp, tgt, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0:
         return nll
     # smoothing term: -(1/C) * sum_c w_c logp_c per sample
@@ -227,11 +247,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
     """``max(x, 0) - x*y + log1p(exp(-|x|))`` (stable for any logit): written as
     ``(1-y)*x + max(-x, 0) + log1p(exp(-|x|))``; ``maximum`` splits its tie at 0, so
     the gradient there is ``sigmoid(0) - y`` as it should be."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError("Target size ({}) must be the same as input size ({})".format(
@@ -247,9 +268,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction)
 
 
-def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """``-(y log p + (1-y) log(1-p))`` with each log clamped at -100, as PyTorch does."""
-    reduction = _check_reduction(reduction)
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError("Using a target size ({}) that is different to the input size ({}) is deprecated. "

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..ops.inplace import commit_inplace
-from ..tensor import Tensor
+from ..tensor import Tensor, _as_array, _init
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
@@ -22,16 +22,15 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if isinstance(data, Tensor):
             # share storage and version counter with ``data`` (a detached alias, as in PyTorch)
-            Tensor.__init__(self, np.empty(0))
-            self._data = data._data
+            _init(self, data._data)
             self._ver = data._ver
             self._sver = data._ver[0]
         else:
             if data is None:
                 data = np.empty((0,), dtype=np.float64)
-            Tensor.__init__(self, data)
+            _init(self, _as_array(data))
         if requires_grad:
-            self.requires_grad_(True, _creation=True)
+            self._requires_grad(True, creation=True)
 
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
@@ -349,6 +348,29 @@ def _rng():
     return tapegrad._rng
 
 
+class OptimizedModule(Module):
+    """``tg.compile(module)``: a Module wrapping the original as ``_orig_mod`` (as
+    torch.compile's OptimizedModule does), whose calls replay the recorded tape
+    (``compiled``, a ``tapegrad.replay.Compiled``); everything else (parameters,
+    state_dict, train/eval, attributes) is the original module's."""
+
+    def __init__(self, mod, compiled):
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_compiled", compiled)
+
+    def forward(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return Module.__getattr__(self, name)
+        except AttributeError:
+            if name.startswith("__") or "_modules" not in self.__dict__:
+                raise
+            return getattr(self._modules["_orig_mod"], name)
+
+
 class Linear(Module):
     """``y = x @ W.T + b``; W (out_features, in_features) and b drawn from
     U(-1/sqrt(in_features), 1/sqrt(in_features)) with tapegrad's generator (PyTorch's
@@ -465,9 +487,9 @@ class LogSoftmax(Softmax):
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
 
 
 class MSELoss(_Loss):
@@ -481,39 +503,41 @@ class L1Loss(_Loss):
 
 
 class NLLLoss(_Loss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.weight = weight
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class CrossEntropyLoss(NLLLoss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(weight, ignore_index, reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
-                               self.label_smoothing)
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
         self.weight = weight
         self.pos_weight = pos_weight
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
 
 
 class BCELoss(_Loss):
-    def __init__(self, weight=None, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.weight = weight
 
     def forward(self, input, target):
-        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)

@@ -100,6 +100,17 @@ def _where(c, a, b):
     return np.where(c, a, b)
 
 
+def _div_trunc(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.trunc(np.divide(a, b))
+
+
+def _div_floor(a, b):
+    # NumPy's floor division of floats is PyTorch's (and Python's): 1.0 // 0.1 is 9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -161,6 +172,9 @@ BINARY_OPS = [
            "where(b > a, 0.0, where(a == b, 0.5 * g, g))"),
     # where(c, a, b): the condition c is a third (constant) input
     Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)"),
+    # div(rounding_mode="trunc" / "floor") of floats: a step function, zero gradient (PyTorch)
+    Binary("div_trunc", "DivBackward2",     _div_trunc,  "0.0 * g", "0.0 * g"),
+    Binary("div_floor", "DivBackward2",     _div_floor,  "0.0 * g", "0.0 * g"),
 ]
 
 
@@ -177,6 +191,7 @@ SCALAR_FORWARD = {
     "pow_s": "ipow(x, p)", "rpow_s": "p ** x", "copy": "x",
     "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "a ** b",
     "maximum": "mx(a, b)", "minimum": "mn(a, b)", "where": "where(c != 0.0, a, b)",
+    "div_trunc": "np.trunc(a / b)", "div_floor": "a // b",
 }
 
 
@@ -308,14 +323,14 @@ def _unary_recorder(op):
 
     number = op.number
 
-    def record(x, p=0.0, q=0.0, name=-1):
-        if number is not None and x._rg:
+    def record(input, p=0.0, q=0.0, name=-1):
+        if number is not None and input._rg:
             # the single-number path: no one-element array made (``number``: see UNARY_OPS)
-            if type(x) is NumberTensor:
-                v, d = x._f, None           # (None once its array was made)
-                shp = x._shp
+            if type(input) is NumberTensor:
+                v, d = input._f, None           # (None once its array was made)
+                shp = input._shp
             else:
-                d = x._data
+                d = input._data
                 v = d.item() if (d.size == 1 and d.dtype is _F64) else None
                 shp = d.shape
             if v is not None and (n == 0 or type(p) is float or type(p) is int):
@@ -335,10 +350,10 @@ def _unary_recorder(op):
                         T = _tape(st)
                 # (recorded for replay: the NumPy path, which notes what replay needs)
                 if r is not None and T.shapes is None:
-                    if x._tid == T.id and x._sver == x._ver[0]:
-                        s = x._slot
+                    if input._tid == T.id and input._sver == input._ver[0]:
+                        s = input._slot
                     else:
-                        s = T.adopt(x)
+                        s = T.adopt(input)
                         if T.n >= T.cap:
                             T.grow()
                     if save_in and d is not None:
@@ -360,7 +375,7 @@ def _unary_recorder(op):
                     t._tape = T
                     t._x = None
                     return t
-        d = x._data
+        d = input._data
         if n == 0:
             out = fwd(d)
         elif n == -1:
@@ -369,7 +384,7 @@ def _unary_recorder(op):
             out = fwd(d, p) if n == 1 else fwd(d, p, q)
         if type(out) is not _ndarray:
             out = np.asarray(out)
-        if not x._rg:
+        if not input._rg:
             return Tensor._wrap(out)
         try:
             st = _tls.st
@@ -380,10 +395,10 @@ def _unary_recorder(op):
         T = st.tape
         if T is None or T.n >= T.limit:
             T = _tape(st)
-        if x._tid == T.id and x._sver == x._ver[0]:
-            s = x._slot
+        if input._tid == T.id and input._sver == input._ver[0]:
+            s = input._slot
         else:
-            s = T.adopt(x)
+            s = T.adopt(input)
             if T.n >= T.cap:    # importing the input took the last free entry
                 T.grow()
         if save_in:

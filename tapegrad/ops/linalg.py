@@ -87,7 +87,8 @@ def linalg_forward(a, b, y, aux, at):
 _PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
 
 
-def matmul(x, y):
+def matmul(input, other):
+    x, y = input, other
     if not isinstance(y, Tensor):
         from ..functions import _tensor
         y = _tensor(y)
@@ -159,7 +160,8 @@ def _broadcast_msg(sa, sb):
     return None
 
 
-def mm(x, y):
+def mm(input, mat2):
+    x, y = input, mat2
     if x.ndim != 2:
         raise RuntimeError("self must be a matrix")
     if y.ndim != 2:
@@ -167,7 +169,8 @@ def mm(x, y):
     return matmul(x, y)
 
 
-def mv(x, y):
+def mv(input, vec):
+    x, y = input, vec
     if x.ndim != 2 or y.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected, got %d, %d" % (x.ndim, y.ndim))
     if x.shape[1] != y.shape[0]:
@@ -176,13 +179,15 @@ def mv(x, y):
     return matmul(x, y)
 
 
-def dot(x, y):
+def dot(input, tensor):
+    x, y = input, tensor
     if x.ndim != 1 or y.ndim != 1:
         raise RuntimeError("1D tensors expected, but got %dD and %dD tensors" % (x.ndim, y.ndim))
     return matmul(x, y)
 
 
-def bmm(x, y):
+def bmm(input, mat2):
+    x, y = input, mat2
     if x.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if y.ndim != 3:

@@ -278,11 +278,36 @@ def _record(kind, x, out, axes, name, f0=0.0):
     return Tensor._recorded(out, T, o, ver)
 
 
+REQUIRED = type("Required", (), {"__repr__": lambda self: "<required>"})()    # a dim with no default
+
+
+def numpy_names(fname, kw, dim, keepdim, dim_default=None):
+    """PyTorch's NumPy spellings of the keywords (``axis=`` for ``dim=``,
+    ``keepdims=`` for ``keepdim=``) and its refusal of any other keyword, naming the
+    public function; ``out=None`` is accepted and any other ``out=`` refused."""
+    for k, v in kw.items():
+        if k == "axis":
+            if dim is not dim_default and dim != dim_default:
+                raise TypeError("%s() got multiple values for argument 'dim'" % fname)
+            dim = v
+        elif k == "keepdims" and keepdim is not None:
+            keepdim = v
+        elif k == "out":
+            if v is not None:
+                raise TypeError("out= is not supported by tapegrad")
+        else:
+            raise TypeError("%s() got an unexpected keyword argument '%s'" % (fname, k))
+    return dim, keepdim
+
+
 def _name(base, dim):
     return base + ("Backward0" if dim is None else "Backward1")
 
 
-def sum(x, dim=None, keepdim=False, dtype=None):
+def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("sum", kw, dim, keepdim)
     axes = normalize_dims(dim, x.ndim)
     d = x._data
     out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
@@ -291,7 +316,13 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     return _record(SUM, x, out, axes, _name("Sum", dim))
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("mean", kw, dim, keepdim)
+    if dtype is not None:
+        from ..functions import to_dtype
+        x = to_dtype(x, dtype)
     axes = normalize_dims(dim, x.ndim)
     if not x.dtype.kind == "f":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
@@ -314,7 +345,13 @@ def _count(shape, axes):
     return n
 
 
-def prod(x, dim=None, keepdim=False):
+def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("prod", kw, dim, keepdim)
+    if dtype is not None:
+        from ..functions import to_dtype
+        x = to_dtype(x, dtype)
     axes = normalize_dims(dim, x.ndim)
     return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim),
                    1.0 if dim is None else 0.0)
@@ -326,7 +363,10 @@ def _correction(unbiased, correction):
     return 1.0 if unbiased in (None, True) else 0.0
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("var", kw, dim, keepdim)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -334,7 +374,10 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
     return _record(VAR, x, out, axes, "VarBackward0", c)
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("std", kw, dim, keepdim)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -352,19 +395,30 @@ def _check_nonempty(x, what, dim):
                 raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, a))
 
 
-def amax(x, dim=(), keepdim=False):
+def amax(input, dim=None, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("amax", kw, dim, keepdim)
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amax", axes)
     return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0", 1.0)
 
 
-def amin(x, dim=(), keepdim=False):
+def amin(input, dim=None, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("amin", kw, dim, keepdim)
     axes = normalize_dims(None if dim == () else dim, x.ndim)
     _check_nonempty(x, "amin", axes)
     return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)
 
 
-def logsumexp(x, dim, keepdim=False):
+def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("logsumexp", kw, dim, keepdim, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError("logsumexp() missing 1 required positional argument: 'dim'")
     axes = normalize_dims(dim, x.ndim)
     return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
 
@@ -387,7 +441,15 @@ def _shifted(d, axis):
     return d - m
 
 
-def softmax(x, dim):
+def softmax(input, dim=REQUIRED, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, _ = numpy_names("softmax", kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError("softmax() missing 1 required positional argument: 'dim'")
+    if dtype is not None:
+        from ..functions import to_dtype
+        x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
 
@@ -415,7 +477,15 @@ def _softmax_values(d, ax):
     return np.ones_like(d)
 
 
-def log_softmax(x, dim):
+def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, _ = numpy_names("log_softmax", kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError("log_softmax() missing 1 required positional argument: 'dim'")
+    if dtype is not None:
+        from ..functions import to_dtype
+        x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
                    "LogSoftmaxBackward0")

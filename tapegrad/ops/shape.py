@@ -189,7 +189,8 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
+def flatten(input, start_dim=0, end_dim=-1):
+    x = input
     nd = x.ndim
     if nd == 0:
         return reshape(x, (1,))
@@ -201,17 +202,29 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, new)
 
 
-def squeeze(x, dim=None):
+def squeeze(input, dim=None, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("squeeze", kw, dim, None)
     sh = x.shape
     if dim is None:
         return reshape(x, tuple(d for d in sh if d != 1), "SqueezeBackward0")
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    ax = {_wrap_dim(d, x.ndim) for d in dims} if x.ndim else set()
+    wrapped = [_wrap_dim(d, x.ndim) for d in dims]      # (a 0-d tensor takes dim 0 or -1, as in PyTorch)
+    ax = set(wrapped)
+    if len(ax) < len(wrapped):
+        raise RuntimeError("dim %d appears multiple times in the list of dims"
+                           % next(d for i, d in enumerate(wrapped) if d in wrapped[:i]))
     new = tuple(d for i, d in enumerate(sh) if not (i in ax and d == 1))
     return reshape(x, new, "SqueezeBackward1")
 
 
-def unsqueeze(x, dim):
+def unsqueeze(input, dim=None, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("unsqueeze", kw, dim, None)
+    if dim is None:
+        raise TypeError("unsqueeze() missing 1 required positional argument: 'dim'")
     nd = x.ndim + 1
     d = _wrap_dim(dim, nd)
     sh = x.shape
@@ -255,7 +268,8 @@ def _index_key(idx):
     return tuple((k.start, k.stop, k.step) if type(k) is slice else k for k in idx)
 
 
-def permute(x, *dims):
+def permute(input, *dims):
+    x = input
     dims = _shape_arg(dims)
     nd = x.ndim
     if len(dims) != nd:
@@ -278,7 +292,8 @@ def transpose(x, dim0, dim1, name="TransposeBackward0"):
     return strided(x, lambda v: np.swapaxes(v, a, b), name, ("swap", a, b))
 
 
-def t(x):
+def t(input):
+    x = input
     if x.ndim > 2:
         raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % x.ndim)
     if x.ndim < 2:
@@ -286,7 +301,8 @@ def t(x):
     return transpose(x, 0, 1, "TBackward0")
 
 
-def expand(x, *sizes):
+def expand(input, *size):
+    x, sizes = input, size
     sizes = _shape_arg(sizes)
     sh = x.shape
     if len(sizes) < len(sh):
@@ -320,11 +336,13 @@ def _check_expand(sh, sizes, target, lead):
                                % (n, e, i, list(sizes), list(sh)))
 
 
-def broadcast_to(x, shape):
+def broadcast_to(input, shape):
+    x = input
     return expand(x, *_shape_arg((shape,)))
 
 
-def diagonal(x, offset=0, dim1=0, dim2=1):
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    x = input
     a, b = _wrap_dim(dim1, x.ndim), _wrap_dim(dim2, x.ndim)
     if a == b:
         raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
@@ -530,7 +548,18 @@ def _cat_error(datas, ax, e):
     return RuntimeError(str(e))
 
 
-def cat(tensors, dim=0, stacking=False):
+def cat(tensors, dim=0, **kw):
+    if kw:
+        dim = _dim_alias("cat", kw, dim, 0)
+    return _cat(tensors, dim, False)
+
+
+def _dim_alias(fname, kw, dim, default):
+    from .reduce import numpy_names
+    return numpy_names(fname, kw, dim, None, default)[0]
+
+
+def _cat(tensors, dim, stacking):
     tensors = list(tensors)
     if not tensors:
         if stacking:
@@ -583,8 +612,10 @@ def cat(tensors, dim=0, stacking=False):
     return Tensor._recorded(out, T, o, ver)
 
 
-def stack(tensors, dim=0):
-    return cat(tensors, dim, stacking=True)
+def stack(tensors, dim=0, **kw):
+    if kw:
+        dim = _dim_alias("stack", kw, dim, 0)
+    return _cat(tensors, dim, True)
 
 
 def scatter_add(x, idx, n):

@@ -229,9 +229,18 @@ def _grad_array(p, maximize):
     return -g if maximize else g
 
 
+def _implementation_options(differentiable):
+    """``foreach``, ``fused`` and ``capturable`` choose among PyTorch's implementations
+    of one update (tapegrad has one, on the CPU): accepted and ignored.
+    ``differentiable=True`` (an update recorded for autograd) is not supported."""
+    if differentiable:
+        raise NotImplementedError("differentiable=True is not supported by tapegrad's optimizers")
+
+
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        _implementation_options(differentiable)
         if lr < 0.0:
             raise ValueError("Invalid learning rate: {}".format(lr))
         if momentum < 0.0:
@@ -278,7 +287,11 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-                 maximize=False):
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _implementation_options(differentiable)
+        if decoupled_weight_decay:
+            self._decoupled = True      # (AdamW's update)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: {}".format(lr))
         if not 0.0 <= eps:
@@ -352,6 +365,6 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         maximize=maximize)
+                         maximize=maximize, differentiable=differentiable)

@@ -1,0 +1,201 @@
+"""Every public function, Tensor method and class constructor tapegrad has, compared
+with PyTorch's documented signature: parameter names, order, kinds (positional /
+keyword-only / variadic) and defaults.
+
+PyTorch's signatures are in tests/data/torch_signatures.json, written by
+``python tests/torch_signatures.py`` (parsed from the signature lines of the
+docstrings of its builtins, read with ``inspect`` from its Python functions); the
+test runs without torch, and with torch installed it derives them again and
+checks that the file is current.
+
+A difference either is fixed or is listed in DEVIATIONS below with its reason; the
+test fails on a difference not listed and on a listed one that no longer differs.
+Rules that apply to every name:
+
+* Parameters PyTorch has and tapegrad omits everywhere: ``out`` (tapegrad writes no
+  output tensors in place; where tapegrad accepts ``out=None`` it refuses any other
+  value), ``layout``, ``pin_memory``, ``memory_format`` (one dense layout, on the CPU),
+  ``generator`` (one generator, ``tg.manual_seed``), ``device`` (the CPU only: see
+  docs/differences.md).  A tapegrad signature that has them is compared as usual,
+  except that a function serving as both ``torch.f`` (which has ``out``) and
+  ``Tensor.f`` (which has not) may keep ``out``.
+* A trailing ``**kw`` of tapegrad where PyTorch has none is PyTorch's NumPy spellings
+  (``axis=`` for ``dim=``, ``keepdims=`` for ``keepdim=``), which PyTorch's argument
+  parser accepts without documenting them; any other keyword raises TypeError
+  naming the public function.
+"""
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_signatures as S  # noqa: E402
+
+OMITTED = {"out", "layout", "pin_memory", "memory_format", "generator", "device"}
+
+# Names tapegrad has that PyTorch does not (in that namespace).
+NOT_IN_TORCH = {
+    "torch.compile": None,      # (placeholder removed below: torch has compile; see DEVIATIONS)
+    "torch.record": "tapegrad's recorded tapes of numeric functions (tapegrad.replay)",
+    "torch.load_tape": "loads a tg.record tape saved with Tape.save",
+    "torch.memory_stats": "tapegrad's tape memory counters",
+    "torch.gradcheck": "an alias of tg.autograd.gradcheck (torch.autograd.gradcheck in PyTorch)",
+    "torch.autograd.is_anomaly_enabled": "PyTorch has it as torch.is_anomaly_enabled only",
+    "torch.autograd.is_anomaly_check_nan_enabled": "PyTorch has it as torch.is_anomaly_check_nan_enabled only",
+    "torch.nn.functional.label_flags": "an internal helper the replay of nll_loss uses",
+}
+del NOT_IN_TORCH["torch.compile"]
+
+# PyTorch documents no signature for these (no signature line, no inspect.signature).
+UNDOCUMENTED = {"Tensor.detach", "Tensor.detach_", "Tensor.log_softmax", "Tensor.relu", "Tensor.relu_",
+                "torch.log_softmax", "torch.relu"}
+
+_RECORDER = ("the op's recorder (the Tensor method itself, no wrapper on the hot path) has the internal "
+             "parameters p, q, name after input; user code never passes them")
+_SHARED = "one function serves as torch.%s and Tensor.%s, whose documented signatures differ"
+_REQUIRED_DIM = ("dim has a placeholder default so that axis= can stand in for it; omitting both raises "
+                 "PyTorch's TypeError")
+
+# qualified name -> reason the signature stays different
+DEVIATIONS = {
+    **{"torch.%s" % n: _RECORDER for n in ("abs", "cos", "exp", "expm1", "floor", "log", "log1p", "round",
+                                            "sigmoid", "sign", "sin", "sqrt", "tan", "tanh")},
+    **{"Tensor.%s" % n: _RECORDER for n in ("abs", "cos", "exp", "expm1", "floor", "log", "log1p", "round",
+                                             "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "exp_")},
+    "Tensor.mul": _SHARED % ("mul", "mul") + " (other / value)",
+    "Tensor.mul_": _SHARED % ("mul", "mul_") + " (other / value)",
+    "Tensor.div": _SHARED % ("div", "div") + " (other / value)",
+    "Tensor.div_": _SHARED % ("div", "div_") + " (other / value)",
+    "Tensor.floor_divide": _SHARED % ("floor_divide", "floor_divide") + " (other / value)",
+    "Tensor.floor_divide_": _SHARED % ("floor_divide", "floor_divide_") + " (other / value)",
+    "Tensor.pow": _SHARED % ("pow", "pow") + " (other / exponent)",
+    "Tensor.pow_": _SHARED % ("pow", "pow_") + " (other / exponent)",
+    "torch.pow": "pow(input, other): PyTorch documents overloads pow(input, exponent) and pow(self, exponent) "
+                 "(a number base), which merge into no single Python signature",
+    "Tensor.matmul": _SHARED % ("matmul", "matmul") + " (other / tensor2)",
+    "Tensor.bmm": _SHARED % ("bmm", "bmm") + " (mat2 / batch2)",
+    "Tensor.dot": _SHARED % ("dot", "dot") + " (tensor / other)",
+    "Tensor.softmax": _SHARED % ("softmax", "softmax") + " (the method documents no dtype)",
+    "torch.softmax": "one function serves as torch.softmax and F.softmax (dtype positional in F), and "
+                     + _REQUIRED_DIM,
+    "torch.logsumexp": _REQUIRED_DIM,
+    "Tensor.logsumexp": _REQUIRED_DIM,
+    "torch.unsqueeze": _REQUIRED_DIM,
+    "Tensor.unsqueeze": _REQUIRED_DIM,
+    "torch.squeeze": "PyTorch documents squeeze(input, dim) but accepts squeeze(input) (dim=None), as tapegrad",
+    "torch.max": "max(input, dim=None, keepdim=False): the elementwise overload max(input, other) is reached by "
+                 "passing a Tensor as dim",
+    "torch.min": "min(input, dim=None, keepdim=False): the elementwise overload min(input, other) is reached by "
+                 "passing a Tensor as dim",
+    "torch.var": "also takes the deprecated positional unbiased (var(x, dim, unbiased, keepdim)), as "
+                 "PyTorch's undocumented overload does; correction=None means 1",
+    "torch.std": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
+    "Tensor.var": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
+    "Tensor.std": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
+    "torch.where": "where(condition, input, other): PyTorch's merged overloads include where(condition)",
+    "torch.arange": "arange(start=0, end=None, step=1): PyTorch's 'start=0, end' (a required parameter "
+                    "after an optional one) is no Python signature",
+    "torch.randint": "randint(*args, ...): randint(high, size) and randint(low, high, size) are parsed from "
+                     "*args, as PyTorch's 'low=0, high, size' is no Python signature",
+    "Tensor.to": "to(*args, device=, dtype=, non_blocking=, copy=): PyTorch's overloads to(device, dtype), "
+                 "to(dtype), to(other) are parsed from *args",
+    "Tensor.view": "view(*shape, dtype=None): PyTorch's overloads view(*shape) and view(dtype) are parsed "
+                   "from *shape",
+    "torch.mm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
+    "torch.bmm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
+    "torch.permute": "permute(input, *dims): the method's spelling; PyTorch's function takes the dims as one "
+                     "tuple, which tapegrad's also accepts (permute(x, (1, 0)))",
+    "torch.compile": "tapegrad's compile records and replays a tape: its options (strict, log) are its own, "
+                     "PyTorch's (backend, mode, fullgraph...) choose among compilers tapegrad does not have",
+    "torch.autograd.gradcheck": "PyTorch's check_* and fast_mode/masked/nondet_tol options select checks "
+                                "tapegrad's dense finite-difference check does not make",
+    "torch.autograd.gradgradcheck": "as gradcheck; seed= (the random grad_outputs) is tapegrad's",
+    "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
+}
+DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}
+
+
+def _load():
+    with open(S.DATA) as f:
+        return json.load(f)
+
+
+def _comparable(mine, theirs):
+    """Both signatures without what the rules above leave out."""
+    mine_names = {p[0] for p in mine}
+    theirs_kinds = {p[1] for p in theirs}
+    theirs_names = {p[0] for p in theirs}
+    m = [p for p in mine if not (p[1] == "**" and "**" not in theirs_kinds)
+         and not (p[0] == "out" and "out" not in theirs_names)]
+    t = [p for p in theirs if not (p[0] in OMITTED and p[0] not in mine_names)]
+    return m, t
+
+
+def _differences():
+    data = _load()["signatures"]
+    names = S.tapegrad_names()
+    out = {}
+    for q, obj in sorted(names.items()):
+        if q not in data:
+            out[q] = "not in the data file: run python tests/torch_signatures.py"
+            continue
+        theirs = data[q]
+        if theirs is None:
+            if q not in NOT_IN_TORCH:
+                out[q] = "PyTorch has no %s; list it in NOT_IN_TORCH with a reason" % q
+            continue
+        if q in NOT_IN_TORCH:
+            out[q] = "listed in NOT_IN_TORCH but PyTorch has it"
+            continue
+        if theirs == "undocumented":
+            if q not in UNDOCUMENTED:
+                out[q] = "PyTorch documents no signature: list it in UNDOCUMENTED"
+            continue
+        mine = S.tapegrad_signature(q, obj)
+        m, t = _comparable(mine, theirs)
+        if m != t:
+            out[q] = "tapegrad %s\n  PyTorch %s" % (m, t)
+    return out, names
+
+
+def test_every_difference_is_fixed_or_listed():
+    diffs, names = _differences()
+    unlisted = {q: d for q, d in diffs.items() if q not in DEVIATIONS}
+    assert not unlisted, "signatures that differ from PyTorch's:\n" + "\n".join(
+        "%s:\n  %s" % kv for kv in sorted(unlisted.items()))
+
+
+def test_every_listed_deviation_still_differs():
+    diffs, names = _differences()
+    stale = sorted(q for q in DEVIATIONS if q not in diffs)
+    assert not stale, "DEVIATIONS entries that no longer differ (remove them): %s" % stale
+    stale = sorted(q for q in list(NOT_IN_TORCH) + sorted(UNDOCUMENTED) if q not in names)
+    assert not stale, "entries for names tapegrad no longer has: %s" % stale
+
+
+def test_the_comparison_sees_real_signatures():
+    # the data and the parser agree on signatures read by hand from PyTorch's docs
+    data = _load()["signatures"]
+    assert data["torch.add"] == [["input", "pos", None], ["other", "pos", None], ["alpha", "kw", "1.0"],
+                                 ["out", "kw", "None"]]
+    assert data["torch.sum"] == [["input", "pos", None], ["dim", "pos", "None"], ["keepdim", "pos", "False"],
+                                 ["dtype", "kw", "None"]]
+    assert data["Tensor.view"][-1] == ["shape", "*", None]
+    assert S.parse_doc_params("input, dim, keepdim=False, \\*, dtype=None") == [
+        ["input", "pos", None], ["dim", "pos", None], ["keepdim", "pos", "False"], ["dtype", "kw", "None"]]
+    import tapegrad as tg
+    assert S.tapegrad_signature("torch.add", tg.add) == data["torch.add"][:3] + [["out", "kw", "None"]]
+    assert S.tapegrad_signature("Tensor.sum", tg.Tensor.sum)[:2] == [["dim", "pos", "None"],
+                                                                    ["keepdim", "pos", "False"]]
+    assert len(data) > 200
+
+
+def test_data_file_is_current():
+    torch = pytest.importorskip("torch")
+    data = _load()
+    assert data["torch_version"] == torch.__version__.split("+")[0]
+    live = S.derive(S.tapegrad_names())
+    stale = sorted(q for q in set(live) | set(data["signatures"]) if live.get(q) != data["signatures"].get(q))
+    assert not stale, "tests/data/torch_signatures.json is stale for %s: run python tests/torch_signatures.py" % stale
