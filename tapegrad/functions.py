@@ -11,6 +11,8 @@ from .ops.elementwise import BINARY_BY_NAME as _B
 from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
+from .ops import elementwise as _el
+from .ops import promotion as _pr
 from .ops.registry import name_id
 from .autograd import engine as _engine
 from . import tape as _tp
@@ -34,7 +36,9 @@ def _tensor(v, like=None):
         if v.dtype.kind not in "biuf":
             _bad_array(v)
         return Tensor._const(v)
-    dt = like.dtype if (isinstance(like, Tensor) and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
+    # a number with a tensor takes the dtype PyTorch computes the pair in (it stays
+    # the weaker operand: int32 with 2 is int32, int32 with 2.5 the default float)
+    dt = _pr.with_number(like.dtype, v) if (isinstance(like, Tensor) and _is_scalar(v)) else None
     try:
         arr = np.asarray(v, dtype=dt)
     except (TypeError, ValueError):
@@ -118,23 +122,62 @@ def _sub_float(t, x):
     return _ADD_S(t, -x, name=_SUB_NM)
 
 
+def _is_bool(v):
+    return isinstance(v, (bool, np.bool_)) or (isinstance(v, Tensor) and v.dtype.kind == "b")
+
+
+def _sub_number(t, x):
+    if _is_bool(x):         # (a Python bool counts as a bool tensor, as in PyTorch)
+        raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
+    return _ADD_S(t, -x, name=_SUB_NM)
+
+
+def _rsub_number(t, x):
+    if _is_bool(x):
+        raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
+    return _RSUB_S(t, x)
+
+
 _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
-_sub = _arith("sub", "-", _SUB, _sub_float, _RSUB_S)
+_sub = _arith("sub", "-", _SUB, _sub_number, _rsub_number)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
 div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
-def _scaled(b, alpha):
-    return b if alpha == 1 else (b * alpha if _scalar(b) else mul(b, alpha))
+def _scaled(a, b, alpha):
+    """``alpha * b`` as PyTorch computes it for add/sub: in the dtype of the result
+    (``alpha`` is cast to it), not promoted by ``alpha`` itself."""
+    if type(alpha) is float and type(b) is Tensor and b.dtype.kind == "f":     # the common case
+        return mul(b, alpha)
+    ad = a._data if isinstance(a, Tensor) else a
+    bd = b._data if isinstance(b, Tensor) else b
+    dt = _pr.result_type(ad, bd)
+    if isinstance(alpha, (bool, np.bool_)):
+        if dt.kind != "b":
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif dt.kind != "f" and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(b, Tensor) and b.dtype.kind == "f":
+        return mul(b, alpha)
+    if dt.kind == "b":          # a bool result: alpha * b is b and alpha
+        v = np.logical_and(bd, bool(alpha))
+    else:
+        v = np.asarray(bd).astype(dt) * dt.type(alpha)
+    v = np.asarray(v, dt)
+    return v.item() if not isinstance(b, Tensor) else Tensor._wrap(v)
 
 
 def add(a, b, alpha=1):
-    return _add(a, _scaled(b, alpha))
+    return _add(a, b if alpha == 1 and type(alpha) is not bool else _scaled(a, b, alpha))
 
 
 def sub(a, b, alpha=1):
-    return _sub(a, _scaled(b, alpha))
+    if alpha == 1 and type(alpha) is not bool:
+        return _sub(a, b)
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError(_el.SUB_TWO_BOOLS if _is_bool(a) and _is_bool(b) else _el.SUB_BOOL)
+    return _sub(a, _scaled(a, b, alpha))
 
 
 def neg(x):
@@ -170,9 +213,32 @@ def clamp(x, min=None, max=None):
             m = _tensor(max, x)
             out = where(x._data > m._data, m, out)
         return out
+    if x.dtype.kind != "f":
+        return _clamp_integral(x, min, max)
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
     return _unary(_U["clamp"], x, lo, hi)
+
+
+def _clamp_integral(x, lo, hi):
+    """clamp of an integer or bool tensor by numbers: in the dtype PyTorch gives
+    the tensor with the bounds (int bounds keep an int tensor's dtype, float
+    bounds make it the default float)."""
+    d = x._data
+    dt = _pr.result_type(d, *[v for v in (lo, hi) if v is not None])
+    if dt.kind == "b":
+        which = "clamp" if lo is not None and hi is not None else ("clamp_min" if lo is not None else "clamp_max")
+        raise NotImplementedError("\"%s_scalar_cpu\" not implemented for 'Bool'" % which)
+    out = d.astype(dt)
+    try:
+        if lo is not None:
+            out = np.maximum(out, lo)
+        if hi is not None:
+            out = np.minimum(out, hi)
+    except OverflowError:
+        raise RuntimeError("value cannot be converted to type %s without overflow"
+                           % {"int32": "int", "int64": "int64_t"}.get(dt.name, dt.name)) from None
+    return Tensor._wrap(np.asarray(out, dt))
 
 
 def _u(name):
@@ -266,6 +332,8 @@ def min(x, dim=None, keepdim=False):
 
 def _arg_extreme(x, dim, keepdim, what):
     d = x._data
+    if d.dtype.kind == "b":
+        raise RuntimeError("%s(): does not support bool input" % what)
     try:
         if dim is None:
             return Tensor._wrap(np.asarray(getattr(d, what)(), np.int64))
@@ -293,8 +361,14 @@ def argmin(x, dim=None, keepdim=False):
 # -- Tensor methods and operators -----------------------------------------------------
 def _cmp(ufunc):
     def f(self, other):
-        o = other._data if isinstance(other, Tensor) else other
-        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        d = self._data
+        if isinstance(other, Tensor):
+            o = other._data
+            if o.dtype != d.dtype:      # compared in PyTorch's common dtype (float32 with 0-d float64: float32)
+                d, o = _el._promote(d, o)
+        else:
+            o = other
+        out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
             compare_hook(ufunc, self, other, out)
@@ -305,11 +379,21 @@ def _cmp(ufunc):
 def _bitwise(ufunc, name):
     """``&``, ``|``, ``^`` on boolean and integer tensors (never differentiable)."""
     def f(self, other):
-        o = other._data if isinstance(other, Tensor) else np.asarray(other)
-        for v in (self._data, o):
-            if v.dtype.kind not in "biu":
-                raise RuntimeError('"%s_cpu" not implemented for \'%s\'' % (name, _type_name(v.dtype)))
-        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        d = self._data
+        o = other._data if isinstance(other, Tensor) else other
+        if _is_scalar(o):
+            dt = _pr.with_number(d.dtype, o)
+            o = np.asarray(o)       # (an int beyond the dtype wraps, as in PyTorch)
+        else:
+            o = np.asarray(o)
+            dt = _pr.result_type(d, o)
+        if dt.kind not in "biu":
+            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (name, _pr.torch_name(dt)))
+        if d.dtype != dt:
+            d = d.astype(dt)
+        if o.dtype != dt:
+            o = o.astype(dt)
+        out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
             compare_hook(ufunc, self, other, out)
@@ -317,13 +401,9 @@ def _bitwise(ufunc, name):
     return f
 
 
-def _type_name(dt):
-    return {"float64": "Double", "float32": "Float", "float16": "Half"}.get(dt.name, dt.name.capitalize())
-
-
 def _invert(self):
     if self.dtype.kind not in "biu":
-        raise RuntimeError('"bitwise_not_cpu" not implemented for \'%s\'' % _type_name(self.dtype))
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     out = Tensor._wrap(np.asarray(np.invert(self._data)))
     if _tp.recording[0]:
         from .replay import compare_hook

@@ -17,6 +17,7 @@ from .. import tape as _tp
 from .._jit import jit
 from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..tensor import Tensor, _wrap_dim
+from .promotion import DEFAULT, torch_name
 from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
 
 # kernel index, op name, what the reverse reads
@@ -295,7 +296,7 @@ def mean(x, dim=None, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
     if not x.dtype.kind == "f":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
-                           "point or complex dtype. Got: %s" % x.dtype.name.capitalize())
+                           "point or complex dtype. Got: %s" % torch_name(x.dtype))
     return _record(MEAN, x, _mean_values(x._data, axes, keepdim), axes, _name("Mean", dim))
 
 
@@ -326,7 +327,13 @@ def _correction(unbiased, correction):
     return 1.0 if unbiased in (None, True) else 0.0
 
 
+def _check_float(x):
+    if x.dtype.kind != "f":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+
+
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -335,6 +342,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -366,6 +374,8 @@ def amin(x, dim=(), keepdim=False):
 
 def logsumexp(x, dim, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
+    if x.dtype.kind != "f":         # (an integer tensor's is computed in the default dtype)
+        x = Tensor._wrap(x._data.astype(DEFAULT))
     return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
 
 
@@ -387,8 +397,15 @@ def _shifted(d, axis):
     return d - m
 
 
+def _check_softmax(x, axes, what):
+    if x.dtype.kind != "f":
+        last = "lastdim_" if not axes or axes[0] == x.ndim - 1 else ""
+        raise NotImplementedError("\"%s_%skernel_impl\" not implemented for '%s'" % (what, last, torch_name(x.dtype)))
+
+
 def softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
+    _check_softmax(x, axes, "softmax")
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
 
 
@@ -417,6 +434,7 @@ def _softmax_values(d, ax):
 
 def log_softmax(x, dim):
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
+    _check_softmax(x, axes, "log_softmax")
     return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
                    "LogSoftmaxBackward0")
 
