@@ -140,15 +140,15 @@ def _pairs(which):
 
 
 def cases():
-    """Every case as (key, function of L returning the result)."""
+    """Every case as (key, op name, function of L returning the result)."""
     out = []
     for name, f, which in BINARY:
         for a, b in _pairs(which):
-            out.append(("%s %s %s" % (a, name, b),
+            out.append(("%s %s %s" % (a, name, b), name,
                         lambda L, f=f, a=a, b=b: f(L, operand(L, a), operand(L, b))))
     for name, f in UNARY:
         for a in TENSORS:
-            out.append(("%s %s" % (name, a), lambda L, f=f, a=a: f(L, operand(L, a))))
+            out.append(("%s %s" % (name, a), name, lambda L, f=f, a=a: f(L, operand(L, a))))
     return out
 
 
