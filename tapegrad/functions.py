@@ -127,13 +127,13 @@ def _is_bool(v):
 
 
 def _sub_number(t, x):
-    if _is_bool(x):         # (a Python bool counts as a bool tensor, as in PyTorch)
+    if x is True or x is False or type(x) is np.bool_:     # (a bool counts as a bool tensor, as in PyTorch)
         raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
     return _ADD_S(t, -x, name=_SUB_NM)
 
 
 def _rsub_number(t, x):
-    if _is_bool(x):
+    if x is True or x is False or type(x) is np.bool_:
         raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
     return _RSUB_S(t, x)
 
@@ -432,6 +432,9 @@ def _copy_(self, src):
 
 
 def _rsub(self, other):
+    t = type(other)
+    if t is float or t is int:          # (``1 - x``: what sub() would do, with fewer calls)
+        return _RSUB_S(self, other)
     return sub(other, self)
 
 
