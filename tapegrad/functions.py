@@ -76,6 +76,15 @@ def _scalar(v):
     return t is float or t is int or (isinstance(v, _SCALARS) and not isinstance(v, np.ndarray))
 
 
+def _python_number(v):
+    """A NumPy scalar operand as the Python number PyTorch reads it as (so that
+    np.float64(2) does not raise a float32 tensor's dtype; a NumPy bool reads as a
+    float in PyTorch)."""
+    if isinstance(v, np.generic):
+        return float(v) if isinstance(v, np.bool_) else v.item()
+    return v
+
+
 def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
@@ -86,9 +95,9 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
                 if type(a) in _TENSORS:
                     return both(a, b)
                 if _scalar(a):
-                    return scalar_tensor(b, a)
+                    return scalar_tensor(b, a if type(a) is float or type(a) is int else _python_number(a))
             elif type(a) in _TENSORS and (type(b) is float or _scalar(b)):
-                return tensor_scalar(a, b)
+                return tensor_scalar(a, b if type(b) is float or type(b) is int else _python_number(b))
         except ValueError as e:
             _value_error(e)
             raise
@@ -127,13 +136,13 @@ def _is_bool(v):
 
 
 def _sub_number(t, x):
-    if x is True or x is False or type(x) is np.bool_:     # (a bool counts as a bool tensor, as in PyTorch)
+    if x is True or x is False:     # (a Python bool counts as a bool tensor, as in PyTorch)
         raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
     return _ADD_S(t, -x, name=_SUB_NM)
 
 
 def _rsub_number(t, x):
-    if x is True or x is False or type(x) is np.bool_:
+    if x is True or x is False:
         raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
     return _RSUB_S(t, x)
 
@@ -195,7 +204,8 @@ def minimum(a, b):
 def where(condition, x, y):
     c = _tensor(condition)
     if c.dtype != np.bool_:
-        c = Tensor._wrap(c._data.astype(bool))
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
+                           % _pr.torch_name(c.dtype))
     like = x if isinstance(x, Tensor) else (y if isinstance(y, Tensor) else None)
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
@@ -368,6 +378,8 @@ def _cmp(ufunc):
                 d, o = _el._promote(d, o)
         else:
             o = other
+            if type(o) is int and d.dtype.kind in "iu":
+                o = _el.wrap_int(o, d.dtype)
         out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook

@@ -5,6 +5,8 @@ definition runs on both.  ``tests/data/make_dtype_table.py`` runs them on PyTorc
 (default dtype float64, as tapegrad's) and writes the table the test reads."""
 import operator
 
+import numpy as np
+
 DTYPES = ("bool", "int32", "int64", "float32", "float64")
 
 # values that raise no error of their own in any op below (no integer ** negative,
@@ -19,7 +21,7 @@ def _family(dtype):
 
 
 TENSORS = ["t:" + d for d in DTYPES] + ["0d:" + d for d in DTYPES]     # 1-d of 3 elements; 0-d
-NUMBERS = ["py:bool", "py:int", "py:float"]
+NUMBERS = ["py:bool", "py:int", "py:float", "np:bool_", "np:int64", "np:float64"]     # Python and NumPy numbers
 OPERANDS = TENSORS + NUMBERS
 
 
@@ -28,6 +30,8 @@ def operand(L, spec):
     kind, what = spec.split(":")
     if kind == "py":
         return _NUMBER[what]
+    if kind == "np":
+        return getattr(np, what)(_NUMBER[_family(what.rstrip("_"))])
     data = _VECTOR[_family(what)] if kind == "t" else _NUMBER[_family(what)]
     return L.tensor(data, dtype=getattr(L, what))
 
@@ -56,6 +60,7 @@ BINARY = [
     (">=", lambda L, a, b: a >= b, "any"),
     ("==", lambda L, a, b: a == b, "any"),
     ("!=", lambda L, a, b: a != b, "any"),
+    ("@", lambda L, a, b: a @ b, "tensors"),
     ("add", lambda L, a, b: L.add(a, b), "tensor_first"),
     ("add_alpha2", lambda L, a, b: L.add(a, b, alpha=2), "tensor_first"),
     ("sub", lambda L, a, b: L.sub(a, b), "tensor_first"),
@@ -128,13 +133,9 @@ UNARY = [
 def _pairs(which):
     for a in OPERANDS:
         for b in OPERANDS:
-            if a.startswith("py") and b.startswith("py"):
-                continue
-            if which == "tensor_first" and a.startswith("py"):
-                continue
-            if which == "tensors" and (a.startswith("py") or b.startswith("py")):
-                continue
-            if which == "tensor_number" and (a.startswith("py") or not b.startswith("py")):
+            na, nb = a in NUMBERS, b in NUMBERS
+            if (na and nb) or (which == "tensor_first" and na) or (which == "tensors" and (na or nb)) \
+                    or (which == "tensor_number" and (na or not nb)):
                 continue
             yield a, b
 

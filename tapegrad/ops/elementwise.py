@@ -289,6 +289,14 @@ _BOOL_REFUSED = {"abs": ('"abs_cpu" not implemented for \'Bool\'', NotImplemente
                  "neg": (NEG_BOOL, RuntimeError)}
 
 
+def wrap_int(p, dt):
+    """A Python int as PyTorch casts it to an integer dtype: to int64, then to ``dt``,
+    wrapping (NumPy raises OverflowError instead)."""
+    if not -2 ** 63 <= p < 2 ** 64:
+        raise RuntimeError("Overflow when unpacking long")
+    return np.array((p + 2 ** 63) % 2 ** 64 - 2 ** 63, np.int64).astype(dt)[()]
+
+
 def _integral_unary(op, d, p, out, name):
     """A unary op on an integer or bool array (never on the tape: such tensors do
     not require grad), with PyTorch's dtype where NumPy's differs, or its error."""
@@ -441,6 +449,10 @@ def _unary_recorder(op):
                 out = fwd(d, _constant(p, d.dtype))
             else:
                 out = fwd(d, p) if n == 1 else fwd(d, p, q)
+        except OverflowError:   # a Python int beyond an integer tensor's range wraps, as in PyTorch
+            if d.dtype.kind not in "iu" or type(p) is not int or n == 0:
+                raise
+            out = fwd(d, wrap_int(p, d.dtype))
         except TypeError:       # NumPy refusing a bool array (-x, sign(x)): PyTorch's result or error
             if d.dtype.kind != "b":
                 raise

@@ -36,8 +36,9 @@ def promote_types(x, y):
 
 
 def number_dtype(v):
-    """The dtype a Python (or NumPy) number takes as an operand."""
-    if isinstance(v, (bool, np.bool_)):
+    """The dtype a Python (or NumPy) number takes as an operand (PyTorch reads a
+    NumPy bool as a float)."""
+    if isinstance(v, bool):
         return BOOL
     if isinstance(v, (int, np.integer)):
         return INT64
