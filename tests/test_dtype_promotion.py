@@ -272,3 +272,46 @@ def test_cat_promotes_as_pytorch():
     r = tg.cat([_t([1, 2], tg.int64), _t([0.5], tg.float32)])
     assert r.dtype == tg.float32 and r.tolist() == [1.0, 2.0, 0.5]
     assert tg.stack([tg.tensor(1, dtype=tg.int32), tg.tensor(0.5, dtype=tg.float32)]).dtype == tg.float32
+
+
+def test_numpy_scalars_read_as_python_numbers():
+    x = _t([1.0, 2.0], tg.float32)
+    for r in (x * np.float64(2.0), np.float64(2.0) * x, x + np.float32(1.0)):
+        assert r.dtype == tg.float32
+    assert (_t([1, 2], tg.int32) + np.int64(2)).dtype == tg.int32
+    assert (_t([1, 2], tg.int32) * np.float32(2.0)).dtype == tg.float64
+    r = tg.tensor([True]) + np.bool_(True)         # PyTorch reads a NumPy bool as a float
+    assert r.dtype == tg.float64 and r.tolist() == [2.0]
+
+
+def test_python_int_beyond_the_range_wraps():
+    i = _t([1, 2], tg.int32)
+    assert (i + 2 ** 40).tolist() == [1, 2] and (i + 2 ** 40).dtype == tg.int32
+    assert (i * 2 ** 31).tolist() == [-2 ** 31, 0]
+    assert (2 ** 40 - _t([1], tg.int32)).tolist() == [-1]
+    assert (tg.tensor([1]) + 2 ** 63).tolist() == [1 - 2 ** 63]
+    assert (i > 2 ** 40).tolist() == [True, True]         # 2**40 is 0 as an int32
+    assert (tg.tensor([1]) > 2 ** 40).tolist() == [False]
+
+
+def test_matrix_products_do_not_promote():
+    f32, f64 = tg.ones(2, dtype=tg.float32), tg.ones(2)
+    with pytest.raises(RuntimeError, match="dot : expected both vectors to have same dtype, but found Float and Double"):
+        f32 @ f64
+    with pytest.raises(RuntimeError, match="addmv input tensors must have the same dtype, but got Double, Float, "
+                                           "and Double"):
+        tg.ones(2, 2, dtype=tg.float32) @ f64
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but got: long int != double"):
+        tg.ones(2, 2, dtype=tg.int64) @ tg.ones(2, 2)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        tg.ones(3, 2, 2, dtype=tg.float32) @ tg.ones(3, 2, 2)
+    with pytest.raises(NotImplementedError, match="\"addmm_impl_cpu_\" not implemented for 'Bool'"):
+        tg.ones(2, 2, dtype=tg.bool) @ tg.ones(2, 2, dtype=tg.bool)
+    r = tg.tensor([[1, 2]]) @ tg.tensor([[3], [4]])
+    assert r.dtype == tg.int64 and r.tolist() == [[11]]
+
+
+def test_where_condition_must_be_bool():
+    with pytest.raises(RuntimeError, match="where expected condition to be a boolean tensor, but got a tensor with "
+                                           "dtype Long"):
+        tg.where(tg.tensor([1, 0]), tg.tensor([1.0, 2.0]), 0.0)
