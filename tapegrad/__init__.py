@@ -32,6 +32,9 @@ float32 = float = np.dtype(np.float32)
 float16 = half = np.dtype(np.float16)
 int64 = long = np.dtype(np.int64)
 int32 = int = np.dtype(np.int32)
+int16 = short = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
 bool = np.dtype(np.bool_)
 
 clip = clamp

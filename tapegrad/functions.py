@@ -423,6 +423,11 @@ def _invert(self):
     return out
 
 
+def _all_any(out, x):
+    # (PyTorch keeps uint8 for uint8 input, an old convention)
+    return Tensor._wrap(np.asarray(out, np.uint8 if x.dtype == np.uint8 else np.bool_))
+
+
 def _inplace(fn):
     def f(self, *args, **kw):
         return _ip.apply(self, lambda: fn(self, *args, **kw))
@@ -574,8 +579,8 @@ def _install():
         "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
         "type_as": lambda s, o: to_dtype(s, o.dtype),
         "backward": _backward,
-        "all": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.all(axis=dim))),
-        "any": lambda s, dim=None: Tensor._wrap(np.asarray(s._data.any(axis=dim))),
+        "all": lambda s, dim=None: _all_any(s._data.all(axis=dim), s),
+        "any": lambda s, dim=None: _all_any(s._data.any(axis=dim), s),
     }
     for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
                  "relu", "sign", "floor", "round"):

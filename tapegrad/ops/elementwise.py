@@ -50,7 +50,10 @@ def expit(x):
     if not _EXPIT:
         from scipy.special import expit as f
         _EXPIT.append(f)
-    return _EXPIT[0](x)
+    out = _EXPIT[0](x)
+    if out.dtype is not x.dtype and x.dtype.kind == "f":     # (float16: SciPy computes float32)
+        out = out.astype(x.dtype)
+    return out
 
 
 def _clamp(x, p, q):
@@ -261,6 +264,7 @@ def _promote(ad, bd):
     return (ad if ad.dtype == dt else ad.astype(dt)), (bd if bd.dtype == dt else bd.astype(dt))
 
 
+_NEG_INT_POW = "Integers to negative integer powers are not allowed."
 SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
             "mask, use the `~` or `logical_not()` operator instead.")
 SUB_TWO_BOOLS = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
@@ -450,7 +454,9 @@ def _unary_recorder(op):
             else:
                 out = fwd(d, p) if n == 1 else fwd(d, p, q)
         except OverflowError:   # a Python int beyond an integer tensor's range wraps, as in PyTorch
-            if d.dtype.kind not in "iu" or type(p) is not int or n == 0:
+            if d.dtype.kind not in "iu" or type(p) is not int or n != -1:
+                if op.name == "pow_s" and type(p) is int and p < 0:      # (uint8 ** -1)
+                    raise RuntimeError(_NEG_INT_POW) from None
                 raise
             out = fwd(d, wrap_int(p, d.dtype))
         except TypeError:       # NumPy refusing a bool array (-x, sign(x)): PyTorch's result or error

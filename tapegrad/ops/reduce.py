@@ -287,7 +287,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     axes = normalize_dims(dim, x.ndim)
     d = x._data
     out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
-    if d.dtype.kind in "bi" and dtype is None:
+    if d.dtype.kind in "biu" and dtype is None:       # (uint8 too: NumPy sums it as uint64)
         out = out.astype(np.int64)
     return _record(SUM, x, out, axes, _name("Sum", dim))
 
@@ -317,8 +317,9 @@ def _count(shape, axes):
 
 def prod(x, dim=None, keepdim=False):
     axes = normalize_dims(dim, x.ndim)
-    return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim),
-                   1.0 if dim is None else 0.0)
+    d = x._data
+    out = d.prod(axis=axes, keepdims=keepdim, dtype=np.int64 if d.dtype.kind in "biu" else None)
+    return _record(PROD, x, out, axes, _name("Prod", dim), 1.0 if dim is None else 0.0)
 
 
 def _correction(unbiased, correction):
