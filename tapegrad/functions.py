@@ -383,7 +383,9 @@ def _cmp(ufunc):
         out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
-            compare_hook(ufunc, self, other, out)
+            if _is_scalar(o):       # (replayed as an array of the dtype it was compared in)
+                o = np.asarray(o, _pr.with_number(self.dtype, o))
+            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
@@ -408,7 +410,7 @@ def _bitwise(ufunc, name):
         out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
-            compare_hook(ufunc, self, other, out)
+            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
