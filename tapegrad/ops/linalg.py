@@ -117,11 +117,18 @@ def matmul(x, y):
         from ..functions import _tensor
         y = _tensor(y)
     a, b = x._data, y._data
+    if (a.dtype is not _F64 or b.dtype is not _F64) and a.ndim and b.ndim:
+        _check_dtypes(a, b)
+    return _matmul(x, y)
+
+
+def _matmul(x, y):
+    """matmul without the dtype check: the differentiable reverse multiplies a
+    float64 adjoint by a float32 operand (the sweep computes in float64)."""
+    a, b = x._data, y._data
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are %dD and %dD"
                            % (a.ndim, b.ndim))
-    if a.dtype is not _F64 or b.dtype is not _F64:
-        _check_dtypes(a, b)
     A = a[None, :] if a.ndim == 1 else a
     B = b[:, None] if b.ndim == 1 else b
     if A.shape[-1] != B.shape[-2]:
@@ -234,9 +241,9 @@ def graph_reverse(ctx, s, k, row, g):
         G = g.reshape(n, m)
         out = []
         if ctx.needs(a):
-            out.append((a, matmul(G, transpose(ctx.value(b).reshape(kk, m), 0, 1)).reshape(-1)))
+            out.append((a, _matmul(G, transpose(ctx.value(b).reshape(kk, m), 0, 1)).reshape(-1)))
         if ctx.needs(b):
-            out.append((b, matmul(transpose(ctx.value(a).reshape(n, kk), 0, 1), G).reshape(-1)))
+            out.append((b, _matmul(transpose(ctx.value(a).reshape(n, kk), 0, 1), G).reshape(-1)))
         return out
     G = g.reshape(nb, n, m)
     whole = np.arange(nb)
@@ -258,10 +265,10 @@ def graph_reverse(ctx, s, k, row, g):
 
     out = []
     if ctx.needs(a):
-        dA = matmul(G, transpose(batches(b, ib, kk, m), 1, 2))
+        dA = _matmul(G, transpose(batches(b, ib, kk, m), 1, 2))
         out.append((a, to_operand(dA, a, ia, n, kk)))
     if ctx.needs(b):
-        dB = matmul(transpose(batches(a, ia, n, kk), 1, 2), G)
+        dB = _matmul(transpose(batches(a, ia, n, kk), 1, 2), G)
         out.append((b, to_operand(dB, b, ib, kk, m)))
     return out
 
