@@ -315,3 +315,15 @@ def test_where_condition_must_be_bool():
     with pytest.raises(RuntimeError, match="where expected condition to be a boolean tensor, but got a tensor with "
                                            "dtype Long"):
         tg.where(tg.tensor([1, 0]), tg.tensor([1.0, 2.0]), 0.0)
+
+
+def test_linear_does_not_promote():
+    F = tg.nn.functional
+    x32, w32 = tg.ones(3, 2, dtype=tg.float32), tg.ones(4, 2, dtype=tg.float32)
+    assert F.linear(x32, w32, tg.ones(4, dtype=tg.float32)).dtype == tg.float32
+    with pytest.raises(RuntimeError, match="self and mat2 must have the same dtype, but got Double and Float"):
+        F.linear(x32, w32, tg.ones(4))
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype, but got Float and Double"):
+        F.linear(x32, tg.ones(4, 2), tg.ones(4))
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but got: float != double"):
+        tg.nn.Linear(2, 4, bias=False)(x32)
