@@ -41,6 +41,10 @@ def _tensor(v, like=None):
     dt = _pr.with_number(like.dtype, v) if (isinstance(like, Tensor) and _is_scalar(v)) else None
     try:
         arr = np.asarray(v, dtype=dt)
+    except OverflowError:
+        if dt is None:
+            raise
+        raise _overflow(dt) from None
     except (TypeError, ValueError):
         raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__) from None
     if arr.dtype.kind not in "biuf":
@@ -246,9 +250,14 @@ def _clamp_integral(x, lo, hi):
         if hi is not None:
             out = np.minimum(out, hi)
     except OverflowError:
-        raise RuntimeError("value cannot be converted to type %s without overflow"
-                           % {"int32": "int", "int64": "int64_t"}.get(dt.name, dt.name)) from None
+        raise _overflow(dt) from None
     return Tensor._wrap(np.asarray(out, dt))
+
+
+def _overflow(dt):
+    return RuntimeError("value cannot be converted to type %s without overflow"
+                        % {"int32": "int", "int64": "int64_t", "int16": "int16_t", "int8": "int8_t",
+                           "uint8": "uint8_t"}.get(dt.name, dt.name))
 
 
 def _u(name):

@@ -297,7 +297,7 @@ def wrap_int(p, dt):
     """A Python int as PyTorch casts it to an integer dtype: to int64, then to ``dt``,
     wrapping (NumPy raises OverflowError instead)."""
     if not -2 ** 63 <= p < 2 ** 64:
-        raise RuntimeError("Overflow when unpacking long")
+        raise OverflowError("int too big to convert")
     return np.array((p + 2 ** 63) % 2 ** 64 - 2 ** 63, np.int64).astype(dt)[()]
 
 

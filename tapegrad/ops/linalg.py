@@ -107,9 +107,9 @@ def _check_dtypes(a, b):
         else:
             msg = "expected scalar type %s but found %s" % (na, nb)
         raise RuntimeError(msg)
-    if a.dtype.kind == "b" and case != "bmm":
+    if a.dtype.kind == "b":
         raise NotImplementedError("\"%s\" not implemented for 'Bool'"
-                                  % {"dot": "dot", "mv": "addmv_impl_cpu", "mm": "addmm_impl_cpu_"}[case])
+                                  % {"dot": "dot", "mv": "addmv_impl_cpu", "mm": "addmm_impl_cpu_", "bmm": "bmm"}[case])
 
 
 def matmul(x, y):
