@@ -35,6 +35,9 @@ float32 = float = np.dtype(np.float32)
 float16 = half = np.dtype(np.float16)
 int64 = long = np.dtype(np.int64)
 int32 = int = np.dtype(np.int32)
+int16 = short = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
 bool = np.dtype(np.bool_)
 
 clip = clamp
@@ -129,7 +132,39 @@ def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False):
 
 
 def linspace(start, end, steps, *, dtype=None, requires_grad=False):
-    return _make(np.linspace(start, end, steps, dtype=dtype or np.float64), requires_grad)
+    dt = np.dtype(dtype or np.float64)
+    if dt.kind == "b" and steps > 1:
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
+    if dt.kind in "iu" and steps > 1:     # (the bounds truncated first, the values toward zero)
+        return _make(np.trunc(_linspace(_builtins.int(start), _builtins.int(end), steps)).astype(dt), requires_grad)
+    if dt == np.float64 and steps > 1:
+        return _make(_linspace(start, end, steps), requires_grad)
+    return _make(np.linspace(start, end, steps).astype(dt), requires_grad)
+
+
+def _linspace(start, end, steps):
+    """PyTorch's linspace in float64: ``start + step * i`` for the first half and
+    ``end - step * (steps - 1 - i)`` for the second, each rounded once (the fused
+    multiply-add PyTorch's kernel compiles to), so the values are its to the bit."""
+    step = (end - start) / (steps - 1)
+    i = np.arange(steps, dtype=np.float64)
+    first = i < steps // 2
+    base = np.where(first, start * 1.0, end * 1.0)
+    k = np.where(first, i, -(steps - 1 - i))           # base + step * k
+    p = step * k
+    # the rounding error of each product (Dekker's exact product) and of the sum (Knuth's two-sum)
+    split = 134217729.0
+    s1 = split * step
+    sh = s1 - (s1 - step)
+    sl = step - sh
+    k1 = split * k
+    kh = k1 - (k1 - k)
+    kl = k - kh
+    pe = ((sh * kh - p) + sh * kl + sl * kh) + sl * kl
+    s = base + p
+    bb = s - base
+    se = (base - (s - bb)) + (p - bb)
+    return s + (se + pe)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False):

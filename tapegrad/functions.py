@@ -15,6 +15,8 @@ from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
 from .ops.registry import name_id as _name_id
 from .ops.reduce import numpy_names as _numpy_names
+from .ops import elementwise as _el
+from .ops import promotion as _pr
 from .autograd import engine as _engine
 from . import tape as _tp
 from . import tensor as _tensor_mod
@@ -37,9 +39,15 @@ def _tensor(v, like=None):
         if v.dtype.kind not in "biuf":
             _bad_array(v)
         return Tensor._const(v)
-    dt = like.dtype if (isinstance(like, Tensor) and like.dtype.kind == "f" and isinstance(v, (float, int))) else None
+    # a number with a tensor takes the dtype PyTorch computes the pair in (it stays
+    # the weaker operand: int32 with 2 is int32, int32 with 2.5 the default float)
+    dt = _pr.with_number(like.dtype, v) if (isinstance(like, Tensor) and _is_scalar(v)) else None
     try:
         arr = np.asarray(v, dtype=dt)
+    except OverflowError:
+        if dt is None:
+            raise
+        raise _overflow(dt) from None
     except (TypeError, ValueError):
         raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__) from None
     if arr.dtype.kind not in "biuf":
@@ -75,6 +83,15 @@ def _scalar(v):
     return t is float or t is int or (isinstance(v, _SCALARS) and not isinstance(v, np.ndarray))
 
 
+def _python_number(v):
+    """A NumPy scalar operand as the Python number PyTorch reads it as (so that
+    np.float64(2) does not raise a float32 tensor's dtype; a NumPy bool reads as a
+    float in PyTorch)."""
+    if isinstance(v, np.generic):
+        return float(v) if isinstance(v, np.bool_) else v.item()
+    return v
+
+
 def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
@@ -86,9 +103,9 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
                 if type(a) in _TENSORS:
                     return both(a, b)
                 if _scalar(a):
-                    return scalar_tensor(b, a)
+                    return scalar_tensor(b, a if type(a) is float or type(a) is int else _python_number(a))
             elif type(a) in _TENSORS and (type(b) is float or _scalar(b)):
-                return tensor_scalar(a, b)
+                return tensor_scalar(a, b if type(b) is float or type(b) is int else _python_number(b))
         except ValueError as e:
             _value_error(e)
             raise
@@ -122,27 +139,66 @@ def _sub_float(t, x):
     return _ADD_S(t, -x, name=_SUB_NM)
 
 
+def _is_bool(v):
+    return isinstance(v, (bool, np.bool_)) or (isinstance(v, Tensor) and v.dtype.kind == "b")
+
+
+def _sub_number(t, x):
+    if x is True or x is False:     # (a Python bool counts as a bool tensor, as in PyTorch)
+        raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
+    return _ADD_S(t, -x, name=_SUB_NM)
+
+
+def _rsub_number(t, x):
+    if x is True or x is False:
+        raise RuntimeError(_el.SUB_TWO_BOOLS if t.dtype.kind == "b" else _el.SUB_BOOL)
+    return _RSUB_S(t, x)
+
+
 _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
-_sub = _arith("sub", "-", _SUB, _sub_float, _RSUB_S)
+_sub = _arith("sub", "-", _SUB, _sub_number, _rsub_number)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
 _true_div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
-def _scaled(b, alpha):
-    return b if alpha == 1 else (b * alpha if _scalar(b) else mul(b, alpha))
+def _scaled(a, b, alpha):
+    """``alpha * b`` as PyTorch computes it for add/sub: in the dtype of the result
+    (``alpha`` is cast to it), not promoted by ``alpha`` itself."""
+    if type(alpha) is float and type(b) is Tensor and b.dtype.kind == "f":     # the common case
+        return mul(b, alpha)
+    ad = a._data if isinstance(a, Tensor) else a
+    bd = b._data if isinstance(b, Tensor) else b
+    dt = _pr.result_type(ad, bd)
+    if isinstance(alpha, (bool, np.bool_)):
+        if dt.kind != "b":
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif dt.kind != "f" and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(b, Tensor) and b.dtype.kind == "f":
+        return mul(b, alpha)
+    if dt.kind == "b":          # a bool result: alpha * b is b and alpha
+        v = np.logical_and(bd, bool(alpha))
+    else:
+        v = np.asarray(bd).astype(dt) * dt.type(alpha)
+    v = np.asarray(v, dt)
+    return v.item() if not isinstance(b, Tensor) else Tensor._wrap(v)
 
 
 def add(input, other, *, alpha=1, out=None):
     if out is not None:
         raise TypeError("out= is not supported by tapegrad")
-    return _add(input, _scaled(other, alpha))
+    return _add(input, other if alpha == 1 and type(alpha) is not bool else _scaled(input, other, alpha))
 
 
 def sub(input, other, *, alpha=1, out=None):
     if out is not None:
         raise TypeError("out= is not supported by tapegrad")
-    return _sub(input, _scaled(other, alpha))
+    if alpha == 1 and type(alpha) is not bool:
+        return _sub(input, other)
+    if _is_bool(input) or _is_bool(other):
+        raise RuntimeError(_el.SUB_TWO_BOOLS if _is_bool(input) and _is_bool(other) else _el.SUB_BOOL)
+    return _sub(input, _scaled(input, other, alpha))
 
 
 def div(input, other, *, rounding_mode=None, out=None):
@@ -208,7 +264,8 @@ def where(condition, input, other):
     x, y = input, other
     c = _tensor(condition)
     if c.dtype != np.bool_:
-        c = Tensor._wrap(c._data.astype(bool))
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
+                           % _pr.torch_name(c.dtype))
     like = x if isinstance(x, Tensor) else (y if isinstance(y, Tensor) else None)
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
@@ -227,9 +284,37 @@ def clamp(input, min=None, max=None):
             m = _tensor(max, x)
             out = where(x._data > m._data, m, out)
         return out
+    if x.dtype.kind != "f":
+        return _clamp_integral(x, min, max)
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
     return _unary(_U["clamp"], x, lo, hi)
+
+
+def _clamp_integral(x, lo, hi):
+    """clamp of an integer or bool tensor by numbers: in the dtype PyTorch gives
+    the tensor with the bounds (int bounds keep an int tensor's dtype, float
+    bounds make it the default float)."""
+    d = x._data
+    dt = _pr.result_type(d, *[v for v in (lo, hi) if v is not None])
+    if dt.kind == "b":
+        which = "clamp" if lo is not None and hi is not None else ("clamp_min" if lo is not None else "clamp_max")
+        raise NotImplementedError("\"%s_scalar_cpu\" not implemented for 'Bool'" % which)
+    out = d.astype(dt)
+    try:
+        if lo is not None:
+            out = np.maximum(out, lo)
+        if hi is not None:
+            out = np.minimum(out, hi)
+    except OverflowError:
+        raise _overflow(dt) from None
+    return Tensor._wrap(np.asarray(out, dt))
+
+
+def _overflow(dt):
+    return RuntimeError("value cannot be converted to type %s without overflow"
+                        % {"int32": "int", "int64": "int64_t", "int16": "int16_t", "int8": "int8_t",
+                           "uint8": "uint8_t"}.get(dt.name, dt.name))
 
 
 def _u(name):
@@ -333,6 +418,8 @@ def min(input, dim=None, keepdim=False, **kw):
 
 def _arg_extreme(x, dim, keepdim, what):
     d = x._data
+    if d.dtype.kind == "b":
+        raise RuntimeError("%s(): does not support bool input" % what)
     try:
         if dim is None:
             return Tensor._wrap(np.asarray(getattr(d, what)(), np.int64))
@@ -367,7 +454,7 @@ def _truth(name, reduce):
             dim, keepdim = _numpy_names(name, kw, dim, keepdim)
         d = input._data
         axes = None if dim is None else _rd.normalize_dims(dim, d.ndim)
-        return Tensor._wrap(np.asarray(reduce(d, axis=axes, keepdims=keepdim)))
+        return _all_any(reduce(d, axis=axes, keepdims=keepdim), input)
     f.__name__ = f.__qualname__ = name
     return f
 
@@ -379,11 +466,21 @@ any = _truth("any", np.any)
 # -- Tensor methods and operators -----------------------------------------------------
 def _cmp(ufunc):
     def f(self, other):
-        o = other._data if isinstance(other, Tensor) else other
-        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        d = self._data
+        if isinstance(other, Tensor):
+            o = other._data
+            if o.dtype != d.dtype:      # compared in PyTorch's common dtype (float32 with 0-d float64: float32)
+                d, o = _el._promote(d, o)
+        else:
+            o = other
+            if type(o) is int and d.dtype.kind in "iu":
+                o = _el.wrap_int(o, d.dtype)
+        out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
-            compare_hook(ufunc, self, other, out)
+            if _is_scalar(o):       # (replayed as an array of the dtype it was compared in)
+                o = np.asarray(o, _pr.with_number(self.dtype, o))
+            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
@@ -391,30 +488,41 @@ def _cmp(ufunc):
 def _bitwise(ufunc, name):
     """``&``, ``|``, ``^`` on boolean and integer tensors (never differentiable)."""
     def f(self, other):
-        o = other._data if isinstance(other, Tensor) else np.asarray(other)
-        for v in (self._data, o):
-            if v.dtype.kind not in "biu":
-                raise RuntimeError('"%s_cpu" not implemented for \'%s\'' % (name, _type_name(v.dtype)))
-        out = Tensor._wrap(np.asarray(ufunc(self._data, o)))
+        d = self._data
+        o = other._data if isinstance(other, Tensor) else other
+        if _is_scalar(o):
+            dt = _pr.with_number(d.dtype, o)
+            o = np.asarray(o)       # (an int beyond the dtype wraps, as in PyTorch)
+        else:
+            o = np.asarray(o)
+            dt = _pr.result_type(d, o)
+        if dt.kind not in "biu":
+            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (name, _pr.torch_name(dt)))
+        if d.dtype != dt:
+            d = d.astype(dt)
+        if o.dtype != dt:
+            o = o.astype(dt)
+        out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
             from .replay import compare_hook
-            compare_hook(ufunc, self, other, out)
+            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
 
-def _type_name(dt):
-    return {"float64": "Double", "float32": "Float", "float16": "Half"}.get(dt.name, dt.name.capitalize())
-
-
 def _invert(self):
     if self.dtype.kind not in "biu":
-        raise RuntimeError('"bitwise_not_cpu" not implemented for \'%s\'' % _type_name(self.dtype))
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     out = Tensor._wrap(np.asarray(np.invert(self._data)))
     if _tp.recording[0]:
         from .replay import compare_hook
         compare_hook(np.invert, self, None, out)
     return out
+
+
+def _all_any(out, x):
+    # (PyTorch keeps uint8 for uint8 input, an old convention)
+    return Tensor._wrap(np.asarray(out, np.uint8 if x.dtype == np.uint8 else np.bool_))
 
 
 def _inplace(fn):
@@ -439,6 +547,9 @@ def _copy_(self, src, non_blocking=False):
 
 
 def _rsub(self, other):
+    t = type(other)
+    if t is float or t is int:          # (``1 - x``: what sub() would do, with fewer calls)
+        return _RSUB_S(self, other)
     return sub(other, self)
 
 

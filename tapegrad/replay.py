@@ -449,9 +449,20 @@ def _unflatten(tpl, leaves):
     return tpl[1]((k, _unflatten(v, leaves)) for k, v in tpl[2])
 
 
-_DERIVED_FNS = {name: getattr(np, name) for name in
+def _promoting(f):
+    """``f`` on two arrays in PyTorch's common dtype, as the eager comparison
+    computed it (ops.promotion: a 0-d operand does not raise the other's dtype)."""
+    def g(a, b):
+        if a.dtype != b.dtype:
+            a, b = _ew._promote(a, b)
+        return f(a, b)
+    return g
+
+
+_DERIVED_FNS = {name: _promoting(getattr(np, name)) for name in
                 ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
-                 "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "logical_and", "logical_or")}
+                 "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or")}
+_DERIVED_FNS["invert"] = np.invert
 
 
 # The compiled forward serves tapes of small and middling arrays, whose NumPy calls

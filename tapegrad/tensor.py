@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import tape as _tp
+from .ops.promotion import infer_dtype
 from .ops.registry import GRAD_FN_NAMES
 
 _FLOATS = (np.float64, np.float32, np.float16)
@@ -617,8 +618,12 @@ def _as_array(data, dtype=None):
             _bad_data(data)
             raise TypeError("could not convert data of type %s to a tensor: only numbers, nested sequences "
                             "of numbers and arrays are supported" % type(data).__name__)
-        if dtype is None and arr.dtype.kind == "f" and arr.dtype != np.float64:
-            arr = arr.astype(np.float64)
+        if dtype is None and arr.dtype not in _PLAIN:
+            # NumPy scalars, arrays or tensors inside: PyTorch's inference, not NumPy's
+            # (np.float32(1.5) stays float32, [np.float32(1), 2.5] is float64)
+            dt = infer_dtype(data)
+            if dt is not None and dt != arr.dtype:
+                arr = arr.astype(dt)
     if arr.dtype.kind == "c":
         raise TypeError("tapegrad does not support complex tensors")
     if not arr.flags.c_contiguous:
@@ -626,6 +631,7 @@ def _as_array(data, dtype=None):
     return arr
 
 
+_PLAIN = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_))    # what Python numbers give
 _MAX_DIMS = 64
 
 

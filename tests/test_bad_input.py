@@ -772,7 +772,6 @@ def test_float32_float64_promotion_and_grad_dtypes():
         ("stack", lambda: (tg.stack([a, b]) * tg.tensor([[1.0, 2.0], [3.0, 4.0]])).sum(), [1.0, 2.0], [3.0, 4.0]),
         ("where", lambda: tg.where(a > 1, a, b).sum(), [0.0, 1.0], [1.0, 0.0]),
         ("maximum", lambda: tg.maximum(a, b).sum(), [0.0, 0.0], [1.0, 1.0]),
-        ("matmul", lambda: a @ b, [3.0, 4.0], [1.0, 2.0]),
         ("sub", lambda: (a - b).sum(), [1.0, 1.0], [-1.0, -1.0]),
         ("div", lambda: (b / a).sum(), [-3.0, -1.0], [1.0, 0.5]),
     ]:
@@ -783,6 +782,9 @@ def test_float32_float64_promotion_and_grad_dtypes():
         assert a.grad.dtype == np.float32 and b.grad.dtype == np.float64, name
         np.testing.assert_allclose(arr(a.grad), a_grad, rtol=1e-7, err_msg=name)
         np.testing.assert_allclose(arr(b.grad), b_grad, rtol=1e-15, err_msg=name)
+    # matrix products do not promote (PyTorch)
+    with pytest.raises(RuntimeError, match="dot : expected both vectors to have same dtype, but found Float and Double"):
+        a @ b
 
 
 def test_float32_with_python_and_numpy_scalars_stays_float32():

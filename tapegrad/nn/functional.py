@@ -39,6 +39,12 @@ def _reduce(loss, reduction):
 # -- layers -------------------------------------------------------------------------
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (weight has shape (out_features, in_features))."""
+    if bias is not None and isinstance(bias, Tensor) and not input.dtype == weight.dtype == bias.dtype:
+        # PyTorch's addmm: no promotion, its messages
+        from ..ops.promotion import torch_name
+        first, what = (bias, "self") if bias.dtype != weight.dtype else (input, "mat1")
+        raise RuntimeError("%s and mat2 must have the same dtype, but got %s and %s"
+                           % (what, torch_name(first.dtype), torch_name(weight.dtype)))
     out = _f.matmul(input, _f.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

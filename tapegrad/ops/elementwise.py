@@ -17,6 +17,7 @@ import operator as _operator
 
 import numpy as np
 
+from .promotion import DEFAULT, result_type, with_number
 from .registry import BINARY, SAVE_MARKER, UNARY, define
 
 
@@ -49,7 +50,10 @@ def expit(x):
     if not _EXPIT:
         from scipy.special import expit as f
         _EXPIT.append(f)
-    return _EXPIT[0](x)
+    out = _EXPIT[0](x)
+    if out.dtype is not x.dtype and x.dtype.kind == "f":     # (float16: SciPy computes float32)
+        out = out.astype(x.dtype)
+    return out
 
 
 def _clamp(x, p, q):
@@ -69,7 +73,30 @@ def _rdiv(x, p):
 
 
 def _rpow(x, p):
+    if x.dtype.kind in "iu" and type(p) is int:
+        return integer_power(np.asarray(p, x.dtype), x)
     return np.power(p, x)
+
+
+def _power(a, b):
+    # (a and b have one dtype here: the recorder promoted them)
+    if a.dtype.kind != "f":
+        return integer_power(a, b)
+    return np.power(a, b)
+
+
+def integer_power(a, b):
+    """PyTorch's integer power: a negative exponent gives 0 (1 and -1 excepted),
+    where NumPy raises; bool ** bool is refused."""
+    if a.dtype.kind == "b" and b.dtype.kind == "b":
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    negative = b < 0
+    if not negative.any():
+        return np.power(a, b)
+    out = np.power(a, np.where(negative, 0, b))
+    odd = (b % 2) != 0
+    special = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(out.dtype)
+    return np.where(negative, special, out)
 
 
 def _pow(x, p):
@@ -160,7 +187,7 @@ BINARY_OPS = [
     Binary("sub",      "SubBackward0",      np.subtract, "g", "-g", number=_operator.sub),
     Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a", number=_operator.mul),
     Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)", number=_operator.truediv),
-    Binary("pow",      "PowBackward1",      np.power,
+    Binary("pow",      "PowBackward1",      _power,
            "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
            "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
     # (written as PyTorch's masks, so a nan operand passes the gradient to both)
@@ -225,6 +252,7 @@ from .registry import name_id               # noqa: E402
 
 for _op in UNARY_OPS + BINARY_OPS:
     _op.nm = name_id(_op.grad_fn)
+_SUB_NM = name_id("SubBackward0")       # add_s recorded as a subtraction (``x - 2``)
 
 
 def _slot(T, t):
@@ -245,14 +273,71 @@ _tape = _tp._tape_of
 
 
 def _promote(ad, bd):
-    """PyTorch's rule, not NumPy's: an integer or bool operand takes the float
-    operand's dtype (float32 * int64 is float32)."""
-    ka, kb = ad.dtype.kind, bd.dtype.kind
-    if ka == "f" and kb in "biu":
-        return ad, bd.astype(ad.dtype)
-    if kb == "f" and ka in "biu":
-        return ad.astype(bd.dtype), bd
-    return ad, bd
+    """Two arrays of different dtypes in PyTorch's common dtype, not NumPy's
+    (float32 * int64 is float32, float32 * 0-d float64 is float32: ops.promotion)."""
+    dt = result_type(ad, bd)
+    return (ad if ad.dtype == dt else ad.astype(dt)), (bd if bd.dtype == dt else bd.astype(dt))
+
+
+_NEG_INT_POW = "Integers to negative integer powers are not allowed."
+SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+            "mask, use the `~` or `logical_not()` operator instead.")
+SUB_TWO_BOOLS = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                 "`logical_xor()` operator instead.")
+NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead.")
+
+
+def _promote_sub(ad, bd):
+    if ad.dtype.kind == "b" or bd.dtype.kind == "b":
+        raise RuntimeError(SUB_TWO_BOOLS if ad.dtype.kind == bd.dtype.kind else SUB_BOOL)
+    return _promote(ad, bd)
+
+
+def _forward_type_error(name, ad, bd):
+    """NumPy's TypeError on two bool operands as PyTorch's error (``b - b``)."""
+    if name == "sub" and ad.dtype.kind == "b" and bd.dtype.kind == "b":
+        raise RuntimeError(SUB_TWO_BOOLS) from None
+
+
+_FLOAT_FUNCTIONS = {"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid"}
+_BOOL_REFUSED = {"abs": ('"abs_cpu" not implemented for \'Bool\'', NotImplementedError),
+                 "floor": ('"floor_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
+                 "round": ('"round_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
+                 "relu": ("Boolean inputs not supported for relu", RuntimeError),
+                 "neg": (NEG_BOOL, RuntimeError)}
+
+
+def wrap_int(p, dt):
+    """A Python int as PyTorch casts it to an integer dtype: to int64, then to ``dt``,
+    wrapping (NumPy raises OverflowError instead)."""
+    if not -2 ** 63 <= p < 2 ** 64:
+        raise OverflowError("int too big to convert")
+    return np.array((p + 2 ** 63) % 2 ** 64 - 2 ** 63, np.int64).astype(dt)[()]
+
+
+def _integral_unary(op, d, p, out, name):
+    """A unary op on an integer or bool array (never on the tape: such tensors do
+    not require grad), with PyTorch's dtype where NumPy's differs, or its error."""
+    k = op.name
+    if d.dtype.kind == "b":
+        if k in _BOOL_REFUSED:
+            msg, error = _BOOL_REFUSED[k]
+            raise error(msg) from None
+        if k == "sign":
+            return d.copy()
+        if k == "rsub_s" or (k == "add_s" and name == _SUB_NM):
+            raise RuntimeError(SUB_BOOL) from None
+        if k == "rpow_s" and isinstance(p, (bool, np.bool_)):
+            raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    if k in _FLOAT_FUNCTIONS:       # (NumPy computes a bool array's exp in float16)
+        return np.asarray(op.forward(d.astype(DEFAULT)))
+    if k == "pow_s":
+        dt = with_number(d.dtype, p)
+        if dt.kind == "b":          # bool ** bool: x ** True is x, x ** False is 1
+            return d.copy() if p else np.ones_like(d)
+        return np.asarray(_pow(d.astype(dt), p))
+    return out
 
 
 _BROADCAST = {}     # input shapes -> (aux words or None, bits): computed once per shape combination
@@ -376,15 +461,30 @@ def _unary_recorder(op):
                     t._x = None
                     return t
         d = input._data
-        if n == 0:
-            out = fwd(d)
-        elif n == -1:
-            out = fwd(d, _constant(p, d.dtype))
-        else:
-            out = fwd(d, p) if n == 1 else fwd(d, p, q)
+        try:
+            if n == 0:
+                out = fwd(d)
+            elif n == -1:
+                out = fwd(d, _constant(p, d.dtype))
+            else:
+                out = fwd(d, p) if n == 1 else fwd(d, p, q)
+        except OverflowError:   # a Python int beyond an integer tensor's range wraps, as in PyTorch
+            if d.dtype.kind not in "iu" or type(p) is not int or n != -1:
+                if op.name == "pow_s" and type(p) is int and p < 0:      # (uint8 ** -1)
+                    raise RuntimeError(_NEG_INT_POW) from None
+                raise
+            out = fwd(d, wrap_int(p, d.dtype))
+        except TypeError:       # NumPy refusing a bool array (-x, sign(x)): PyTorch's result or error
+            if d.dtype.kind != "b":
+                raise
+            out = _integral_unary(op, d, p, None, name)
+            if out is None:
+                raise
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not input._rg:
+            if d.dtype is not _F64 and d.dtype.kind != "f":     # (integer and bool tensors: never recorded)
+                out = _integral_unary(op, d, p, out, name)
             return Tensor._wrap(out)
         try:
             st = _tls.st
@@ -451,6 +551,8 @@ def _binary_recorder(op):
     # ``operator[1]``: the op with a Python float on the right (``y * 0.5``: mul_s).
     operator = op.operator = [None, None]
     number = op.number
+    promote = _promote_sub if op.name == "sub" else _promote
+    opname = op.name
 
     def record(a, b, c=None, name=-1):
         tb = type(b)
@@ -519,12 +621,15 @@ def _binary_recorder(op):
                     return t
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
-            ad, bd = _promote(ad, bd)
+            ad, bd = promote(ad, bd)
         try:
             out = fwd(ad, bd) if c is None else fwd(c._data, ad, bd)
         except ValueError:
             raise _broadcast_error([ad.shape, bd.shape] if c is None else [c._data.shape, ad.shape, bd.shape]) \
                 from None
+        except TypeError:
+            _forward_type_error(opname, ad, bd)
+            raise
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not (a._rg or b._rg):

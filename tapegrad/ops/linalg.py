@@ -9,6 +9,7 @@ import numpy as np
 from .. import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
 from ..tensor import Tensor
+from .promotion import torch_name
 from .registry import LINALG, SAVE_A, SAVE_B, define, name_id
 
 MATMUL = define(LINALG, 0, "matmul", SAVE_A | SAVE_B)
@@ -85,6 +86,30 @@ def linalg_forward(a, b, y, aux, at):
 
 
 _PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
+_F64 = np.dtype(np.float64)
+_C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+
+
+def _check_dtypes(a, b):
+    """PyTorch does not promote matrix products: its error for two dtypes (worded
+    by the kernel the shapes select), or for bool operands."""
+    case = "dot" if a.ndim == 1 and b.ndim == 1 else ("mv" if b.ndim == 1 else ("mm" if b.ndim == 2 else "bmm"))
+    if a.dtype != b.dtype:
+        na, nb = torch_name(a.dtype), torch_name(b.dtype)
+        if case == "dot":
+            msg = "dot : expected both vectors to have same dtype, but found %s and %s" % (na, nb)
+        elif case == "mv":
+            msg = "addmv input tensors must have the same dtype, but got %s, %s, and %s" % (nb, na, nb)
+        elif case == "mm":
+            msg = "expected m1 and m2 to have the same dtype, but got: %s != %s" % (
+                _C_NAMES.get(a.dtype.name, a.dtype.name), _C_NAMES.get(b.dtype.name, b.dtype.name))
+        else:
+            msg = "expected scalar type %s but found %s" % (na, nb)
+        raise RuntimeError(msg)
+    if a.dtype.kind == "b":
+        raise NotImplementedError("\"%s\" not implemented for 'Bool'"
+                                  % {"dot": "dot", "mv": "addmv_impl_cpu", "mm": "addmm_impl_cpu_", "bmm": "bmm"}[case])
 
 
 def matmul(input, other):
@@ -92,6 +117,15 @@ def matmul(input, other):
     if not isinstance(y, Tensor):
         from ..functions import _tensor
         y = _tensor(y)
+    a, b = x._data, y._data
+    if (a.dtype is not _F64 or b.dtype is not _F64) and a.ndim and b.ndim:
+        _check_dtypes(a, b)
+    return _matmul(x, y)
+
+
+def _matmul(x, y):
+    """matmul without the dtype check: the differentiable reverse multiplies a
+    float64 adjoint by a float32 operand (the sweep computes in float64)."""
     a, b = x._data, y._data
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are %dD and %dD"
@@ -212,9 +246,9 @@ def graph_reverse(ctx, s, k, row, g):
         G = g.reshape(n, m)
         out = []
         if ctx.needs(a):
-            out.append((a, matmul(G, transpose(ctx.value(b).reshape(kk, m), 0, 1)).reshape(-1)))
+            out.append((a, _matmul(G, transpose(ctx.value(b).reshape(kk, m), 0, 1)).reshape(-1)))
         if ctx.needs(b):
-            out.append((b, matmul(transpose(ctx.value(a).reshape(n, kk), 0, 1), G).reshape(-1)))
+            out.append((b, _matmul(transpose(ctx.value(a).reshape(n, kk), 0, 1), G).reshape(-1)))
         return out
     G = g.reshape(nb, n, m)
     whole = np.arange(nb)
@@ -236,10 +270,10 @@ def graph_reverse(ctx, s, k, row, g):
 
     out = []
     if ctx.needs(a):
-        dA = matmul(G, transpose(batches(b, ib, kk, m), 1, 2))
+        dA = _matmul(G, transpose(batches(b, ib, kk, m), 1, 2))
         out.append((a, to_operand(dA, a, ia, n, kk)))
     if ctx.needs(b):
-        dB = matmul(transpose(batches(a, ia, n, kk), 1, 2), G)
+        dB = _matmul(transpose(batches(a, ia, n, kk), 1, 2), G)
         out.append((b, to_operand(dB, b, ib, kk, m)))
     return out
 

@@ -17,6 +17,7 @@ from .. import tape as _tp
 from .._jit import jit
 from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..tensor import Tensor, _wrap_dim
+from .promotion import DEFAULT, torch_name
 from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
 
 # kernel index, op name, what the reverse reads
@@ -311,7 +312,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
     axes = normalize_dims(dim, x.ndim)
     d = x._data
     out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
-    if d.dtype.kind in "bi" and dtype is None:
+    if d.dtype.kind in "biu" and dtype is None:       # (uint8 too: NumPy sums it as uint64)
         out = out.astype(np.int64)
     return _record(SUM, x, out, axes, _name("Sum", dim))
 
@@ -326,7 +327,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
     axes = normalize_dims(dim, x.ndim)
     if not x.dtype.kind == "f":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
-                           "point or complex dtype. Got: %s" % x.dtype.name.capitalize())
+                           "point or complex dtype. Got: %s" % torch_name(x.dtype))
     return _record(MEAN, x, _mean_values(x._data, axes, keepdim), axes, _name("Mean", dim))
 
 
@@ -353,8 +354,9 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
         from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = normalize_dims(dim, x.ndim)
-    return _record(PROD, x, x._data.prod(axis=axes, keepdims=keepdim), axes, _name("Prod", dim),
-                   1.0 if dim is None else 0.0)
+    d = x._data
+    out = d.prod(axis=axes, keepdims=keepdim, dtype=np.int64 if d.dtype.kind in "biu" else None)
+    return _record(PROD, x, out, axes, _name("Prod", dim), 1.0 if dim is None else 0.0)
 
 
 def _correction(unbiased, correction):
@@ -363,10 +365,16 @@ def _correction(unbiased, correction):
     return 1.0 if unbiased in (None, True) else 0.0
 
 
+def _check_float(x):
+    if x.dtype.kind != "f":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+
+
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
     x = input
     if kw:
         dim, keepdim = numpy_names("var", kw, dim, keepdim)
+    _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -378,6 +386,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw)
     x = input
     if kw:
         dim, keepdim = numpy_names("std", kw, dim, keepdim)
+    _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -420,6 +429,8 @@ def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
     if dim is REQUIRED:
         raise TypeError("logsumexp() missing 1 required positional argument: 'dim'")
     axes = normalize_dims(dim, x.ndim)
+    if x.dtype.kind != "f":         # (an integer tensor's is computed in the default dtype)
+        x = Tensor._wrap(x._data.astype(DEFAULT))
     return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
 
 
@@ -441,6 +452,12 @@ def _shifted(d, axis):
     return d - m
 
 
+def _check_softmax(x, axes, what):
+    if x.dtype.kind != "f":
+        last = "lastdim_" if not axes or axes[0] == x.ndim - 1 else ""
+        raise NotImplementedError("\"%s_%skernel_impl\" not implemented for '%s'" % (what, last, torch_name(x.dtype)))
+
+
 def softmax(input, dim=REQUIRED, dtype=None, **kw):
     x = input
     if kw:
@@ -451,6 +468,7 @@ def softmax(input, dim=REQUIRED, dtype=None, **kw):
         from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
+    _check_softmax(x, axes, "softmax")
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
 
 
@@ -487,6 +505,7 @@ def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
         from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
+    _check_softmax(x, axes, "log_softmax")
     return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
                    "LogSoftmaxBackward0")
 

@@ -14,6 +14,7 @@ from .._jit import jit
 from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
                              strided_scatter_add, u64)
 from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
+from .promotion import promote_types
 from .registry import SHAPE, define, name_id
 
 RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
@@ -570,6 +571,11 @@ def _cat(tensors, dim, stacking):
             raise TypeError("expected Tensor as element %d in argument 0, but got %s"
                             % (tensors.index(t), type(t).__name__))
     datas = [t._data for t in tensors]
+    dt = datas[0].dtype
+    if any(d.dtype != dt for d in datas):      # PyTorch's common dtype (int64 with float32: float32)
+        for d in datas:
+            dt = promote_types(dt, d.dtype)
+        datas = [d.astype(dt, copy=False) for d in datas]
     if stacking:
         shape0 = datas[0].shape
         for i, d in enumerate(datas):
