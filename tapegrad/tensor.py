@@ -345,7 +345,7 @@ class Tensor:
         return Tensor._const(array if array.flags.c_contiguous else np.ascontiguousarray(array))
 
     def __format__(self, format_spec):
-        if type(self) in _PLAIN and len(self.shape) == 0:
+        if type(self) in _FORMATTED_AS_NUMBER and len(self.shape) == 0:
             return self.item().__format__(format_spec)
         return object.__format__(self, format_spec)
 
@@ -561,7 +561,7 @@ class NumberTensor(Tensor):
 
 
 _F64 = np.dtype(np.float64)
-_PLAIN = (Tensor, NumberTensor)     # (formatted as their number when 0-d, as PyTorch formats a plain Tensor)
+_FORMATTED_AS_NUMBER = (Tensor, NumberTensor)     # (formatted as their number when 0-d, as PyTorch formats a plain Tensor)
 
 
 def _rebuild(data, rg):
