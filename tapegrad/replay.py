@@ -507,6 +507,15 @@ class Recording:
         # entries that depend on no leaf needing a gradient are constants of the replayed
         # tape, as eager execution would not have recorded them at all
         self.untracked = np.flatnonzero(~self.rg & (self.ints[:, 0] >= 64))
+        # the recording traced every argument, so its entries kept what they would for
+        # inputs that all need a gradient; a replay keeps what eager execution keeps
+        ops = self.ints[:, 0].copy()
+        ops[self.untracked] = CONST
+        for s, src in self.sources.items():
+            if src[0] == "arg" and self.arg_kinds[src[1]] not in ("leaf", "nonleaf"):
+                ops[s] = CONST
+        self.saved &= _kept(self.ints, ops)
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.rg_slots = np.flatnonzero(self.rg)
         self.out_slots = sorted({r[1] for r in out_refs if r is not None and r[0] == "slot"})
         self.source_items = sorted(self.sources.items())
@@ -1164,6 +1173,23 @@ class _ScalarVals:
 
     def __getitem__(self, s):
         return np.full(self.shapes[s], self.flts[s, _tp.VAL])
+
+
+def _kept(ints, ops):
+    """Which slots the entries keep for the reverse pass (``kernels.sweep.free_saved``'s
+    rule), with ``ops`` the opcodes as replayed (constants where eager execution
+    records nothing, which need no gradient)."""
+    n = ints.shape[0]
+    keep = np.zeros(n, bool)
+    e = np.flatnonzero(ops >= 64)
+    a, b, c = ints[e, 1], ints[e, 2], ints[e, 3]
+    rg = (((a >= 0) & (ops[a] != CONST)).astype(np.int64)
+          | (((b >= 0) & (ops[b] != CONST)).astype(np.int64) << 1))
+    sv = _ks.SAVES_TABLE[ops[e], rg]
+    for col, bit in ((a, 1), (b, 2), (c, 4)):
+        keep[col[((sv & bit) != 0) & (col >= 0)]] = True
+    keep[e[(sv & 8) != 0]] = True
+    return keep
 
 
 def _requires_grad(ints, aux, source_rg):
