@@ -162,6 +162,24 @@ def test_table_matches_torch(op, rg, changed):
                 np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
+def _product_into_a_used_constant(m):
+    w = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+    y = m.tensor([3.0, 4.0], dtype=m.float64)
+    z = y + w                   # uses y, keeps nothing
+    y.mul_(w)                   # w's gradient reads y as it was: the product keeps a copy
+    (z + y).sum().backward()
+    return w.grad.numpy()
+
+
+def test_inplace_product_into_a_constant_used_before():
+    np.testing.assert_array_equal(_product_into_a_used_constant(tg), [4.0, 5.0])
+
+
+def test_inplace_product_into_a_constant_used_before_matches_torch():
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(_product_into_a_used_constant(tg), _product_into_a_used_constant(torch))
+
+
 def test_saved_attributes_are_none_where_nothing_was_kept():
     a = tg.tensor([1.0, 2.0], requires_grad=True)
     b = tg.tensor([3.0, 4.0])
@@ -177,6 +195,22 @@ def test_saved_attributes_are_none_where_nothing_was_kept():
     d = (b / a).grad_fn
     np.testing.assert_array_equal(d._saved_self.numpy(), [3.0, 4.0])
     np.testing.assert_array_equal(d._saved_other.numpy(), [1.0, 2.0])
+
+
+def test_hooks_retain_graph_and_freeing_with_one_input_requiring_grad():
+    x = tg.tensor([1.0, 2.0, 3.0])
+    w = tg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    y = x * w                   # keeps x only
+    y.register_hook(lambda g: g * 2.0)
+    loss = (y * 3.0).sum()
+    loss.backward(retain_graph=True)
+    np.testing.assert_array_equal(w.grad.numpy(), [6.0, 12.0, 18.0])
+    with tg.no_grad():
+        w.mul_(5.0)             # not kept: the retained graph still differentiates
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [12.0, 24.0, 36.0])
+    with pytest.raises(RuntimeError, match="^Trying to backward through the graph a second time"):
+        loss.backward()         # the product kept x, freed by the last backward
 
 
 # -- actor-critic / multi-loss: an optimizer step between two backward passes ------------
