@@ -530,6 +530,12 @@ class Recording:
         self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
+        # entries that view their input (they share its version counter, as in eager
+        # execution), in tape order: a replay gives them their input's counter, so a
+        # kept view of a parameter changed in place (an optimizer step) is noticed
+        vobj = T.vobj
+        self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
+                           if op >= 64 and a >= 0 and vobj[s] is vobj[a]]
 
     def _source_rg(self):
         out = {}
@@ -832,7 +838,7 @@ class Recording:
         del ints
         self.template = bytes(buf)
         self.links = links
-        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots))
+        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots) | {s for s, _ in self.view_links})
 
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
@@ -904,6 +910,10 @@ class Recording:
             vobj[s] = t._ver
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
+        for s, a in self.view_links:
+            v = vobj[s] = vobj[a]
+            if v[0] or scalar:
+                vnum.append((s, v[0]))
         if vnum:
             ints = T.arrays()[0]
             for s, v in vnum:
@@ -979,6 +989,7 @@ class Recording:
 
     def __setstate__(self, st):
         self.__dict__.update(st)
+        self.__dict__.setdefault("view_links", [])
         self.template = None
         self.program = None
         self.arena = None

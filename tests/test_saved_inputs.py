@@ -409,6 +409,25 @@ def test_compiled_first_layer_steps_between_two_backward_passes():
     assert step.stats.replays == 2, step.stats
 
 
+def test_compiled_step_changing_a_kept_weight_still_raises():
+    # as eager (test_step_changing_a_kept_weight_still_raises): the replayed tape's
+    # transposed weight is a view of the parameter and shares its version
+    lin1, lin2 = tg.nn.Linear(2, 3), tg.nn.Linear(3, 1)
+    opt = tg.optim.SGD(list(lin1.parameters()) + list(lin2.parameters()), lr=0.1)
+    net = tg.compile(lambda x: lin2(tg.tanh(lin1(x))))
+    for call in range(3):
+        out = net(tg.tensor(X))
+        loss1, loss2 = out.sum(), (out ** 2).sum()
+        loss1.backward(retain_graph=True)
+        opt.step()
+        with pytest.raises(RuntimeError, match=r"^one of the variables needed for gradient computation has been "
+                                               r"modified by an inplace operation: \[tapegrad.DoubleTensor \[3, 1\]\], "
+                                               r"which is output 0 of T, is at version %d; expected version %d "
+                                               % (call + 2, call + 1)):
+            loss2.backward()
+    assert net.stats.replays == 2, net.stats
+
+
 @pytest.mark.parametrize("twice", [False, True])
 def test_replayed_product_checks_only_what_it_kept(twice):
     w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
