@@ -192,6 +192,7 @@ for _i, _op in enumerate(UNARY_OPS):
     _op.saves |= (1 if _uses(_op.rule, "x") else 0) | (8 if _uses(_op.rule, "y") else 0)
     _op.code = define(UNARY, _i, _op.name, _op.saves)
 
+
 def _reads(rule):
     return ((1 if _uses(rule, "a") else 0) | (2 if _uses(rule, "b") else 0) | (4 if _uses(rule, "c") else 0)
             | (8 if _uses(rule, "y") else 0))
@@ -418,10 +419,10 @@ def _unary_recorder(op):
 
 
 def _save_conditions(code):
-    """For inputs a, b, c of a binary opcode: (kept at all, kept whatever needs a
-    gradient, kept when a needs one, kept when b needs one), from its saves by
-    requires_grad (``registry.define``).  Flags of the recorder's closure, tested
-    in this order, so an op whose saves do not depend on it reads no flag of a tensor."""
+    """For inputs a, b, c of a binary opcode: (kept at all, kept whichever input
+    needs a gradient, kept when a needs one, kept when b needs one), from
+    ``registry.SAVES_BY_RG``.  The recorder tests them in this order, so an op whose
+    saves do not depend on requires_grad (add, pow) never reads a tensor's flag."""
     by_rg = SAVES_BY_RG[code]
     out = []
     for bit in (1, 2, 4):

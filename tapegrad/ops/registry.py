@@ -15,7 +15,7 @@ FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name
 SAVES = {}          # opcode -> bit mask: 1 input a, 2 input b, 4 input c, 8 output (all inputs need grad)
-SAVES_BY_RG = {}    # opcode -> (mask when only a needs grad, only b, both): see ``define``
+SAVES_BY_RG = {}    # opcode -> its mask by ``rg`` (bit 0: input a needs grad, bit 1: b), see ``define``
 GRAD_FN_NAMES = []  # name id -> grad_fn name
 _NAME_IDS = {}
 
