@@ -14,8 +14,9 @@ FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
 
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name
-SAVES = {}          # opcode -> bit mask: 1 input a, 2 input b, 4 input c, 8 output (all inputs need grad)
-SAVES_BY_RG = {}    # opcode -> its mask by ``rg`` (bit 0: input a needs grad, bit 1: b), see ``define``
+# opcode -> what its entries keep, bits 1 input a, 2 input b, 4 input c, 8 output, by
+# ``rg`` (bit 0: input a needs a gradient, bit 1: input b); see ``define``
+SAVES_BY_RG = {}
 GRAD_FN_NAMES = []  # name id -> grad_fn name
 _NAME_IDS = {}
 
@@ -36,7 +37,6 @@ def define(family, index, name, saves=0, reads=(0, 0)):
     assert code not in OP_NAMES and name not in OPCODES, name
     OPCODES[name] = code
     OP_NAMES[code] = name
-    SAVES[code] = saves | reads[0] | reads[1]
     SAVES_BY_RG[code] = saves_by_rg(saves, reads)
     return code
 
