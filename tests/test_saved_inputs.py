@@ -213,6 +213,17 @@ def test_hooks_retain_graph_and_freeing_with_one_input_requiring_grad():
         loss.backward()         # the product kept x, freed by the last backward
 
 
+def test_saved_attributes_match_torch():
+    torch = pytest.importorskip("torch")
+
+    def kept(m):
+        a = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        b = m.tensor([3.0, 4.0], dtype=m.float64)
+        nodes = [(a * b).grad_fn, (b * a).grad_fn, (a / b).grad_fn, (b / a).grad_fn, (a * 2.0).grad_fn]
+        return [(n._saved_self is None, n._saved_other is None) for n in nodes]
+    assert kept(tg) == kept(torch) == [(True, False), (False, True), (True, False), (False, False), (True, False)]
+
+
 # -- actor-critic / multi-loss: an optimizer step between two backward passes ------------
 X = [[1.0, 2.0], [3.0, -1.0]]
 W0 = [[1.0, 2.0], [3.0, 4.0]]
