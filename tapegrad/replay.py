@@ -518,6 +518,15 @@ class Recording:
         # entries that depend on no leaf needing a gradient are constants of the replayed
         # tape, as eager execution would not have recorded them at all
         self.untracked = np.flatnonzero(~self.rg & (self.ints[:, 0] >= 64))
+        # the recording traced every argument, so its entries kept what they would for
+        # inputs that all need a gradient; a replay keeps what eager execution keeps
+        ops = self.ints[:, 0].copy()
+        ops[self.untracked] = CONST
+        for s, src in self.sources.items():
+            if src[0] == "arg" and self.arg_kinds[src[1]] not in ("leaf", "nonleaf"):
+                ops[s] = CONST
+        self.saved &= _kept(self.ints, ops)
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.rg_slots = np.flatnonzero(self.rg)
         self.out_slots = sorted({r[1] for r in out_refs if r is not None and r[0] == "slot"})
         self.source_items = sorted(self.sources.items())
@@ -532,6 +541,12 @@ class Recording:
         self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
         self.rows = self.ints[:, :6].tolist()
+        # entries that view their input (they share its version counter, as in eager
+        # execution), in tape order: a replay gives them their input's counter, so a
+        # kept view of a parameter changed in place (an optimizer step) is noticed
+        vobj = T.vobj
+        self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
+                           if op >= 64 and a >= 0 and vobj[s] is vobj[a]]
 
     def _source_rg(self):
         out = {}
@@ -834,7 +849,7 @@ class Recording:
         del ints
         self.template = bytes(buf)
         self.links = links
-        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots))
+        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots) | {s for s, _ in self.view_links})
 
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
@@ -906,6 +921,10 @@ class Recording:
             vobj[s] = t._ver
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
+        for s, a in self.view_links:
+            v = vobj[s] = vobj[a]
+            if v[0] or scalar:
+                vnum.append((s, v[0]))
         if vnum:
             ints = T.arrays()[0]
             for s, v in vnum:
@@ -981,6 +1000,7 @@ class Recording:
 
     def __setstate__(self, st):
         self.__dict__.update(st)
+        self.__dict__.setdefault("view_links", [])
         self.template = None
         self.program = None
         self.arena = None
@@ -1175,6 +1195,23 @@ class _ScalarVals:
 
     def __getitem__(self, s):
         return np.full(self.shapes[s], self.flts[s, _tp.VAL])
+
+
+def _kept(ints, ops):
+    """Which slots the entries keep for the reverse pass (``kernels.sweep.free_saved``'s
+    rule), with ``ops`` the opcodes as replayed (constants where eager execution
+    records nothing, which need no gradient)."""
+    n = ints.shape[0]
+    keep = np.zeros(n, bool)
+    e = np.flatnonzero(ops >= 64)
+    a, b, c = ints[e, 1], ints[e, 2], ints[e, 3]
+    rg = (((a >= 0) & (ops[a] != CONST)).astype(np.int64)
+          | (((b >= 0) & (ops[b] != CONST)).astype(np.int64) << 1))
+    sv = _ks.SAVES_TABLE[ops[e], rg]
+    for col, bit in ((a, 1), (b, 2), (c, 4)):
+        keep[col[((sv & bit) != 0) & (col >= 0)]] = True
+    keep[e[(sv & 8) != 0]] = True
+    return keep
 
 
 def _requires_grad(ints, aux, source_rg):

@@ -332,7 +332,8 @@ class Tape:
                 from .ops.inplace import view_slot
                 return view_slot(self, t)
             code = LEAF if t._rg else CONST
-            s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
+            # (its value is kept only by an entry whose reverse reads it: the recorders)
+            s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False, ver)
             if t._rg:
                 self.leaves[s] = t
             t._tid, t._slot, t._sver = self.id, s, ver[0]
@@ -349,7 +350,7 @@ class Tape:
         s = self.imports.get(key)
         if s is not None and self.field(s, VNUM) == ver[0]:
             return s
-        s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, True, ver)
+        s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False, ver)
         self.ext[s] = (t._tape, t._slot)
         if recording[0]:
             rec = state().rec

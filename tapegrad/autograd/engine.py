@@ -136,7 +136,7 @@ def _version_error(T, s, ints):
     desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
     # PyTorch names the producer when it saved its own output (Exp, Sigmoid), and
     # otherwise the tensor's current grad_fn (CopySlices after y[0] = ...)
-    own = op >= 64 and K.SAVES_TABLE[op] & 8
+    own = op >= 64 and K.SAVES_TABLE[op, 3] & 8
     if op in (LEAF, CONST, EXT) and len(ver) == 1:
         where = ""
     else:

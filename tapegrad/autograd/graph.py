@@ -3,7 +3,7 @@ import weakref
 
 import numpy as np
 
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
 
 _SCALAR_OPERAND = {"add_s", "mul_s", "div_s"}
 from ..ops.shape import VARIADIC
@@ -66,8 +66,21 @@ class Node:
             raise RuntimeError(SECOND_TIME)
         return Tensor._wrap(v)
 
+    def _kept(self, bit):
+        """Whether this entry saved its input a (``bit`` 1) or b (2): PyTorch's
+        ``_saved_self`` is None when only what ``self``'s rule reads was kept."""
+        T, s = self._tape, self._slot
+        rg = 0
+        for j, col in enumerate((A, B)):
+            i = T.field(s, col)
+            if i >= 0 and T.field(i, OP) != CONST:
+                rg |= 1 << j
+        return bool(SAVES_BY_RG[T.field(s, OP)][rg] & bit)
+
     @property
     def _saved_self(self):
+        if not self._kept(1):
+            return None
         return self._value(self._tape.field(self._slot, A))
 
     @property
@@ -75,7 +88,7 @@ class Node:
         T, s = self._tape, self._slot
         b = T.field(s, B)
         if b >= 0:
-            return self._value(b)
+            return self._value(b) if self._kept(2) else None
         from ..tensor import Tensor
         return Tensor._wrap(np.asarray(_VAL.unpack_from(T.buf, s * ESIZE + 8 * F0)[0]))
 

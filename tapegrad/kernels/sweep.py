@@ -19,7 +19,7 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES, SHAPE, UNARY
+from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES_BY_RG, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from .index import slot_view, strided_scatter_add
@@ -34,9 +34,13 @@ sweep_scalar = _gen.sweep_scalar       # ... and reverse
 ADD = OPCODES["add"] & 63
 SUB = OPCODES["sub"] & 63
 
-SAVES_TABLE = np.zeros(6 << 6, np.int64)
-for _code, _bits in SAVES.items():
-    SAVES_TABLE[_code] = _bits
+# What an entry keeps (bits: 1 input a, 2 b, 4 c, 8 output), by opcode and by which
+# of its inputs need a gradient: bit 0 input a, bit 1 input b (a constant's slot is
+# the one kind of input that does not).  ``mark`` and ``free_saved`` compute those
+# bits inline (a helper kernel would load Numba when they run as Python).
+SAVES_TABLE = np.zeros((6 << 6, 4), np.int64)
+for _code, _masks in SAVES_BY_RG.items():
+    SAVES_TABLE[_code] = _masks
 
 
 @jit
@@ -110,7 +114,9 @@ def free_saved(ints, saves, process, freed, read):
         op = ints[e, 0]
         if op < 64:
             continue
-        sv = saves[op]
+        a = ints[e, 1]
+        b = ints[e, 2]
+        sv = saves[op, (1 if a >= 0 and ints[a, 0] != CONST else 0) | (2 if b >= 0 and ints[b, 0] != CONST else 0)]
         if sv == 0:
             continue
         if process[e]:
@@ -207,7 +213,9 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
             return process, reach, needval, e, fams
         process[e] = 1
         fams |= 1 << (op >> 6)
-        sv = saves[op]
+        a = ints[e, 1]
+        b = ints[e, 2]
+        sv = saves[op, (1 if a >= 0 and ints[a, 0] != CONST else 0) | (2 if b >= 0 and ints[b, 0] != CONST else 0)]
         for col in range(1, 4):
             s = ints[e, col]
             if s >= 0 and sv & (1 << (col - 1)):

@@ -18,7 +18,7 @@ import operator as _operator
 import numpy as np
 
 from .promotion import DEFAULT, result_type, with_number
-from .registry import BINARY, SAVE_MARKER, UNARY, define
+from .registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
 
 
 class Unary:
@@ -33,7 +33,7 @@ class Unary:
 
 
 class Binary:
-    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "nm", "record", "graph",
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "reads", "nm", "record", "graph",
                  "operator", "number")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b, number=None):
@@ -234,11 +234,19 @@ for _i, _op in enumerate(UNARY_OPS):
     _op.saves |= (1 if _uses(_op.rule, "x") else 0) | (8 if _uses(_op.rule, "y") else 0)
     _op.code = define(UNARY, _i, _op.name, _op.saves)
 
+
+def _reads(rule):
+    return ((1 if _uses(rule, "a") else 0) | (2 if _uses(rule, "b") else 0) | (4 if _uses(rule, "c") else 0)
+            | (8 if _uses(rule, "y") else 0))
+
+
+# Each input's rule decides what is kept when that input needs a gradient (a * b
+# keeps b only when a requires grad); the output is kept whenever a rule reads it
+# (PyTorch always saves an output its formulas use).
 for _i, _op in enumerate(BINARY_OPS):
-    _r = _op.rule_a + " " + _op.rule_b
-    _op.saves = ((1 if _uses(_r, "a") else 0) | (2 if _uses(_r, "b") else 0)
-                 | (4 if _uses(_r, "c") else 0) | (8 if _uses(_r, "y") else 0))
-    _op.code = define(BINARY, _i, _op.name, _op.saves)
+    _op.reads = (_reads(_op.rule_a), _reads(_op.rule_b))
+    _op.saves = _op.reads[0] | _op.reads[1]
+    _op.code = define(BINARY, _i, _op.name, _op.saves & 8, (_op.reads[0] & 7, _op.reads[1] & 7))
 
 UNARY_BY_NAME = {op.name: op for op in UNARY_OPS}
 BINARY_BY_NAME = {op.name: op for op in BINARY_OPS}
@@ -525,6 +533,19 @@ def _unary_recorder(op):
     return record
 
 
+def _save_conditions(code):
+    """For inputs a, b, c of a binary opcode: (kept at all, kept whichever input
+    needs a gradient, kept when a needs one, kept when b needs one), from
+    ``registry.SAVES_BY_RG``.  The recorder tests them in this order, so an op whose
+    saves do not depend on requires_grad (add, pow) never reads a tensor's flag."""
+    by_rg = SAVES_BY_RG[code]
+    out = []
+    for bit in (1, 2, 4):
+        if_a, if_b = bool(by_rg[1] & bit), bool(by_rg[2] & bit)
+        out.append((if_a or if_b, if_a and if_b, if_a, if_b))
+    return out
+
+
 def _broadcast_error(shapes):
     """PyTorch's error for operands whose shapes do not broadcast (or a ValueError
     NumPy raised for another reason, unchanged)."""
@@ -545,7 +566,10 @@ def _binary_recorder(op):
     """The function that applies and records ``op`` (a row of BINARY_OPS) on two
     tensors (``c``: where's condition)."""
     fwd, code, nm0, saves = op.forward, op.code, op.nm, op.saves
-    save_a, save_b, save_c, save_out = saves & 1, saves & 2, saves & 4, saves & 8
+    save_out = saves & 8
+    # input k is kept when ``save_k`` and: always, or when a needs grad, or when b does
+    (save_a, a_always, a_if_a, a_if_b), (save_b, b_always, b_if_a, b_if_b), (save_c, c_always, c_if_a, c_if_b) = \
+        _save_conditions(code)
     # The Tensor operator (``__mul__``...) is this function itself, one call less per
     # op; any other right operand goes to the general dispatcher set in ``operator``.
     # ``operator[1]``: the op with a Python float on the right (``y * 0.5``: mul_s).
@@ -596,9 +620,9 @@ def _binary_recorder(op):
                     tid = T.id
                     sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
                     sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
-                    if save_a and ad is not None:
+                    if save_a and ad is not None and (a_always or (a_if_a and a._rg) or (a_if_b and b._rg)):
                         T.vals[sa] = ad
-                    if save_b and bd is not None:
+                    if save_b and bd is not None and (b_always or (b_if_a and a._rg) or (b_if_b and b._rg)):
                         T.vals[sb] = bd
                     o = T.n
                     if o >= T.cap:
@@ -647,11 +671,11 @@ def _binary_recorder(op):
         sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
         sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
         sc = -1 if c is None else _slot(T, c)
-        if save_a:
+        if save_a and (a_always or (a_if_a and a._rg) or (a_if_b and b._rg)):
             T.vals[sa] = ad
-        if save_b:
+        if save_b and (b_always or (b_if_a and a._rg) or (b_if_b and b._rg)):
             T.vals[sb] = bd
-        if save_c:
+        if save_c and (c_always or (c_if_a and a._rg) or (c_if_b and b._rg)):
             T.vals[sc] = c._data
         osh = out.shape
         i0, bits = -1, 0
@@ -796,9 +820,11 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
             if not bits & (8 << j):
                 maps[j] = ctx.strided_map(at)
             at += 2 + 2 * int(ctx.aux[at])
-    vals = [None, None, None, None]     # a, b, c, y
+    needs = (ctx.needs(ins[0]), ctx.needs(ins[1]))
+    reads = (op.reads[0] if needs[0] else 0) | (op.reads[1] if needs[1] else 0)
+    vals = [None, None, None, None]     # a, b, c, y: what the rules of the inputs to differentiate read
     for j in range(4):
-        if op.saves & (1 << j):
+        if reads & (1 << j):
             v = ctx.value(s if j == 3 else ins[j])
             if j < 3 and maps[j] is not None:
                 v = gather_flat(v, maps[j])
@@ -806,7 +832,7 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
     out = []
     for j in (0, 1):
         sl = ins[j]
-        if not ctx.needs(sl):
+        if not needs[j]:
             continue
         r = _adjoint(op.graph[j](g, *vals), g)
         size, n_out = ctx.size(sl), row[7]

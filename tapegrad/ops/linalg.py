@@ -10,9 +10,11 @@ from .. import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
 from ..tensor import Tensor
 from .promotion import torch_name
-from .registry import LINALG, SAVE_A, SAVE_B, define, name_id
+from .registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, define, name_id
 
-MATMUL = define(LINALG, 0, "matmul", SAVE_A | SAVE_B)
+# dA = G @ B^T reads b, dB = A^T @ G reads a: each kept only when the other needs a gradient
+MATMUL = define(LINALG, 0, "matmul", reads=(SAVE_B, SAVE_A))
+_KEEP = SAVES_BY_RG[MATMUL]
 
 
 def _dgemm_function():
@@ -176,8 +178,11 @@ def _matmul(x, y):
     T = _tp.current()
     sa = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
     sb = y._slot if (y._tid == T.id and y._sver == y._ver[0]) else T.adopt(y)
-    T.vals[sa] = a
-    T.vals[sb] = b
+    keep = _KEEP[(1 if x._rg else 0) | (2 if y._rg else 0)]
+    if keep & SAVE_A:
+        T.vals[sa] = a
+    if keep & SAVE_B:
+        T.vals[sb] = b
     at = T.aux_append(words)
     ver = [0]
     o = T.new_slot(MATMUL, sa, sb, -1, at, -1, name_id(name), 0.0, 0.0, out, False, ver)

@@ -14,7 +14,9 @@ FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
 
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name
-SAVES = {}          # opcode -> bit mask: 1 input a, 2 input b, 4 input c, 8 output
+# opcode -> what its entries keep, bits 1 input a, 2 input b, 4 input c, 8 output, by
+# ``rg`` (bit 0: input a needs a gradient, bit 1: input b); see ``define``
+SAVES_BY_RG = {}
 GRAD_FN_NAMES = []  # name id -> grad_fn name
 _NAME_IDS = {}
 
@@ -24,13 +26,26 @@ SAVE_A, SAVE_B, SAVE_C, SAVE_OUT = 1, 2, 4, 8
 SAVE_MARKER = 16
 
 
-def define(family, index, name, saves=0):
+def define(family, index, name, saves=0, reads=(0, 0)):
+    """A new opcode.  What its entries keep for the reverse pass, PyTorch's way:
+    ``saves`` whatever the inputs (the output, which PyTorch always saves, and what
+    an op of one input reads), and ``reads[j]``, what the reverse rule of input j
+    (a, b) reads, only when input j needs a gradient: ``x * w`` with only ``w``
+    requiring grad keeps ``x``, not ``w``, so changing ``w`` in place (an optimizer
+    step between two backward passes) is no error."""
     code = family << 6 | index
     assert code not in OP_NAMES and name not in OPCODES, name
     OPCODES[name] = code
     OP_NAMES[code] = name
-    SAVES[code] = saves
+    SAVES_BY_RG[code] = saves_by_rg(saves, reads)
     return code
+
+
+def saves_by_rg(saves, reads):
+    """The entry's mask for each ``rg``: bit 0 input a needs a gradient, bit 1 input b
+    (index 0, no input needing one, is never recorded: the mask of both)."""
+    both = saves | reads[0] | reads[1]
+    return (both, saves | reads[0], saves | reads[1], both)
 
 
 def name_id(grad_fn_name):
