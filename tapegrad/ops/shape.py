@@ -680,7 +680,7 @@ def _check_value_shape(v, vs, shape, advanced):
             ok = False
         if not ok:
             raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                               "shape %s" % (list(v.shape), list(shape)))
+                               "shape %s" % (list(vs), list(shape)))
         return
     lead = len(shape) - len(vs)
     if lead < 0:
