@@ -352,8 +352,6 @@ def gather_linear(x, lin, name):
 _FULL = slice(None)
 _TRUE_INDEX = np.zeros(1, np.int64)     # x[True]: the new dimension of size 1, kept
 _FALSE_INDEX = np.zeros(0, np.int64)    # x[False]: ... and indexed by nothing
-_INT_INDEX = frozenset((np.dtype(np.int64), np.dtype(np.int32)))
-_MASK_INDEX = frozenset((np.dtype(np.bool_), np.dtype(np.uint8)))
 _MAXSIZE = 2 ** 63 - 1
 
 
@@ -368,6 +366,14 @@ def _sequence_as_tuple(idx):
     return False
 
 
+def _is_mask(dt):
+    return dt.kind == "b" or (dt.kind == "u" and dt.itemsize == 1)     # (uint8: a mask, as in PyTorch)
+
+
+def _is_int_index(dt):
+    return dt.kind == "i" and dt.itemsize >= 4      # int64, int32 (PyTorch refuses int8, int16)
+
+
 def _sequence_index(k):
     """An index tensor made from a list, tuple or array as PyTorch makes it: bool (and
     uint8) stay, any other type becomes int64 (floats truncated)."""
@@ -376,15 +382,18 @@ def _sequence_index(k):
     if isinstance(k, np.ndarray):
         a = k
     else:
-        _check_sequence_items(k)
+        if k and isinstance(k[0], (Tensor, list, tuple)):
+            _check_sequence_items(k)
         a = np.asarray(k)
-    if a.dtype in _MASK_INDEX:
+    dt = a.dtype
+    if _is_mask(dt):
         return a
-    if a.dtype.kind not in "iuf":
-        if a.dtype.kind in "US":
+    if dt.kind not in "iuf":
+        if dt.kind in "US":
             raise TypeError("new(): invalid data type 'str'")
+        _check_sequence_items(k)
         raise TypeError("Could not infer dtype of %s" % type(a.reshape(-1)[0] if a.size else k).__name__)
-    return a if a.dtype == np.int64 else a.astype(np.int64)
+    return a if dt == np.int64 else a.astype(np.int64)
 
 
 def _check_sequence_items(seq):
@@ -403,6 +412,17 @@ def _type_name(k):
     return t.__name__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__name__)
 
 
+def _dims_named(idx):
+    """PyTorch's count of the dimensions an index names."""
+    used = 0
+    for k in idx:
+        if isinstance(k, Tensor):
+            used += k.ndim if _is_mask(k.dtype) else 1     # (not ._data: no guard while recording)
+        elif not (k is None or k is Ellipsis or k is True or k is False):
+            used += 1
+    return used
+
+
 def _normalize_index(x, idx):
     """``x[idx]`` as PyTorch reads it: ``(pre, adv, name)`` where ``pre`` is a basic
     NumPy index (ints, slices, None) applied first and ``adv`` a tuple of integer
@@ -414,116 +434,166 @@ def _normalize_index(x, idx):
     nd = len(shape)
     single = type(idx) is not tuple
     if single:
+        if isinstance(idx, Tensor) and nd and not _tp.recording[0]:
+            a = idx._data       # x[labels], x[mask]: the common single tensor index
+            if a.ndim:
+                if _is_int_index(a.dtype):
+                    return None, (a,), None
+                if a.dtype.kind == "b" and a.shape == shape[:a.ndim]:
+                    return None, np.nonzero(a), None
         if isinstance(idx, tuple):
             idx, single = tuple(idx), False
         elif type(idx) is list and _sequence_as_tuple(idx):
             idx, single = tuple(idx), False
         else:
             idx = (idx,)
-    used = 0            # PyTorch's count of the dimensions the index names
-    for k in idx:
-        if isinstance(k, Tensor):
-            used += k.ndim if k.dtype in _MASK_INDEX else 1     # (not ._data: no guard while recording)
-        elif not (k is None or k is Ellipsis or k is True or k is False):
-            used += 1
-    if used > nd:
-        _too_many(idx, nd, single)
+    elif nd and len(idx) == nd and not _tp.recording[0]:
+        # one integer tensor per dimension (logp[rows, labels]): nothing to slice
+        arrays = []
+        for k in idx:
+            if not isinstance(k, Tensor):
+                break
+            a = k._data
+            if not a.ndim or not _is_int_index(a.dtype):
+                break
+            arrays.append(a)
+        else:
+            return None, tuple(arrays), None
     pre = []
-    adv = None          # dim of the sliced tensor -> its integer index array
+    adv = None          # [(dim of the sliced tensor, its integer index array)]
     masks = None
     bad_dtype = False
     name = "AliasBackward0"
+    used = -1           # PyTorch's count of the dimensions named, when needed
     src = 0             # dim of x the next item applies to
     dim = 0             # dim of the sliced tensor it gives
-    for i, k in enumerate(idx):
-        if isinstance(k, Tensor):
-            if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
-                from ..replay import index_hook
-                k = index_hook(k)
-            else:
-                k = k._data
-            if k.ndim == 0 and k.dtype in _INT_INDEX:
-                k = int(k)
-        elif type(k) is list or isinstance(k, (tuple, list, np.ndarray, str)):
-            k = _sequence_index(k)
-            if k.ndim == 0:
-                k = bool(k) if k.dtype in _MASK_INDEX else int(k)
-        if type(k) is np.ndarray:
-            dt = k.dtype
-            if dt in _MASK_INDEX:
-                if k.ndim == 0:
-                    k = bool(k)         # (a 0-d bool tensor: as a Python bool, below)
-                else:
-                    if masks is None:
-                        masks = []
-                    masks.append((dim, k))
-                    pre.extend([_FULL] * k.ndim)
-                    src += k.ndim
-                    dim += k.ndim
-                    continue
-            else:
-                if dt not in _INT_INDEX:
-                    bad_dtype = True    # (raised after the integers are applied, as PyTorch does)
-                if adv is None:
-                    adv = {}
-                adv[dim] = k
-                pre.append(_FULL)
+    try:
+        for i, k in enumerate(idx):
+            tk = type(k)
+            if tk is not int and tk is not slice and k is not None and k is not Ellipsis and tk is not bool:
+                if isinstance(k, Tensor):
+                    if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
+                        from ..replay import index_hook
+                        k = index_hook(k)
+                    else:
+                        k = k._data
+                elif isinstance(k, (list, tuple, np.ndarray, str)):
+                    k = _sequence_index(k)
+                if type(k) is np.ndarray:
+                    dt = k.dtype
+                    if not k.ndim:
+                        if _is_mask(dt):
+                            k = bool(k)         # a 0-d bool tensor: as a Python bool
+                        elif _is_int_index(dt):
+                            k = int(k)          # a 0-d integer tensor: as an integer
+                    elif _is_mask(dt):
+                        if src + k.ndim > nd and used < 0:
+                            used = _dims_named(idx)
+                            if used > nd:
+                                _too_many(idx, nd, single)
+                        if masks is None:
+                            masks = []
+                        masks.append((dim, k))
+                        pre.extend([_FULL] * k.ndim)
+                        src += k.ndim
+                        dim += k.ndim
+                        continue
+                    if type(k) is np.ndarray:
+                        if src >= nd and used < 0:
+                            used = _dims_named(idx)
+                            if used > nd:
+                                _too_many(idx, nd, single)
+                        if not _is_int_index(dt):
+                            bad_dtype = True    # (raised after the integers are applied, as PyTorch does)
+                        if adv is None:
+                            adv = []
+                        adv.append((dim, k))
+                        pre.append(_FULL)
+                        src += 1
+                        dim += 1
+                        continue
+                tk = type(k)
+            if tk is int:
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                size = shape[src] if src < nd else 0
+                if not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
+                name = "SelectBackward0"
+                pre.append(k)
+                src += 1
+            elif tk is slice:
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                if k.step is not None:
+                    if k.step == 0:
+                        raise ValueError("slice step cannot be zero")
+                    if k.step < 0:
+                        raise ValueError("step must be greater than zero")
+                if single or not ((k.start is None or k.start == 0) and (k.stop is None or k.stop >= _MAXSIZE)
+                                  and (k.step is None or k.step == 1)):
+                    name = "SliceBackward0"
+                pre.append(k)
                 src += 1
                 dim += 1
-                continue
-        if k is True or k is False:
-            if adv is None:
-                adv = {}
-            adv[dim] = _TRUE_INDEX if k else _FALSE_INDEX
-            pre.append(None)
-            dim += 1
-        elif type(k) is slice:
-            if k.step is not None:
-                if k.step == 0:
-                    raise ValueError("slice step cannot be zero")
-                if k.step < 0:
-                    raise ValueError("step must be greater than zero")
-            if single or not ((k.start is None or k.start == 0) and (k.stop is None or k.stop >= _MAXSIZE)
-                              and (k.step is None or k.step == 1)):
-                name = "SliceBackward0"
-            pre.append(k)
-            src += 1
-            dim += 1
-        elif k is None:
-            name = "UnsqueezeBackward0"
-            pre.append(None)
-            dim += 1
-        elif k is Ellipsis:
-            n = nd - used
-            pre.extend([_FULL] * min(n, nd - src))
-            src += n
-            dim += n
-        else:
-            if type(k) is not int:
+            elif k is None:
+                name = "UnsqueezeBackward0"
+                pre.append(None)
+                dim += 1
+            elif k is Ellipsis:
+                if used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                n = nd - used
+                pre.extend([_FULL] * min(n, nd - src))
+                src += n
+                dim += n
+            elif tk is bool:
+                if adv is None:
+                    adv = []
+                adv.append((dim, _TRUE_INDEX if k else _FALSE_INDEX))
+                pre.append(None)
+                dim += 1
+            else:
                 if isinstance(k, np.bool_) or not hasattr(k, "__index__"):
                     raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                                      "Variables are valid indices (got %s)" % _type_name(k))
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
                 k = k.__index__()
-            size = shape[src] if src < nd else 0
-            if not -size <= k < size:
-                raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
-            name = "SelectBackward0"
-            pre.append(k)
-            src += 1
+                size = shape[src] if src < nd else 0
+                if not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
+                name = "SelectBackward0"
+                pre.append(k)
+                src += 1
+    except (IndexError, ValueError, TypeError):
+        if used < 0 and _dims_named(idx) > nd:      # (PyTorch counts the dimensions first)
+            _too_many(idx, nd, single)
+        raise
     if bad_dtype:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if adv is None and masks is None:
         pre.append(Ellipsis)            # (a 0-d view, never a NumPy scalar)
         return tuple(pre), None, name
-    if any(k is not _FULL for k in pre):
-        pre.append(Ellipsis)
-        pre = tuple(pre)
-        sliced = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * nd)[pre].shape
+    for k in pre:
+        if k is not _FULL:
+            pre.append(Ellipsis)
+            pre = tuple(pre)
+            sliced = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * nd)[pre].shape
+            break
     else:
         pre, sliced = None, shape
-    if adv is None:
-        adv = {}
     if masks is not None:
+        if adv is None:
+            adv = []
         for at, m in masks:
             for j in range(m.ndim):
                 if at + j >= len(sliced):
@@ -532,9 +602,13 @@ def _normalize_index(x, idx):
                 if m.shape[j] != sliced[at + j]:
                     raise IndexError("The shape of the mask %s at index %d does not match the shape of the indexed "
                                      "tensor %s at index %d" % (list(m.shape), j, list(sliced), at + j))
-            for j, nz in enumerate(np.nonzero(m)):
-                adv[at + j] = nz
-    return pre, tuple(adv.get(j, _FULL) for j in range(max(adv) + 1)), name
+            adv.extend(zip(range(at, at + m.ndim), np.nonzero(m)))
+    if len(adv) == 1 and adv[0][0] == 0:
+        return pre, (adv[0][1],), None
+    out = [_FULL] * (max(j for j, _ in adv) + 1)
+    for j, a in adv:
+        out[j] = a
+    return pre, tuple(out), None
 
 
 def _too_many(idx, nd, single):
