@@ -153,7 +153,7 @@ def make_index(case, lib):
 
 
 def _np(t):
-    return np.asarray(t.detach().numpy() if isinstance(t, torch.Tensor) else t.detach().numpy())
+    return np.array(t.detach().numpy())
 
 
 def _weights(shape):

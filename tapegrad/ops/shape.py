@@ -352,6 +352,7 @@ def gather_linear(x, lin, name):
 _FULL = slice(None)
 _TRUE_INDEX = np.zeros(1, np.int64)     # x[True]: the new dimension of size 1, kept
 _FALSE_INDEX = np.zeros(0, np.int64)    # x[False]: ... and indexed by nothing
+_TRUE_INDEX.flags.writeable = _FALSE_INDEX.flags.writeable = False
 _MAXSIZE = 2 ** 63 - 1
 
 
@@ -626,8 +627,10 @@ def _too_many(idx, nd, single):
 
 
 def _index_result(shape, adv):
-    """For index arrays NumPy refused: PyTorch's error (its checks in its order) and
-    whether the result is empty (then PyTorch checks no index value)."""
+    """For index arrays NumPy refused, PyTorch's checks in its order: ``(error, bounds
+    error, result shape)``, an error about the arrays themselves (they do not broadcast,
+    or index a dimension of size 0) or else the first index out of range, which PyTorch
+    reports only when the result has elements (it checks no value otherwise)."""
     arrays = [(j, a) for j, a in enumerate(adv) if a is not _FULL]
     try:
         bshape = np.broadcast_shapes(*[a.shape for _, a in arrays])
