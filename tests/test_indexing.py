@@ -61,7 +61,20 @@ CASES = [
 @pytest.mark.parametrize("name, shape, index, expected", CASES, ids=[c[0] for c in CASES])
 def test_index_values(name, shape, index, expected):
     x = tg.arange(float(np.prod(shape))).reshape(shape)
-    np.testing.assert_array_equal(values(x[index(tg)]), np.asarray(expected, np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # (a list read as a tuple: PyTorch's warning, below)
+        got = x[index(tg)]
+    np.testing.assert_array_equal(values(got), np.asarray(expected, np.float64))
+
+
+def test_list_read_as_a_tuple_warns_as_pytorch():
+    with pytest.warns(UserWarning, match=re.escape("Using a non-tuple sequence for multidimensional indexing is "
+                                                   "deprecated and will be changed in pytorch 2.9; use x[tuple(seq)] "
+                                                   "instead of x[seq].")):
+        tg.zeros(2, 3)[[[0, 1], [1, 0]]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # a list of numbers is one index tensor: no warning
+        tg.zeros(2, 3)[[0, 1]]
 
 
 @pytest.mark.parametrize("name, shape, index, expected", CASES, ids=[c[0] for c in CASES])

@@ -7,6 +7,8 @@ indexing: the adjoint is scattered back through the same map), reads it through
 explicit flat indices (advanced indexing, max along a dim), overwrites a region
 (``__setitem__``: CopySlices), or concatenates (cat, stack).
 """
+import warnings
+
 import numpy as np
 
 from .. import tape as _tp
@@ -363,12 +365,22 @@ def _sequence_as_tuple(idx):
         return False
     for k in idx:
         if k is None or k is Ellipsis or isinstance(k, (Tensor, list, tuple, slice, np.ndarray, str)):
+            warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed "
+                          "in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be "
+                          "interpreted as tensor index, x[torch.tensor(seq)], which will result either in an error or "
+                          "a different result", UserWarning, stacklevel=5)
             return True
     return False
 
 
 def _is_mask(dt):
-    return dt.kind == "b" or (dt.kind == "u" and dt.itemsize == 1)     # (uint8: a mask, as in PyTorch)
+    if dt.kind == "b":
+        return True
+    if dt.kind == "u" and dt.itemsize == 1:     # (uint8: a mask, as in PyTorch)
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=5)
+        return True
+    return False
 
 
 def _is_int_index(dt):
