@@ -653,7 +653,9 @@ def _index(b, sh):
     if kind == "int":
         d = b.int(0, nd - 1)
         idx = b.rng.integers(-sh[d], sh[d], size=tuple(b.int(1, 3) for _ in range(b.int(1, 2))))
-        wrap = b.choice(["tg.tensor(%s)", "np.array(%s)", "%s"])
+        # (a bare nested list as the whole index is a tuple of indices, as in PyTorch:
+        # the trailing comma makes it one index tensor)
+        wrap = b.choice(["tg.tensor(%s)", "np.array(%s)", "%s,"])
         return ", ".join([":"] * d + [wrap % _lit(idx)]), True
     if kind == "ints_all":
         k = b.int(1, 4)

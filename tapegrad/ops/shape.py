@@ -7,6 +7,8 @@ indexing: the adjoint is scattered back through the same map), reads it through
 explicit flat indices (advanced indexing, max along a dim), overwrites a region
 (``__setitem__``: CopySlices), or concatenates (cat, stack).
 """
+import warnings
+
 import numpy as np
 
 from .. import tape as _tp
@@ -359,178 +361,446 @@ def gather_linear(x, lin, name):
 
 
 # -- indexing ----------------------------------------------------------------------
-def _normalize_index(x, idx):
-    """Index as NumPy understands it; True when it has an advanced (array) part."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    if len(idx) > x.ndim:
-        _check_index_count(x, idx)
-    out, advanced = [], False
-    dim = 0
+# PyTorch reads ``x[idx]`` in two steps: the integers, slices, ``None`` and ``...``
+# are applied first, one after another (select, slice, unsqueeze), and the tensor
+# indices (masks expanded to their nonzero positions, a Python or 0-d bool to an
+# unsqueeze indexed by a length-1 or empty index) then index the result.  An integer
+# is thus never an advanced index: where the broadcast index dimensions go (in place
+# when the index tensors are adjacent, else in front) is decided among the tensors
+# alone.  ``_normalize_index`` turns an index into those two steps as NumPy indices:
+# a basic one (a view) and one of integer arrays and ``slice(None)``, for which
+# NumPy's placement rule is PyTorch's.
+_FULL = slice(None)
+_TRUE_INDEX = np.zeros(1, np.int64)     # x[True]: the new dimension of size 1, kept
+_FALSE_INDEX = np.zeros(0, np.int64)    # x[False]: ... and indexed by nothing
+_TRUE_INDEX.flags.writeable = _FALSE_INDEX.flags.writeable = False
+_MAXSIZE = 2 ** 63 - 1
+
+
+def _sequence_as_tuple(idx):
+    """PyTorch (after NumPy): a list that holds a tensor, a sequence, a slice,
+    ``None`` or ``...`` is read as a tuple of indices, other lists as one index tensor."""
+    if len(idx) >= 32:
+        return False
     for k in idx:
+        if k is None or k is Ellipsis or isinstance(k, (Tensor, list, tuple, slice, np.ndarray, str)):
+            warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed "
+                          "in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be "
+                          "interpreted as tensor index, x[torch.tensor(seq)], which will result either in an error or "
+                          "a different result", UserWarning, stacklevel=5)
+            return True
+    return False
+
+
+def _is_mask(dt):
+    if dt.kind == "b":
+        return True
+    if dt.kind == "u" and dt.itemsize == 1:     # (uint8: a mask, as in PyTorch)
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=5)
+        return True
+    return False
+
+
+def _is_int_index(dt):
+    return dt.kind == "i" and dt.itemsize >= 4      # int64, int32 (PyTorch refuses int8, int16)
+
+
+def _sequence_index(k):
+    """An index tensor made from a list, tuple or array as PyTorch makes it: bool (and
+    uint8) stay, any other type becomes int64 (floats truncated)."""
+    if isinstance(k, str):
+        raise TypeError("new(): invalid data type 'str'")
+    if isinstance(k, np.ndarray):
+        a = k
+    else:
+        if k and isinstance(k[0], (Tensor, list, tuple)):
+            _check_sequence_items(k)
+        a = np.asarray(k)
+    dt = a.dtype
+    if _is_mask(dt):
+        return a
+    if dt.kind not in "iuf":
+        if dt.kind in "US":
+            raise TypeError("new(): invalid data type 'str'")
+        _check_sequence_items(k)
+        raise TypeError("Could not infer dtype of %s" % type(a.reshape(-1)[0] if a.size else k).__name__)
+    return a if dt == np.int64 else a.astype(np.int64)
+
+
+def _check_sequence_items(seq):
+    for k in seq:
         if isinstance(k, Tensor):
-            if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
-                from ..replay import index_hook
-                k = index_hook(k)
-            else:
-                k = k._data
-            if k.ndim == 0 and k.dtype.kind in "iu":
-                k = int(k)
-        if isinstance(k, list):
-            k = np.asarray(k)
-            if k.dtype.kind not in "iub":
-                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        if isinstance(k, np.ndarray):
-            if k.dtype.kind == "b":
-                for j in range(k.ndim):
-                    if dim + j >= x.ndim or k.shape[j] != x.shape[dim + j]:
-                        raise IndexError(
-                            "The shape of the mask %s at index %d does not match the shape of the indexed "
-                            "tensor %s at index %d" % (list(k.shape), j, list(x.shape[dim:]), dim + j))
-                dim += k.ndim
-            elif k.dtype.kind in "iu":
-                dim += 1
-            else:
-                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            advanced = True
-        elif isinstance(k, slice):
-            if k.step is not None and k.step <= 0:
-                raise ValueError("step must be greater than zero" if k.step else "slice step cannot be zero")
-            dim += 1
-        elif k is None:
-            pass
-        elif k is Ellipsis:
-            dim = x.ndim - sum(1 for j in idx if j is not None and j is not Ellipsis) + dim
-        elif isinstance(k, (bool, np.bool_)):
-            advanced = True
-        elif isinstance(k, (int, np.integer)):
-            if dim < x.ndim:
-                size = x.shape[dim]
-                if not -size <= k < size:
-                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, dim, size))
-            dim += 1
-        else:
-            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
-                             "are valid indices (got %s)" % type(k).__name__)
-        out.append(k)
-    return tuple(out), advanced
+            if k._data.size != 1 or k.dtype.kind not in "iub":
+                raise TypeError("only integer tensors of a single element can be converted to an index")
+        elif isinstance(k, (list, tuple)):
+            _check_sequence_items(k)
+        elif isinstance(k, str):
+            raise TypeError("new(): invalid data type 'str'")
 
 
-def _check_index_count(x, idx):
-    """PyTorch's errors for an index that uses more dimensions than ``x`` has."""
+def _type_name(k):
+    t = type(k)
+    return t.__name__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__name__)
+
+
+def _dims_named(idx):
+    """PyTorch's count of the dimensions an index names."""
     used = 0
     for k in idx:
-        if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_)):
-            continue
-        if isinstance(k, (Tensor, np.ndarray)) and k.dtype.kind == "b":
-            used += k.ndim
-        else:
+        if isinstance(k, Tensor):
+            used += k.ndim if _is_mask(k.dtype) else 1     # (not ._data: no guard while recording)
+        elif not (k is None or k is Ellipsis or k is True or k is False):
             used += 1
-    nd = x.ndim
-    if used <= nd:
-        return
-    if nd == 0 and used == 1:
-        k = next(k for k in idx if not (k is None or k is Ellipsis or isinstance(k, (bool, np.bool_))))
-        if isinstance(k, (int, np.integer)):
-            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
-                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    return used
+
+
+def _normalize_index(x, idx):
+    """``x[idx]`` as PyTorch reads it: ``(pre, adv, name)`` where ``pre`` is a basic
+    NumPy index (ints, slices, None) applied first and ``adv`` a tuple of integer
+    arrays and ``slice(None)`` applied to its result (None when there are no index
+    tensors; ``pre`` is None when it does nothing and ``adv`` is not None); ``name``
+    is the grad_fn of a basic index.  Raises PyTorch's errors for the integers, the
+    index types and the masks; index tensors are checked when they are used."""
+    shape = x.shape
+    nd = len(shape)
+    single = type(idx) is not tuple
+    if single:
+        if isinstance(idx, Tensor) and nd and not _tp.recording[0]:
+            a = idx._data       # x[labels], x[mask]: the common single tensor index
+            if a.ndim:
+                if _is_int_index(a.dtype):
+                    return None, (a,), None
+                if a.dtype.kind == "b" and a.shape == shape[:a.ndim]:
+                    return None, np.nonzero(a), None
+        if isinstance(idx, tuple):
+            idx, single = tuple(idx), False
+        elif type(idx) is list and _sequence_as_tuple(idx):
+            idx, single = tuple(idx), False
+        else:
+            idx = (idx,)
+    elif nd and len(idx) == nd and not _tp.recording[0]:
+        # one integer tensor per dimension (logp[rows, labels]): nothing to slice
+        arrays = []
+        for k in idx:
+            if not isinstance(k, Tensor):
+                break
+            a = k._data
+            if not a.ndim or not _is_int_index(a.dtype):
+                break
+            arrays.append(a)
+        else:
+            return None, tuple(arrays), None
+    pre = []
+    adv = None          # [(dim of the sliced tensor, its integer index array)]
+    masks = None
+    bad_dtype = False
+    name = "AliasBackward0"
+    used = -1           # PyTorch's count of the dimensions named, when needed
+    src = 0             # dim of x the next item applies to
+    dim = 0             # dim of the sliced tensor it gives
+    try:
+        for i, k in enumerate(idx):
+            tk = type(k)
+            if tk is not int and tk is not slice and k is not None and k is not Ellipsis and tk is not bool:
+                if isinstance(k, Tensor):
+                    if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
+                        from ..replay import index_hook
+                        k = index_hook(k)
+                    else:
+                        k = k._data
+                elif isinstance(k, (list, tuple, np.ndarray, str)):
+                    k = _sequence_index(k)
+                if type(k) is np.ndarray:
+                    dt = k.dtype
+                    if not k.ndim:
+                        if _is_mask(dt):
+                            k = bool(k)         # a 0-d bool tensor: as a Python bool
+                        elif _is_int_index(dt):
+                            k = int(k)          # a 0-d integer tensor: as an integer
+                    elif _is_mask(dt):
+                        if src + k.ndim > nd and used < 0:
+                            used = _dims_named(idx)
+                            if used > nd:
+                                _too_many(idx, nd, single)
+                        if masks is None:
+                            masks = []
+                        masks.append((dim, k))
+                        pre.extend([_FULL] * k.ndim)
+                        src += k.ndim
+                        dim += k.ndim
+                        continue
+                    if type(k) is np.ndarray:
+                        if src >= nd and used < 0:
+                            used = _dims_named(idx)
+                            if used > nd:
+                                _too_many(idx, nd, single)
+                        if not _is_int_index(dt):
+                            bad_dtype = True    # (raised after the integers are applied, as PyTorch does)
+                        if adv is None:
+                            adv = []
+                        adv.append((dim, k))
+                        pre.append(_FULL)
+                        src += 1
+                        dim += 1
+                        continue
+                tk = type(k)
+            if tk is int:
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                size = shape[src] if src < nd else 0
+                if not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
+                name = "SelectBackward0"
+                pre.append(k)
+                src += 1
+            elif tk is slice:
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                if k.step is not None:
+                    if k.step == 0:
+                        raise ValueError("slice step cannot be zero")
+                    if k.step < 0:
+                        raise ValueError("step must be greater than zero")
+                if single or not ((k.start is None or k.start == 0) and (k.stop is None or k.stop >= _MAXSIZE)
+                                  and (k.step is None or k.step == 1)):
+                    name = "SliceBackward0"
+                pre.append(k)
+                src += 1
+                dim += 1
+            elif k is None:
+                name = "UnsqueezeBackward0"
+                pre.append(None)
+                dim += 1
+            elif k is Ellipsis:
+                if used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                n = nd - used
+                pre.extend([_FULL] * min(n, nd - src))
+                src += n
+                dim += n
+            elif tk is bool:
+                if adv is None:
+                    adv = []
+                adv.append((dim, _TRUE_INDEX if k else _FALSE_INDEX))
+                pre.append(None)
+                dim += 1
+            else:
+                if isinstance(k, np.bool_) or not hasattr(k, "__index__"):
+                    raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                                     "Variables are valid indices (got %s)" % _type_name(k))
+                if src >= nd and used < 0:
+                    used = _dims_named(idx)
+                    if used > nd:
+                        _too_many(idx, nd, single)
+                k = k.__index__()
+                size = shape[src] if src < nd else 0
+                if not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
+                name = "SelectBackward0"
+                pre.append(k)
+                src += 1
+    except (IndexError, ValueError, TypeError):
+        if used < 0 and _dims_named(idx) > nd:      # (PyTorch counts the dimensions first)
+            _too_many(idx, nd, single)
+        raise
+    if bad_dtype:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if adv is None and masks is None:
+        pre.append(Ellipsis)            # (a 0-d view, never a NumPy scalar)
+        return tuple(pre), None, name
+    for k in pre:
+        if k is not _FULL:
+            pre.append(Ellipsis)
+            pre = tuple(pre)
+            sliced = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * nd)[pre].shape
+            break
+    else:
+        pre, sliced = None, shape
+    if masks is not None:
+        if adv is None:
+            adv = []
+        for at, m in masks:
+            for j in range(m.ndim):
+                if at + j >= len(sliced):
+                    raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                                     % (-len(sliced), len(sliced) - 1, at + j))
+                if m.shape[j] != sliced[at + j]:
+                    raise IndexError("The shape of the mask %s at index %d does not match the shape of the indexed "
+                                     "tensor %s at index %d" % (list(m.shape), j, list(sliced), at + j))
+            adv.extend(zip(range(at, at + m.ndim), np.nonzero(m)))
+    if len(adv) == 1 and adv[0][0] == 0:
+        return pre, (adv[0][1],), None
+    out = [_FULL] * (max(j for j, _ in adv) + 1)
+    for j, a in adv:
+        out[j] = a
+    return pre, tuple(out), None
+
+
+def _too_many(idx, nd, single):
+    """PyTorch's errors for an index that names more dimensions than ``x`` has."""
+    if single and nd == 0:
+        k = idx[0]
+        if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+            if k == 0:
+                raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                                 "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+            raise IndexError("index %d is out of bounds for dimension 0 with size 0" % k)
         if isinstance(k, slice):
             raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     raise IndexError("too many indices for tensor of dimension %d" % nd)
 
 
-def _index_name(idx):
-    kinds = {type(k) for k in idx}
-    if any(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in idx):
-        return "SelectBackward0"
-    if slice in kinds:
-        return "SliceBackward0"
-    if type(None) in kinds:
-        return "UnsqueezeBackward0"
-    return "AliasBackward0"
+def _index_result(shape, adv):
+    """For index arrays NumPy refused, PyTorch's checks in its order: ``(error, bounds
+    error, result shape)``, an error about the arrays themselves (they do not broadcast,
+    or index a dimension of size 0) or else the first index out of range, which PyTorch
+    reports only when the result has elements (it checks no value otherwise)."""
+    arrays = [(j, a) for j, a in enumerate(adv) if a is not _FULL]
+    try:
+        bshape = np.broadcast_shapes(*[a.shape for _, a in arrays])
+    except ValueError:
+        return IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes %s"
+                          % ", ".join(str(list(a.shape)) for _, a in arrays)), None, None
+    sizes = [shape[j] for j, _ in arrays]
+    if 0 in sizes and 0 not in bshape:
+        return IndexError("index is out of bounds for dimension with size 0"), None, None
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape))
+    zeros = np.zeros(bshape, np.int64)
+    out_shape = dummy[tuple(_FULL if a is _FULL else zeros for a in adv)].shape
+    bounds = None
+    if 0 not in out_shape:
+        flags = [np.broadcast_to((a < -n) | (a >= n), bshape).reshape(-1) for (_, a), n in zip(arrays, sizes)]
+        first = int(np.flatnonzero(np.logical_or.reduce(flags))[0])
+        k = next(j for j in range(len(flags)) if flags[j][first])
+        bounds = IndexError("index %d is out of bounds for dimension %d with size %d"
+                            % (np.broadcast_to(arrays[k][1], bshape).reshape(-1)[first], k, sizes[k]))
+    return None, bounds, out_shape
 
 
-def _fix_index_error(e):
-    msg = str(e).replace("for axis", "for dimension")
-    return IndexError(msg)
+def _empty_index(adv):
+    """An index giving the same (empty) result as ``adv`` without reading any value."""
+    bshape = np.broadcast_shapes(*[a.shape for a in adv if a is not _FULL])
+    zeros = np.zeros(bshape, np.int64)
+    return tuple(_FULL if a is _FULL else zeros for a in adv)
 
 
 def getitem(x, idx):
+    pre, adv, name = _normalize_index(x, idx)
+    if adv is None:
+        return strided(x, lambda a: a[pre], name, ("index",) + _index_key(pre))
+    if pre is not None:     # the integers, slices and new dims first (PyTorch: select, slice, unsqueeze)
+        x = strided(x, lambda a: a[pre], name, ("index",) + _index_key(pre))
+    out = _gather(x, adv)
     if _tp.recording[0]:
         from ..replay import live_gather_hook
-        nidx, advanced = _normalize_index(x, idx)
-        return live_gather_hook(_getitem(x, nidx, advanced), x.shape, nidx)
-    idx, advanced = _normalize_index(x, idx)
-    return _getitem(x, idx, advanced)
+        return live_gather_hook(out, x.shape, adv)
+    return out
 
 
-def _getitem(x, idx, advanced):
+def _gather(x, adv):
+    """``x[adv]`` for a tuple of integer arrays and full slices (differentiable: GATHER)."""
+    d = x._data
     try:
-        if advanced:
-            d = x._data
-            if (len(idx) == d.ndim and
-                    all(type(k) is np.ndarray and k.dtype.kind in "iu" for k in idx)):
-                # one integer array per dimension (e.g. logp[rows, labels]): flat
-                # indices directly, no index grid
-                out = d[idx]
-                if not x._rg or not _tp.state().grad:
-                    return Tensor._wrap(out)
-                lin = np.ravel_multi_index(idx, d.shape, mode="wrap") if d.size else np.zeros(out.shape, np.int64)
-                return _record(GATHER, x, out, "IndexBackward0", lin.ravel())
-            lin = np.arange(d.size, dtype=np.int64).reshape(x.shape)[idx]
-            return gather_linear(x, lin, "IndexBackward0")
-        name = _index_name(idx)
-        if not any(k is Ellipsis for k in idx):
-            idx = idx + (Ellipsis,)     # a 0-d view, never a NumPy scalar
-        return strided(x, lambda a: a[idx], name, ("index",) + _index_key(idx))
-    except IndexError as e:
-        raise _fix_index_error(e) from None
+        out = d[adv]
+    except IndexError:
+        err, bounds, _ = _index_result(d.shape, adv)
+        if err or bounds:
+            raise (err or bounds) from None
+        adv = _empty_index(adv)
+        out = d[adv]
+    if not x._rg or not _tp.state().grad:
+        return Tensor._wrap(out)
+    if len(adv) == d.ndim and all(type(k) is np.ndarray for k in adv):
+        # one integer array per dimension (e.g. logp[rows, labels]): flat indices
+        # directly, no index grid
+        lin = np.ravel_multi_index(adv, d.shape, mode="wrap") if d.size else np.zeros(out.shape, np.int64)
+    else:
+        lin = np.arange(d.size, dtype=np.int64).reshape(d.shape)[adv]
+    return _record(GATHER, x, out, "IndexBackward0", lin.ravel())
 
 
 def setitem(y, idx, value, view_op=True):
-    """``y[idx] = value``, in place (grad_fn CopySlices for y)."""
+    """``y[idx] = value``, in place (grad_fn CopySlices for y, IndexPutBackward0 when
+    only tensors index it)."""
     from .inplace import check_inplace, commit_inplace
     v = value if isinstance(value, Tensor) else Tensor._const(np.asarray(value, dtype=y.dtype))
+    if idx is False:
+        return      # (PyTorch: nothing happens, whatever the value)
     check_inplace(y, view_op)
-    idx, advanced = _normalize_index(y, idx)
+    pre, adv, _ = _normalize_index(y, idx)
     d = y._data
+    sliced = d if pre is None else d[pre]
+    vdata = v._data
+    vshape = vdata.shape
+    while vshape and vshape[0] == 1:    # leading ones of the value are dropped (PyTorch)
+        vshape = vshape[1:]
+    target = sliced
+    if adv is not None:
+        try:
+            target = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), sliced.shape, (0,) * sliced.ndim)[adv]
+        except IndexError:
+            err, bounds, out_shape = _index_result(sliced.shape, adv)
+            if err:
+                raise err from None
+            _check_value_shape(v, vshape, out_shape, True)
+            if bounds:
+                raise bounds from None
+            adv = _empty_index(adv)
+            target = sliced[adv]
+    _check_value_shape(v, vshape, target.shape, adv is not None)
+    vdata = vdata.reshape(vshape)
     tracking = (y._rg or v._rg) and _tp.state().grad
-    try:
-        if tracking:
-            region = np.arange(d.size, dtype=np.int64).reshape(d.shape)[idx]
-            vmap = np.broadcast_to(np.arange(v._data.size, dtype=np.int64).reshape(v.shape), region.shape)
-        d[idx] = v._data
-    except IndexError as e:
-        raise _fix_index_error(e) from None
-    except ValueError as e:
-        raise _setitem_error(d, idx, advanced, v, e) from None
+    if tracking:
+        region = np.arange(d.size, dtype=np.int64).reshape(d.shape)
+        if pre is not None:
+            region = region[pre]
+        if adv is not None:
+            region = region[adv]
+        vmap = np.broadcast_to(np.arange(vdata.size, dtype=np.int64).reshape(vshape), region.shape)
+    if adv is None:
+        sliced[...] = vdata
+    else:
+        sliced[adv] = vdata
     if not tracking:
         commit_inplace(y, None)
         return
     words = np.concatenate(([region.size], region.ravel(), vmap.ravel()))
-    r = _record(SETITEM, y, d.copy(), "IndexPutBackward0" if advanced else "CopySlices", words, b=v)
+    name = "IndexPutBackward0" if adv is not None and pre is None else "CopySlices"
+    r = _record(SETITEM, y, d.copy(), name, words, b=v)
     commit_inplace(y, r)
 
 
-def _setitem_error(d, idx, advanced, v, e):
-    try:
-        shape = d[idx].shape
-    except Exception:       # noqa: BLE001  (only the message is at stake)
-        return RuntimeError(str(e))
-    vs = v.shape
+def _check_value_shape(v, vs, shape, advanced):
+    """PyTorch's errors for a value (its leading ones dropped: ``vs``) that does not
+    broadcast to the indexed region's ``shape``."""
     if advanced:
-        return RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                            "shape %s" % (list(vs), list(shape)))
+        try:
+            np.broadcast_shapes(vs, shape)
+            ok = len(vs) <= len(shape) and np.broadcast_shapes(vs, shape) == tuple(shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                               "shape %s" % (list(vs), list(shape)))
+        return
     lead = len(shape) - len(vs)
     if lead < 0:
-        return RuntimeError(_expand_ndim_msg(v, shape))
+        raise RuntimeError("expand(torch.%s{%s}, size=%s): the number of sizes provided (%d) must be greater or "
+                           "equal to the number of dimensions in the tensor (%d)"
+                           % (_TYPE_NAME.get(v.dtype, "Tensor"), list(vs), list(shape), len(shape), len(vs)))
     for i in range(len(vs) - 1, -1, -1):
-        n = shape[i + lead] if i + lead >= 0 else 1
+        n = shape[i + lead]
         if vs[i] != n and vs[i] != 1:
-            return RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at "
-                                "non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s"
-                                % (n, vs[i], i + lead, list(shape), list(vs)))
-    return RuntimeError(str(e))
+            raise RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at "
+                               "non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s"
+                               % (n, vs[i], i + lead, list(shape), list(vs)))
 
 
 def _cat_error(datas, ax, e):
