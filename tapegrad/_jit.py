@@ -31,7 +31,8 @@ import warnings
 _ALL = []           # every dispatcher, so a changed kernel source can flush them all
 _PENDING = []       # stand-ins made before load(), in definition order
 _LOCK = threading.RLock()
-LOADED = [False]
+LOADED = [False]     # Numba imported, the dispatchers made
+READY = [False]      # ... and the kernels are to be used (``load``; or ``_background`` once they are loaded)
 _AFTER_LOAD = []    # callbacks run once the dispatchers exist (the stale-cache flush)
 
 
@@ -168,14 +169,20 @@ def loaded():
     return LOADED[0]
 
 
-def load():
+def load(ready=True):
     """Import Numba, make every pending kernel's dispatcher, and put the real objects
     in place of the stand-ins (compilation itself stays lazy, per kernel, at first
-    call).  Idempotent and thread-safe."""
+    call).  Idempotent and thread-safe.  ``ready=False`` (``_background``, loading
+    the kernels from the cache in a thread) leaves ``READY`` to its caller: until
+    then backward passes go on being interpreted."""
     if LOADED[0]:
+        if ready:
+            READY[0] = True
         return
     with _LOCK:
         if LOADED[0]:
+            if ready:
+                READY[0] = True
             return
         for z in _PENDING:
             if isinstance(z, _Lazy):
@@ -198,6 +205,8 @@ def load():
         del _PENDING[:]
         for f in _AFTER_LOAD:
             f()
+        if ready:
+            READY[0] = True
 
 
 def _numba_module():
