@@ -83,7 +83,8 @@ def optimize(first_backward, iters=2000, lr=1e-3):
     if switched_at is not None:
         i, dt = switched_at
         print(f"iteration {i} was the first with the compiled sweep: {dt * 1e3:.1f} ms")
-    print(f"first iteration: {first * 1e3:.3f} ms; per iteration afterwards: {(total - first) / (iters - 1) * 1e3:.3f} ms;"
+    per = (total - first) / (iters - 1)
+    print(f"first iteration: {first * 1e3:.3f} ms; per iteration afterwards: {per * 1e3:.3f} ms;"
           f" backward at the end: {_kernels_state()}")
 
 

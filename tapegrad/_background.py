@@ -243,16 +243,3 @@ def _load():
     _jit.READY[0] = True
     if _started[0]:
         notice("compiled kernels ready (%.0f s after the compile started)" % (time.perf_counter() - _started[0]))
-
-
-def wait(timeout=None):
-    """Block until the kernels are ready or the background compile failed (tests,
-    benchmarks); returns whether they are ready."""
-    end = None if timeout is None else time.perf_counter() + timeout
-    while not _jit.READY[0] and _phase[0] != "failed":
-        if end is not None and time.perf_counter() > end:
-            break
-        _next_poll[0] = 0.0
-        request()
-        time.sleep(0.05)
-    return _jit.READY[0]
