@@ -91,6 +91,16 @@ def optimize(first_backward, iters=2000, lr=1e-3):
 def replay_demo(iters=2000, lr=1e-3):
     """The same descent with the loss recorded once and replayed (tg.compile)."""
     print("\n== The same descent, recorded once and replayed (tg.compile) ==")
+    # replays are for loops that run long: the compiled kernels now if the cache has them
+    # (loading them is a pause of a second or two), else their compile starts in the
+    # background and the replays run in NumPy meanwhile
+    from tapegrad import _background
+    if not _jit.READY[0] and (_background.stamp_valid() or not _background.deferring()):
+        t = perf_counter()
+        _jit.load()
+        print(f"loading the compiled kernels: {perf_counter() - t:.2f} s")
+    else:
+        _background.request()
     p = tg.tensor([-1.5, 2.0], requires_grad=True)
     step = tg.compile(rosenbrock)
     t = perf_counter()

@@ -198,3 +198,52 @@ def test_the_stamp_is_valid_for_its_key_and_groups(monkeypatch, tmp_path):
     stamp(_background.key().replace("numba-", "numba-0") + " groups=select")     # another Numba
     assert not _background.stamp_valid()
     assert " numba-" in _background.key() and " py%d.%d " % sys.version_info[:2] in _background.key()
+
+
+def test_replays_keep_to_numpy_until_the_kernels_are_ready(monkeypatch):
+    import numpy as np
+    import tapegrad as tg
+    _jit.load()                             # (the dispatchers exist; "not ready" is READY alone)
+    monkeypatch.setattr(_jit, "READY", [False])
+    monkeypatch.setattr(_background, "deferring", lambda: True)
+
+    def f(xy):
+        return (1 - xy[0]) ** 2 + 100 * (xy[1] - xy[0] ** 2) ** 2
+
+    def want(x, y):
+        return [-2 * (1 - x) - 400 * x * (y - x * x), 200 * (y - x * x)]
+
+    step = tg.compile(f)
+    R = None
+    for i in range(6):
+        if i == 3:
+            _jit.READY[0] = True            # the background compile is done
+        x, y = -1.5 + 0.1 * i, 2.0 - 0.05 * i
+        p = tg.tensor([x, y], requires_grad=True)
+        step(p).backward()
+        np.testing.assert_allclose(p.grad.numpy(), want(x, y), rtol=1e-13)
+        R = next(iter(step.cache.values()))[0]
+        # recorded and replayed in NumPy while not ready (no compiled forward decided);
+        # the first replay once ready decides (not a tape of single numbers: xy has
+        # two), the next one takes the compiled forward over one arena
+        assert (R.scalar, R.arena) == ((None, None) if i < 3 else (False, None) if i == 3 else (False, True)), i
+    assert step.stats.recordings == 1 and step.stats.replays == 5
+
+
+def test_single_number_replays_take_the_compiled_forward_once_ready(monkeypatch):
+    import numpy as np
+    import tapegrad as tg
+    _jit.load()
+    monkeypatch.setattr(_jit, "READY", [False])
+    monkeypatch.setattr(_background, "deferring", lambda: True)
+    step = tg.compile(lambda x, y: (1 - x) ** 2 + 100 * (y - x ** 2) ** 2)
+    for i in range(5):
+        if i == 2:
+            _jit.READY[0] = True
+        xv, yv = -1.5 + 0.1 * i, 2.0 - 0.05 * i
+        x, y = tg.tensor([xv], requires_grad=True), tg.tensor([yv], requires_grad=True)
+        step(x, y).sum().backward()
+        np.testing.assert_allclose([x.grad.item(), y.grad.item()],
+                                   [-2 * (1 - xv) - 400 * xv * (yv - xv * xv), 200 * (yv - xv * xv)], rtol=1e-13)
+        R = next(iter(step.cache.values()))[0]
+        assert R.scalar is (None if i < 2 else True), i
