@@ -1,10 +1,11 @@
 """A first run on an empty Numba cache: the longest single pause of a training loop.
 
-    python benchmarks/first_run.py [--code DIR] [SCENARIO ...]
+    python benchmarks/first_run.py [--code DIR] [--foreground] [SCENARIO ...]
 
 Each scenario runs in a new process with a new, empty NUMBA_CACHE_DIR (a temporary
 directory), importing tapegrad from DIR (default: this checkout; pass another
-checkout to compare).  Every iteration (forward, backward, optimizer step) is timed
+checkout to compare; ``--foreground``: with TAPEGRAD_BACKGROUND_COMPILE=0, the
+kernels compiled inside the first backward that wants them).  Every iteration (forward, backward, optimizer step) is timed
 with time.perf_counter; the longest one and the total are printed.  After a
 scenario the script waits for the background compile it started, so that the next
 one starts on an idle second core.
@@ -192,11 +193,13 @@ def _wait_for_background(cache):
     return time.perf_counter() - t
 
 
-def run(name, code):
+def run(name, code, foreground=False):
     cache = tempfile.mkdtemp(prefix="tapegrad-first-run-")
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=code)
     for k in ("TAPEGRAD_INTERPRET", "TAPEGRAD_BACKGROUND_COMPILE", "TAPEGRAD_QUIET"):
         env.pop(k, None)
+    if foreground:
+        env["TAPEGRAD_BACKGROUND_COMPILE"] = "0"
     load0 = os.getloadavg()
     t = time.perf_counter()
     if name == "total":
@@ -222,10 +225,14 @@ def main(argv):
     code = HERE
     if argv[:1] == ["--code"]:
         code, argv = os.path.abspath(argv[1]), argv[2:]
+    foreground = argv[:1] == ["--foreground"]
+    if foreground:
+        argv = argv[1:]
     names = argv or ["demo", "replay", "total"]
-    print("# tapegrad from %s; %d CPUs; load average %s" % (code, os.cpu_count(), os.getloadavg()))
+    print("# tapegrad from %s%s; %d CPUs; load average %s" % (code, " (foreground compile)" if foreground else "",
+                                                             os.cpu_count(), os.getloadavg()))
     for name in names:
-        res = run(name, code)
+        res = run(name, code, foreground)
         print(name, json.dumps(res, indent=1))
         sys.stdout.flush()
 

@@ -21,11 +21,8 @@ the next run compiles what is missing.
 backward that wants the kernels (the test suite runs so); ``TAPEGRAD_QUIET=1``
 silences the two notices on stderr.
 """
-import hashlib
 import os
 import pickle
-import platform
-import subprocess
 import sys
 import threading
 import time
@@ -121,6 +118,8 @@ def cache_dir():
 def key():
     """What a compile is valid for (without importing Numba)."""
     if not _key:
+        import hashlib
+        import platform
         from importlib.metadata import PackageNotFoundError, version
         from .kernels import sweep
         try:
@@ -189,16 +188,28 @@ def lock():
 
 # -- compiling in a second process --------------------------------------------------
 def _start_compiling():
+    import subprocess
     d = cache_dir()
     cmd = [sys.executable, "-m", "tapegrad", "warmup", "--background"]
     if ONLY:
         cmd += ["--only", ",".join(ONLY)]
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # this tapegrad, installed or not
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # this tapegrad: an installed one is found from site-packages; a checkout's directory
+    # goes first on the path.  The child runs in the cache directory (``-m`` puts the
+    # working directory first on the path: no other tapegrad there), so relative paths
+    # are made absolute.
+    import site
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [os.path.abspath(q) for q in env.get("PYTHONPATH", "").split(os.pathsep) if q]
+    installed = {os.path.abspath(q) for q in site.getsitepackages() + [site.getusersitepackages()]}
+    if root not in installed:
+        paths.insert(0, root)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if env.get("NUMBA_CACHE_DIR"):
+        env["NUMBA_CACHE_DIR"] = os.path.abspath(env["NUMBA_CACHE_DIR"])
     try:
         with open(os.path.join(d, LOG), "a") as log:
-            _child[0] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            _child[0] = subprocess.Popen(cmd, env=env, cwd=d, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as e:
         _fail("cannot start the background compile (%s)" % e)
