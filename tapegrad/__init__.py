@@ -3,6 +3,8 @@
 Operations run eagerly on NumPy arrays and append one entry each to a per-thread
 tape; ``backward()`` walks the tape once in compiled (Numba) code.
 """
+__version__ = "0.1.0"        # (the same as pyproject.toml's: tests/test_demo.py checks)
+
 import builtins as _builtins
 import operator
 

@@ -1,4 +1,4 @@
-"""A short tour of tapegrad:  ``python -m tapegrad``  (or ``python -m tapegrad warmup``).
+"""A short tour of tapegrad:  ``python -m tapegrad``  (or ``python -m tapegrad warmup``, ``--version``).
 
 The tour prints PyTorch's seed examples as tapegrad computes them, then runs a
 small gradient descent with timings and, when scikit-learn is installed, a few
@@ -50,19 +50,23 @@ def rosenbrock(xy):
     return (1 - x) ** 2 + 100 * (y - x ** 2) ** 2
 
 
+def _kernels_state():
+    return "compiled" if _jit.READY[0] else "interpreted (the compiled kernels are not ready yet)"
+
+
 def optimize(first_backward, iters=2000, lr=1e-3):
     print("\n== Gradient descent on the 2-D Rosenbrock function (plain tensors) ==")
     p = tg.tensor([-1.5, 2.0], requires_grad=True)
     first = None
-    loaded_at = None
+    switched_at = None
     t0 = perf_counter()
     for i in range(iters):
         t = perf_counter()
-        was_loaded = _jit.loaded()
+        was_ready = _jit.READY[0]
         loss = rosenbrock(p)
         loss.backward()
-        if not was_loaded and _jit.loaded():
-            loaded_at = (i, perf_counter() - t)
+        if not was_ready and _jit.READY[0]:
+            switched_at = (i, perf_counter() - t)
         if i == 0:
             first = perf_counter() - t
             loss0 = loss.item()
@@ -76,21 +80,27 @@ def optimize(first_backward, iters=2000, lr=1e-3):
     print(f"loss after:  {final:.6g}   at ({p[0].item():.4f}, {p[1].item():.4f}); minimum 0 at (1, 1)")
     print(f"first backward of this process (seed examples): {first_backward * 1e3:.1f} ms"
           " (interpreted in NumPy: the compiled sweep is not loaded yet)")
-    if loaded_at is not None:
-        i, dt = loaded_at
-        print(f"iteration {i} loaded the compiled sweep, once interpreting had cost about as much: {dt:.2f} s "
-              "(imports Numba; compiles the kernels on an empty cache, else loads them from it)")
-        total -= dt
-    print(f"first iteration: {first * 1e3:.3f} ms; per iteration afterwards"
-          f"{' (without the load)' if loaded_at else ''}: {(total - first) / (iters - 1) * 1e3:.3f} ms")
+    if switched_at is not None:
+        i, dt = switched_at
+        print(f"iteration {i} was the first with the compiled sweep: {dt * 1e3:.1f} ms")
+    per = (total - first) / (iters - 1)
+    print(f"first iteration: {first * 1e3:.3f} ms; per iteration afterwards: {per * 1e3:.3f} ms;"
+          f" backward at the end: {_kernels_state()}")
 
 
 def replay_demo(iters=2000, lr=1e-3):
     """The same descent with the loss recorded once and replayed (tg.compile)."""
     print("\n== The same descent, recorded once and replayed (tg.compile) ==")
-    t = perf_counter()
-    _jit.load()         # (replays are for loops that run long: the compiled kernels from the start)
-    load = perf_counter() - t
+    # replays are for loops that run long: the compiled kernels now if the cache has them
+    # (loading them is a pause of a second or two), else their compile starts in the
+    # background and the replays run in NumPy meanwhile
+    from tapegrad import _background
+    if not _jit.READY[0] and (_background.stamp_valid() or not _background.deferring()):
+        t = perf_counter()
+        _jit.load()
+        print(f"loading the compiled kernels: {perf_counter() - t:.2f} s")
+    else:
+        _background.request()
     p = tg.tensor([-1.5, 2.0], requires_grad=True)
     step = tg.compile(rosenbrock)
     t = perf_counter()
@@ -99,21 +109,19 @@ def replay_demo(iters=2000, lr=1e-3):
     with tg.no_grad():
         p -= lr * p.grad
     p.grad = None
-    replay_first = None
     t0 = perf_counter()
+    longest = 0.0
     for i in range(iters - 1):
+        t = perf_counter()
         step(p).backward()
         with tg.no_grad():
             p -= lr * p.grad
         p.grad = None
-        if i == 0:      # the first replay loads the replay kernels (compiles them on an empty cache)
-            replay_first = perf_counter() - t0
-            t0 = perf_counter()
-    per = (perf_counter() - t0) / max(iters - 2, 1)
+        longest = max(longest, perf_counter() - t)
+    per = (perf_counter() - t0) / max(iters - 1, 1)
     print(f"loss after:  {rosenbrock(p).item():.6g}   at ({p[0].item():.4f}, {p[1].item():.4f})")
-    print(f"loading the compiled kernels: {load:.2f} s (none if the descent above loaded them); "
-          f"first call (records): {first * 1e3:.3f} ms;\nfirst replay (compiles the replay kernels on an empty "
-          f"cache): {replay_first * 1e3:.3f} ms; per iteration afterwards: {per * 1e3:.3f} ms; {step.stats}")
+    print(f"first call (records): {first * 1e3:.3f} ms; per iteration afterwards: {per * 1e3:.3f} ms "
+          f"(longest {longest * 1e3:.1f} ms); {step.stats}; at the end: {_kernels_state()}")
 
 
 # -- A digits-MLP training demo (needs scikit-learn, imported lazily). ---------
@@ -168,16 +176,12 @@ def _replay_warmup():
     return g(tg.randn(4, 3), v, labels) + f(tg.tensor([0.3]), w)
 
 
-def warmup():
-    """One small backward per op family, so the compiled kernels land in Numba's cache,
-    then every variant of the compiled sweep (one per combination of families)."""
-    t0 = perf_counter()
-    _jit.load()         # (else the first small backward passes would be interpreted)
-    print(f"  {'numba':<15} {perf_counter() - t0:7.2f} s")
+def _family_losses():
     tg.manual_seed(0)
     a = tg.randn(4, 3, requires_grad=True)
     b = tg.randn(3, 5, requires_grad=True)
-    families = {
+    return {
+        "select": lambda: a[1, 2],      # the quickest to compile: the sweep for shape ops alone
         "elementwise": lambda: (a.sin() * a.exp() + tg.tanh(a) / 2 - a.relu() ** 2).sum(),
         "reductions": lambda: a.mean() + a.max(dim=1)[0].sum() + tg.logsumexp(a, 1).sum()
                               + tg.softmax(a, 1).var(),
@@ -186,24 +190,110 @@ def warmup():
         "matmul": lambda: tg.matmul(a, b).sum() + tg.mm(a.t(), a).sum(),
         "replay": _replay_warmup,
     }
-    for name, fn in families.items():
-        t = perf_counter()
-        fn().backward()
-        print(f"  {name:<15} {perf_counter() - t:7.2f} s")
-    # the reverse sweep is compiled per combination of the families a tape uses
-    # (``kernels.sweep.VARIANTS``): the combinations not met above
-    t = perf_counter()
-    masks = sweep.compile_variants()
-    names = ["+".join(FAMILY_NAMES[f] for f in sweep.FAMILIES if m >> f & 1) or "none" for m in masks]
-    print(f"  {'sweep variants':<15} {perf_counter() - t:7.2f} s  ({len(masks)}: {', '.join(names)})")
+
+
+def _progress(total, quiet):
+    """tqdm's bar when it is installed (on a terminal), else nothing; a plain line per
+    group is printed either way (``tqdm.write`` keeps it clear of the bar)."""
+    try:
+        if quiet:
+            raise ImportError
+        from tqdm import tqdm
+    except ImportError:
+        return None, print
+    bar = tqdm(total=total, desc="tapegrad warmup", unit="group", disable=None, leave=False)
+    return bar, bar.write
+
+
+def warmup(only=None, background=False):
+    """One small backward per op family, so the compiled kernels land in Numba's cache,
+    then every variant of the compiled sweep (one per group of families it covers);
+    one line per group with the time it took.  ``only``: the groups to do (their
+    names, see ``_background.GROUPS``).  The compile holds the cache's lock (one
+    process compiles at a time) and ends by writing the stamp that tells other
+    processes the kernels are ready.  ``background``: the process a first run starts
+    (``tapegrad._background``): nothing to do if another one compiled meanwhile."""
+    from tapegrad import _background
+    groups = list(_background.GROUPS if only is None else only)
+    unknown = sorted(set(groups) - set(_background.GROUPS))
+    if unknown:
+        sys.exit("warmup: unknown group %s (groups: %s)" % (", ".join(unknown), ", ".join(_background.GROUPS)))
+    t0 = perf_counter()
+    lock = _background.lock()       # (waits while another process compiles)
+    _background.ONLY = only
+    if background and _background.stamp_valid():
+        print("warmup: another process compiled the kernels meanwhile (%.2f s)" % (perf_counter() - t0))
+        return
+    families = _family_losses()
+    variants = "sweep variants" in groups
+    steps = ["numba"] + [g for g in families if g in groups]
+    if variants:
+        steps += ["sweep: " + _variant_name(m) for m in sweep.VARIANTS]
+    bar, say = _progress(len(steps), background)
+    say(f"warmup: compiling {len(steps)} groups of kernels (or loading them from Numba's cache)")
+    try:
+        for step in steps:
+            if bar is not None:
+                bar.set_postfix_str(step)
+            t = perf_counter()
+            if step == "numba":
+                _jit.load()         # (else the first small backward passes would be interpreted)
+            elif step in families:
+                families[step]().backward()
+            else:
+                _compile_variant(step)
+            say(f"  {step:<28} {perf_counter() - t:7.2f} s")
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+    _background.write_stamp(groups)
+    lock.close()
     print(f"warmup done in {perf_counter() - t0:.2f} s")
 
 
+def _variant_name(m):
+    return "+".join(FAMILY_NAMES[f] for f in sweep.FAMILIES if m >> f & 1) or "none"
+
+
+_SIGS = []
+
+
+def _compile_variant(step):
+    """One variant of the sweep (``kernels.sweep.VARIANTS``) for every argument types
+    the sweep was compiled for by the groups before."""
+    if not _SIGS:
+        _SIGS.append({sig for r in list(sweep._VARIANTS.values()) for sig in r.signatures})
+    m = next(v for v in sweep.VARIANTS if "sweep: " + _variant_name(v) == step)
+    r = sweep._new_run(m)
+    for sig in _SIGS[0]:
+        r.compile(sig)
+
+
+USAGE = ("usage: python -m tapegrad [warmup [--only GROUP,...]] | --version\n"
+         "  (no argument)  a short tour: PyTorch's seed examples, a gradient descent, an MLP on digits\n"
+         "  warmup         compile every kernel into Numba's disk cache now, with progress\n"
+         "  --version      print tapegrad's version")
+
+
 def main(argv):
-    if argv[:1] == ["warmup"]:
-        warmup()
+    if argv == ["--version"]:
+        print("tapegrad", tg.__version__)
+    elif argv[:1] == ["warmup"]:
+        rest, only, background = argv[1:], None, False
+        while rest:
+            if rest[0] == "--background":
+                background = True
+                rest = rest[1:]
+            elif rest[0] == "--only" and len(rest) > 1:
+                only = [g for g in rest[1].split(",") if g]
+                rest = rest[2:]
+            else:
+                sys.exit(USAGE)
+        warmup(only, background)
     elif argv:
-        sys.exit("usage: python -m tapegrad [warmup]")
+        sys.exit(USAGE)
     else:
         optimize(seed_examples())
         replay_demo()

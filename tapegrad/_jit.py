@@ -15,16 +15,24 @@ without the kernels until then).  Until ``load()``, ``jit`` returns a stand-in
 (``_Kernel``); ``load()`` makes the dispatchers and puts them, and the other
 Numba objects kernels name (``lazy``), in place of the stand-ins in every tapegrad
 module, so compiled code and Python callers see the real thing.
+
+A damaged cache entry (an index or data file truncated by a killed process or a
+full disk, or zeroed) would make every later call fail to unpickle it: each
+dispatcher's cache file reader is wrapped (``_guard_cache``) so that such an
+entry is removed, with one RuntimeWarning naming it, and the kernel compiled anew.
 """
+import glob
 import os
 import sys
 import tempfile
 import threading
+import warnings
 
 _ALL = []           # every dispatcher, so a changed kernel source can flush them all
 _PENDING = []       # stand-ins made before load(), in definition order
 _LOCK = threading.RLock()
-LOADED = [False]
+LOADED = [False]     # Numba imported, the dispatchers made
+READY = [False]      # ... and the kernels are to be used (``load``; or ``_background`` once they are loaded)
 _AFTER_LOAD = []    # callbacks run once the dispatchers exist (the stale-cache flush)
 
 
@@ -49,8 +57,55 @@ def _njit(fn, kw):
         except RuntimeError:
             opts["cache"] = False
             d = numba.njit(**opts)(fn)
+    _guard_cache(d)
     _ALL.append(d)
     return d
+
+
+_DAMAGED = set()    # cache files found damaged (and removed) by this process
+
+
+def _guard_cache(d):
+    """Make dispatcher ``d``'s disk cache treat an unreadable entry as absent: a
+    file that fails to unpickle (``pickle data was truncated``, ``invalid load
+    key``, an empty file) is removed with the other files of its function, and
+    the kernel is compiled again (Numba itself writes each file atomically, index
+    before data, so only an outside cause leaves one half-written)."""
+    f = getattr(getattr(d, "_cache", None), "_cache_file", None)
+    if f is None or not hasattr(f, "_load_index"):     # (no cache: nothing to guard)
+        return
+    load_index, load_data = f._load_index, f._load_data
+
+    def guarded_index():
+        try:
+            return load_index()
+        except Exception as e:      # (FileNotFoundError is handled inside: a damaged file)
+            _remove_damaged(f, f._index_path, e)
+            return {}
+
+    def guarded_data(name):
+        try:
+            return load_data(name)
+        except OSError:
+            raise                   # (Numba's own answer: a file removed meanwhile is a miss)
+        except Exception as e:
+            _remove_damaged(f, f._data_path(name), e)
+            raise OSError("damaged cache file removed") from e
+
+    f._load_index, f._load_data = guarded_index, guarded_data
+
+
+def _remove_damaged(f, path, err):
+    base = f._index_path[:-len(".nbi")]
+    for p in [f._index_path] + glob.glob(glob.escape(base) + ".*.nbc"):
+        try:
+            os.remove(p)
+        except OSError:
+            pass
+    if path not in _DAMAGED:
+        _DAMAGED.add(path)
+        warnings.warn("tapegrad: Numba's cache file %s was damaged (%s: %s); removed it and compiling the "
+                      "kernel again" % (path, type(err).__name__, err), RuntimeWarning, stacklevel=2)
 
 
 class _Kernel:
@@ -114,14 +169,20 @@ def loaded():
     return LOADED[0]
 
 
-def load():
+def load(ready=True):
     """Import Numba, make every pending kernel's dispatcher, and put the real objects
     in place of the stand-ins (compilation itself stays lazy, per kernel, at first
-    call).  Idempotent and thread-safe."""
+    call).  Idempotent and thread-safe.  ``ready=False`` (``_background``, loading
+    the kernels from the cache in a thread) leaves ``READY`` to its caller: until
+    then backward passes go on being interpreted."""
     if LOADED[0]:
+        if ready:
+            READY[0] = True
         return
     with _LOCK:
         if LOADED[0]:
+            if ready:
+                READY[0] = True
             return
         for z in _PENDING:
             if isinstance(z, _Lazy):
@@ -144,6 +205,8 @@ def load():
         del _PENDING[:]
         for f in _AFTER_LOAD:
             f()
+        if ready:
+            READY[0] = True
 
 
 def _numba_module():

@@ -34,6 +34,7 @@ import weakref
 
 import numpy as np
 
+from . import _background
 from . import _jit
 from . import tape as _tp
 from .kernels import forward as _kf
@@ -625,10 +626,15 @@ class Recording:
         if self.arena:
             return self._forward_arena(arrays)
         vals = self._forward_python(arrays)
-        if self.arena is None and _jit.LOADED[0] and self.scalar is not None:
-            got = self._arena_plan(arrays, vals)
-            if got is not None:
-                return got      # (every replay from here on gives the compiled forward's bits)
+        if _jit.READY[0]:
+            if self.scalar is None:
+                # recorded before the kernels were ready (``_record_call``): decide now
+                if _from is None:
+                    self.compile_scalar(vals)
+            elif self.arena is None:
+                got = self._arena_plan(arrays, vals)
+                if got is not None:
+                    return got      # (every replay from here on gives the compiled forward's bits)
         return vals
 
     def _forward_python(self, arrays):
@@ -1068,7 +1074,8 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             rec.refuse("its replay does not reproduce the recorded values")
             R = None
         if R is not None:
-            R.compile_scalar(vals)
+            if _jit.READY[0] or not _background.deferring():
+                R.compile_scalar(vals)      # (else at the first replay once the kernels are ready)
             T2 = R.tape_for(vals, arrays, user_args)
             return R.outputs(vals, arrays, user_args, T2), R, None
     # not replayable: hand back the recorded call itself

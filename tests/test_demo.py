@@ -1,4 +1,5 @@
 """The tour ``python -m tapegrad`` and ``python -m tapegrad warmup`` run and print real values."""
+import os
 import re
 import subprocess
 import sys
@@ -41,9 +42,22 @@ def test_optimization_decreases_loss(tour):
 
 def test_warmup():
     out = _run("warmup")
-    for family in ("elementwise", "reductions", "indexing/shape", "matmul"):
-        assert family in out
+    # one line per group with its time (tqdm's bar, on a terminal only, goes to stderr)
+    for group in ("numba", "select", "elementwise", "reductions", "indexing/shape", "matmul", "replay",
+                  "sweep: unary+binary", "sweep: reduce", "sweep: shape+linalg",
+                  "sweep: unary+binary+reduce+shape+linalg"):
+        assert re.search(r"^  %s +[\d.]+ s$" % re.escape(group), out, re.M), group
+    assert out.count(" s\n") == 1 + 6 + 8 + 1        # numba, six families, eight variants, the total
     assert re.search(r"warmup done in [\d.]+ s", out)
+
+
+def test_version():
+    import tomllib
+    import tapegrad
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml"), "rb") as fh:
+        version = tomllib.load(fh)["project"]["version"]
+    assert tapegrad.__version__ == version
+    assert _run("--version") == "tapegrad %s\n" % version
 
 
 def test_bad_argument():

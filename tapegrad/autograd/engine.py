@@ -13,7 +13,9 @@ instead (``_interpret``): the same walk in NumPy, through the rules the
 differentiable reverse uses.  Importing Numba and loading the cached kernels
 costs over a second, and compiling them the first time a minute: a script that
 takes a few gradients never pays either.  Interpreting stops, and the kernels are
-loaded, once interpreting has cost as much time as loading them would.
+loaded, once interpreting has cost as much time as loading them would; when they
+are not in Numba's disk cache yet, they are compiled by a background process
+(``tapegrad._background``) and interpreting goes on until they are ready.
 """
 import os
 import time
@@ -21,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from .. import _background
 from .. import _jit
 from .. import tape as _tp
 from ..kernels import sweep as K
@@ -204,9 +207,11 @@ def _interpretable(seeds):
         return True
     if mode == "never" or _tp.state().rec is not None:
         return False
-    if _interpreted_s[0] >= INTERPRET_BUDGET_S:
-        return False
-    return sum({id(t._tape): t._tape.n for t, _ in seeds}.values()) <= INTERPRET_MAX_ENTRIES
+    if (_interpreted_s[0] < INTERPRET_BUDGET_S
+            and sum({id(t._tape): t._tape.n for t, _ in seeds}.values()) <= INTERPRET_MAX_ENTRIES):
+        return True
+    # the kernels are worth having: interpret on while they are compiled, or loaded, in the background
+    return not _background.request()
 
 
 def _interpret(seeds, retain_graph, targets, accumulate):
@@ -227,14 +232,14 @@ def _interpret(seeds, retain_graph, targets, accumulate):
 def _kernel(k):
     """Kernel ``k`` compiled once the kernels are loaded, else its Python function
     (the bookkeeping kernels ``mark`` and ``free_saved`` run either way)."""
-    return k if _jit.LOADED[0] else k.py_func
+    return k if _jit.READY[0] else k.py_func
 
 
 def _run_backward(seeds, retain_graph, targets=None, accumulate=True):
     """Differentiate.  ``seeds``: list of (non-leaf tensor, float64 seed array).
     ``targets``: tensors whose gradient to return (``grad``/``inputs=``), or None
     for all leaves.  Returns {id(target): ndarray or None} when targets are given."""
-    if (not _jit.LOADED[0] or INTERPRET[0] == "always") and _interpretable(seeds):
+    if (not _jit.READY[0] or INTERPRET[0] == "always") and _interpretable(seeds):
         return _interpret(seeds, retain_graph, targets, accumulate)
     _tp.rotate()        # anything recorded from here on (hooks) goes to a new tape
     pending = {}

@@ -395,8 +395,13 @@ def run_for(fams):
 
 
 def _new_run(fams):
-    if not _jit.LOADED[0]:
+    if not _jit.READY[0]:
         _jit.load()         # (a variant made from now on is a dispatcher, not a stand-in)
+    return variant_dispatcher(fams)
+
+
+def variant_dispatcher(fams):
+    """(Once Numba is loaded.)  The variant's dispatcher for mask ``fams``, made if new."""
     v = variant(fams)
     with _jit._LOCK:
         r = _VARIANTS.get(v)

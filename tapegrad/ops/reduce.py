@@ -477,7 +477,7 @@ def _by_rows(k, d, ax):
     of the replay's kernel, once the kernels are loaded, for up to 1,024 elements;
     else None.  Small: NumPy's seven calls cost most of the op (64x10: 30 us against
     18); from about 1,000 elements NumPy's SIMD exp wins (64x64: 56 us against 95)."""
-    if not (_jit.LOADED[0] and d.size <= 1024 and d.dtype == np.float64 and ax == d.ndim - 1
+    if not (_jit.READY[0] and d.size <= 1024 and d.dtype == np.float64 and ax == d.ndim - 1
             and d.flags.c_contiguous):
         return None
     y = np.empty(d.shape)
