@@ -27,7 +27,6 @@ import functools
 import linecache
 import math
 import os
-import pickle
 import sys
 import threading
 import weakref
@@ -1488,31 +1487,30 @@ class Tape:
 
     # -- saving ---------------------------------------------------------------
     def save(self, path):
-        with open(path, "wb") as f:
-            pickle.dump(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+        """Write the tape to ``path`` in tapegrad's data-only tape file format (an
+        ``.npz`` of numeric arrays and a JSON header, see ``tapegrad._tapefile``):
+        ``tg.load_tape`` reads it back without executing anything from the file."""
+        from . import __version__
+        from . import _tapefile
+        _tapefile.save(self._R, path, __version__)
 
+    # (in-memory pickling, for trusted processes such as Dask's workers; files use ``save``)
     def __getstate__(self):
         return {"format": FORMAT_VERSION, "recording": self._R}
 
     def __setstate__(self, st):
         v = st.get("format") if isinstance(st, dict) else None
         if v != FORMAT_VERSION:
-            raise ValueError("this tape was saved in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
+            raise ValueError("this tape was pickled in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
         self._R = st["recording"]
 
 
 def load_tape(path):
-    """A tape saved by ``Tape.save``."""
-    with open(path, "rb") as f:
-        try:
-            obj = pickle.load(f)
-        except ValueError:
-            raise
-        except Exception as e:
-            raise ValueError("%s is not a tapegrad tape (%s)" % (path, e)) from None
-    if not isinstance(obj, Tape):
-        raise ValueError("%s does not hold a tapegrad tape" % path)
-    return obj
+    """A tape saved by ``Tape.save``.  The file is parsed as data (JSON and NumPy
+    arrays without pickle) and checked entry by entry: a crafted, truncated or
+    foreign file raises ``ValueError`` and nothing from it runs."""
+    from . import _tapefile
+    return Tape(_tapefile.load(path))
 
 
 def record(fn, *example_args):
