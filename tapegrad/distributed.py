@@ -84,8 +84,8 @@ def _eager_value_and_grad(loss, params, chunk):
     return float(out.item()), grads
 
 
-def _chunk_value_and_grad(token, weight, params, *chunk):
-    """One chunk's (weight * value, [weight * gradient per parameter])."""
+def _chunk_value_and_grad(token, params, chunk):
+    """One chunk's (value, [gradient per parameter])."""
     import tapegrad as tg
     loss = _LOSSES.get(token)
     if loss is None:
@@ -104,24 +104,41 @@ def _chunk_value_and_grad(token, weight, params, *chunk):
         with _TAPES_LOCK:
             _TAPES[key] = tape
     if tape is None:
-        value, grads = _eager_value_and_grad(loss, params, chunk)
-    else:
-        try:
-            value, grads = tape.value_and_grad(*params, *chunk, argnums=argnums)
-        except tg.TapeDivergence:       # another path through the loss: record it again
-            tape = tg.record(loss, *params, *chunk)
-            with _TAPES_LOCK:
-                _TAPES[key] = tape
-            value, grads = tape.value_and_grad(*params, *chunk, argnums=argnums)
-        grads = [np.array(g, copy=True) for g in grads]     # (not views of a replay's memory)
-    if weight != 1.0:
-        value *= weight
-        grads = [g * weight for g in grads]
-    return value, grads
+        return _eager_value_and_grad(loss, params, chunk)
+    try:
+        value, grads = tape.value_and_grad(*params, *chunk, argnums=argnums)
+    except tg.TapeDivergence:           # another path through the loss: record it again
+        tape = tg.record(loss, *params, *chunk)
+        with _TAPES_LOCK:
+            _TAPES[key] = tape
+        value, grads = tape.value_and_grad(*params, *chunk, argnums=argnums)
+    return value, [np.array(g, copy=True) for g in grads]      # (not views of a replay's memory)
+
+
+def _group_value_and_grad(token, params, layout, *chunks):
+    """The weighted sum of (value, gradients) over the chunks a worker holds, and
+    where they are: ``layout`` = [(chunk index, number of data arrays, weight)]."""
+    from distributed import get_worker
+    try:
+        here = get_worker().address
+    except ValueError:
+        here = None
+    total, grads, at, placed = 0.0, None, 0, {}
+    for i, k, weight in layout:
+        value, g = _chunk_value_and_grad(token, params, chunks[at:at + k])
+        at += k
+        if weight != 1.0:
+            value, g = value * weight, [x * weight for x in g]
+        total += value
+        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+        placed[i] = here
+    return total, grads, placed
 
 
 def _add(a, b):
-    return a[0] + b[0], [operator.add(x, y) for x, y in zip(a[1], b[1])]
+    placed = dict(a[2])
+    placed.update(b[2])
+    return a[0] + b[0], [operator.add(x, y) for x, y in zip(a[1], b[1])], placed
 
 
 # -- in the client ------------------------------------------------------------------------
@@ -187,6 +204,12 @@ class DataParallel:
             by_key = {f.key: f for f in futures_of(a)}
             self._chunks.append([by_key[k] for k in _first_axis_keys(a)])
         self._chunks = list(zip(*self._chunks))         # per chunk: a future per data array
+        # which worker holds each chunk (a call's tasks go there; each call's result
+        # says where its chunks were, so a lost worker's chunks are found again)
+        where = client.who_has([f for c in self._chunks for f in c])
+        self._placement = {i: next(iter(sorted(where.get(c[0].key, ()))), None)
+                           for i, c in enumerate(self._chunks)}
+        self._threads = dict(client.nthreads())
         if any(h is None for h in self._head):
             got = client.compute([a[:min(2, rows)] for a in self._data], sync=True)
             self._head = [np.asarray(h) for h in got]
@@ -274,20 +297,37 @@ class DataParallel:
         arrays = self._check_params(params)
         client = self.client
         parts = []
-        for chunk, n in zip(self._chunks, self._chunk_rows):
-            w = n / self.rows if self.reduction == "mean" else 1.0
-            parts.append(client.submit(_chunk_value_and_grad, self._token, w, arrays, *chunk, pure=False))
+        for worker, layout, futures in self._groups():
+            parts.append(client.submit(_group_value_and_grad, self._token, arrays, layout, *futures, pure=False,
+                                       workers=None if worker is None else [worker], allow_other_workers=True))
         while len(parts) > 1:           # a tree reduction on the cluster
             nxt = [client.submit(_add, parts[j], parts[j + 1], pure=False) for j in range(0, len(parts) - 1, 2)]
             if len(parts) % 2:
                 nxt.append(parts[-1])
             parts = nxt
-        value, grads = parts[0].result()
+        value, grads, placed = parts[0].result()
+        self._placement.update(placed)
         grads = [np.asarray(g) for g in grads]
         return float(value), (grads[0] if len(grads) == 1 else tuple(grads))
 
     def gradient(self, *params):
         return self.value_and_grad(*params)[1]
+
+    def _groups(self):
+        """The call's tasks: per worker, its chunks in as many groups as it has threads
+        (one task per chunk would let Dask's work stealing move chunks between workers)."""
+        by_worker = {}
+        for i in range(len(self._chunks)):
+            by_worker.setdefault(self._placement.get(i), []).append(i)
+        out = []
+        for worker, idx in sorted(by_worker.items(), key=lambda kv: str(kv[0])):
+            k = max(1, min(len(idx), self._threads.get(worker, 1) if worker is not None else 1))
+            for j in range(k):
+                part = idx[j::k]
+                layout = [(i, len(self._chunks[i]),
+                           self._chunk_rows[i] / self.rows if self.reduction == "mean" else 1.0) for i in part]
+                out.append((worker, layout, [f for i in part for f in self._chunks[i]]))
+        return out
 
     def scipy_objective(self, *like):
         """``f(x) -> (value, gradient)`` of a flat float64 ``x`` for

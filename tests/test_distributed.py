@@ -169,9 +169,14 @@ def test_data_is_sent_once(client):
     # between workers only the reductions' partial gradients move (16 numbers each)
     assert after - before < 5 * 3 * 4096, after - before
     names = [r["key"].split("-")[0] if isinstance(r["key"], str) else r["key"][0].split("-")[0] for r in ts.data]
-    assert names.count("_chunk_value_and_grad") == 5 * 4
-    assert names.count("_add") == 5 * 3
-    assert len(names) == 5 * 7          # no chunk recomputed or moved by a task
+    # one task per worker holding chunks (both, here), and the additions of their results
+    holders = {obj._placement[i] for i in range(4)}
+    assert len(holders) == 2 and len(obj._groups()) == 2
+    assert names.count("_group_value_and_grad") == 5 * 2
+    assert names.count("_add") == 5 * 1
+    assert len(names) == 5 * 3          # no chunk recomputed or moved by a task
+    assert all(s["action"] == "compute" for r in ts.data if r["key"].startswith("_group")
+               for s in r["startstops"])
     obj.close()
 
 
@@ -203,7 +208,7 @@ def test_bad_input_errors_before_anything_is_sent(client):
     assert len(ts.data) == 0                    # the bad calls sent no task
     with distributed.get_task_stream(client) as ts:
         assert obj.value_and_grad(w, b)[0] > 0                 # (fixes the parameters' shapes)
-    assert len(ts.data) == 3
+    assert len(ts.data) == 2 * len(obj._groups()) - 1
     with distributed.get_task_stream(client) as ts:
         with pytest.raises(ValueError, match=r"parameter 0 has shape \(5,\); the first call's had \(4,\)"):
             obj.value_and_grad(np.ones(5), b)
