@@ -125,11 +125,20 @@ def main(argv=None):
         Xl, yl = client.compute([obj._data[0], obj._data[1]], sync=True)
         tape = tg.record(logistic_loss, w, b, Xl, yl)
         single_s, _ = _median_seconds(lambda: tape.value_and_grad(w, b, Xl, yl, argnums=(0, 1)), args.repeat, 2)
-        dist_s, _ = _median_seconds(lambda: obj.value_and_grad(w, b), args.repeat, 2)
+        from distributed import get_task_stream
+        with get_task_stream(client) as ts:
+            dist_s, _ = _median_seconds(lambda: obj.value_and_grad(w, b), args.repeat, 2)
         out["single_s"], out["distributed_s"] = single_s, dist_s
         out["speedup"] = single_s / dist_s
         print("value_and_grad, %d x %d rows: single-process tape %.3f s, DataParallel on 2 workers x 1 thread "
               "%.3f s: speed-up %.2fx (target >= 1.6)" % (args.rows, args.cols, single_s, dist_s, out["speedup"]))
+        # where a call's time goes: the workers' tasks (wall time inside them), per call
+        busy = sum(s_["stop"] - s_["start"] for r in ts.data if str(r["key"]).startswith("_group")
+                   for s_ in r["startstops"] if s_["action"] == "compute")
+        calls = args.repeat + 2
+        out["worker_compute_s"] = busy / calls
+        print("  the workers' tasks computed %.3f s per call in all (%.3f s each of 2 workers if balanced)"
+              % (busy / calls, busy / calls / 2))
 
         # -- equality -----------------------------------------------------------------------
         w2 = w + 0.05

@@ -46,6 +46,18 @@ def slow_to_record(w, X, t):
     return ((X @ w - t) ** 2).sum()
 
 
+def branchy(w, X, t):
+    r = X @ w - t
+    if w.sum().item() > 0:          # (a guard: another sign of sum(w) is another tape)
+        return (r * r).sum()
+    return tg.abs(r).sum()
+
+
+def not_recordable(w, X, t):
+    r = X @ w - t
+    return (r * r).sum() + 0.0 * (X @ w).detach().sum()     # (detach feeding the loss: not replayable)
+
+
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -148,6 +160,29 @@ def test_workers_differentiate_the_parameters_only(client):
     for variants, kinds in got:
         assert variants == [(0, 1)]
         assert kinds == ["leaf", "leaf", "data", "data"]
+    obj.close()
+
+
+def test_diverging_and_unrecordable_losses(client):
+    rng = np.random.default_rng(11)
+    X, t = rng.standard_normal((300, 3)), rng.standard_normal(300)
+    wp, wn = np.array([0.5, 0.2, 0.1]), np.array([-0.5, 0.2, 0.1])
+    obj = DataParallel(branchy, data=(X, t), client=client, chunks=100)
+    for w in (wp, wn, wp):
+        r = X @ w - t
+        want_v = (r * r).sum() if w.sum() > 0 else np.abs(r).sum()
+        want_g = 2 * X.T @ r if w.sum() > 0 else X.T @ np.sign(r)
+        v, g = obj.value_and_grad(w)
+        assert v == pytest.approx(want_v, rel=1e-12)
+        np.testing.assert_allclose(g, want_g, rtol=1e-12, atol=1e-12)
+    obj.close()
+    with pytest.raises(tg.NotReplayable):
+        tg.record(not_recordable, wp, X, t)
+    obj = DataParallel(not_recordable, data=(X, t), client=client, chunks=100)
+    r = X @ wp - t
+    v, g = obj.value_and_grad(wp)
+    assert v == pytest.approx((r * r).sum(), rel=1e-12)
+    np.testing.assert_allclose(g, 2 * X.T @ r, rtol=1e-12)
     obj.close()
 
 
