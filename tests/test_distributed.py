@@ -162,6 +162,11 @@ def test_workers_differentiate_the_parameters_only(client):
         assert kinds == ["leaf", "leaf", "data", "data"]
     obj.close()
 
+    def kept(token):        # close() drops the loss and the tapes on the workers
+        from tapegrad import distributed as tdist
+        return token in tdist._LOSSES or any(k[0] == token for k in tdist._TAPES)
+    assert not any(client.run(kept, obj._token).values())
+
 
 def test_diverging_and_unrecordable_losses(client):
     rng = np.random.default_rng(11)
