@@ -120,7 +120,7 @@ def _state_to_save(R):
     for k in _REBUILT:
         st.pop(k, None)
     for k in ("template", "spare", "spare_vobj", "plans", "program", "arena", "none_vals", "orig_ops", "vobj_own",
-              "links"):
+              "links", "checked"):
         st.pop(k, None)     # (caches, rebuilt by the process that replays it)
     st["entries"] = entries
     return st

@@ -955,7 +955,7 @@ class Recording:
         # (what replays lay out from the kinds and flags: made again for this one)
         R.template = None
         R.spare, R.spare_vobj, R.none_vals, R.plans = [], None, None, {}
-        R.arena = None
+        R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
         for k in ("spare_shared", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total",
                   "vloc_all", "pre_gathers", "saved_set", "spare_arena", "links", "orig_ops", "vobj_own"):
             R.__dict__.pop(k, None)
@@ -1517,7 +1517,13 @@ class Tape:
                 raise ValueError("cotangent has %d elements, the output %d" % (seed.size, y.size))
         if R.rg[s]:
             out = Tensor._recorded(y, T, s, T.vobj[s])
-            run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
+            if getattr(self._R, "checked", False):
+                # a tape from a file: the NumPy reverse, whose indexing is bounds-checked
+                # (the compiled sweep trusts the tape's indices)
+                from .autograd.engine import _interpret
+                _interpret([(out, seed)], False, None, True)
+            else:
+                run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
         grads = []
         for i in picked:
             g = leaves[i].grad if R.rg[s] else None
@@ -1563,12 +1569,20 @@ class Tape:
         self._R = st["recording"]
 
 
-def load_tape(path):
+def load_tape(path, trusted=False):
     """A tape saved by ``Tape.save``.  The file is parsed as data (JSON and NumPy
     arrays without pickle) and checked entry by entry: a crafted, truncated or
-    foreign file raises ``ValueError`` and nothing from it runs."""
+    foreign file raises ``ValueError`` and nothing from it runs.  The tape then
+    replays with NumPy's bounds-checked forward and reverse passes; ``trusted=True``
+    (a file you wrote yourself) lets it use the compiled kernels, which are faster
+    and do not check the tape's indices."""
     from . import _tapefile
-    return Tape(_tapefile.load(path))
+    R = _tapefile.load(path)
+    if not trusted:
+        R.checked = True
+        R.arena = False
+        R.scalar = False
+    return Tape(R)
 
 
 def record(fn, *example_args):

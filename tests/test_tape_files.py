@@ -275,3 +275,28 @@ def test_header_never_names_python_objects(tmp_path):
             a = np.lib.format.read_array(io.BytesIO(z.read(n + ".npy")), allow_pickle=False)
             assert a.dtype.kind in "biufc"
         assert "tapegrad." not in z.read("header.json").decode()
+
+
+def test_loaded_tapes_replay_bounds_checked(tmp_path):
+    """Indices a crafted file holds (here a gather's) are checked by NumPy when the
+    tape replays: an error, never a read or write out of bounds."""
+    idx = np.array([0, 2, 3])
+    tape = tg.record(lambda x: (x[idx] * x[idx]).sum(), np.arange(5.0))
+    path = tmp_path / "g.tape"
+    tape.save(str(path))
+    loaded = tg.load_tape(str(path))
+    x = np.array([1.0, -2.0, 3.0, 0.5, 4.0])
+    v, g = loaded.value_and_grad(x)
+    assert v == 1.0 + 9.0 + 0.25
+    np.testing.assert_array_equal(g, [2.0, 0.0, 6.0, 1.0, 0.0])
+    assert tg.load_tape(str(path), trusted=True).value_and_grad(x)[0] == v
+
+    def huge_index(h, arrays):
+        aux = arrays[_array_of(h, "aux")]
+        aux[aux == 3] = 10 ** 9         # (the gather's flat index of x[3])
+    _rewrite(path, edit_arrays=huge_index)
+    crafted = tg.load_tape(str(path))
+    with pytest.raises(IndexError):
+        crafted.value_and_grad(x)
+    with pytest.raises(IndexError):
+        crafted(x)
