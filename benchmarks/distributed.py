@@ -90,8 +90,12 @@ def main(argv=None):
     ap.add_argument("--chunks", type=int, default=8, help="chunks of the large data (default 8: 4 per worker)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--dask-malloc", action="store_true",
+                    help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 in the workers (glibc then maps and unmaps "
+                         "every large temporary of a replay)")
     args = ap.parse_args(argv)
 
+    import dask
     from distributed import Client, LocalCluster
 
     import tapegrad as tg
@@ -99,6 +103,10 @@ def main(argv=None):
 
     out = {"rows": args.rows, "cols": args.cols, "chunks": args.chunks, "load": os.getloadavg()}
     print("load average before: %.2f %.2f %.2f" % out["load"])
+    out["dask_malloc"] = args.dask_malloc
+    if not args.dask_malloc:
+        # (see docs/distributed.md: glibc's default, adaptive allocation in the workers)
+        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         client.run(_load_kernels)

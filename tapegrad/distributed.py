@@ -40,6 +40,10 @@ except ImportError as e:        # pragma: no cover - the optional extra is missi
 __all__ = ["DataParallel"]
 
 REDUCTIONS = ("sum", "mean")
+# A worker evaluates its chunks in blocks of rows of about this much data: the
+# forward pass leaves a block in the cache for the reverse pass (X @ w, then X.T @ g),
+# which halves the memory traffic of a loss linear in the data.
+BLOCK_BYTES = 4 << 20
 
 # -- on the workers ---------------------------------------------------------------------
 # token -> loss function, set by _LossPlugin on every worker (and on workers that join later)
@@ -115,22 +119,40 @@ def _chunk_value_and_grad(token, params, chunk):
     return value, [np.array(g, copy=True) for g in grads]      # (not views of a replay's memory)
 
 
-def _group_value_and_grad(token, params, layout, *chunks):
-    """The weighted sum of (value, gradients) over the chunks a worker holds, and
-    where they are: ``layout`` = [(chunk index, number of data arrays, weight)]."""
+def _block_rows(chunk, block_bytes):
+    """Rows per block of ``chunk`` (its data arrays) for about ``block_bytes`` of data."""
+    rows = chunk[0].shape[0]
+    if not block_bytes:
+        return rows
+    per_row = sum(c.nbytes // max(c.shape[0], 1) for c in chunk) or 1
+    return max(1, min(rows, block_bytes // per_row))
+
+
+def _group_value_and_grad(token, params, layout, total_rows, block_bytes, *chunks):
+    """The sum of (value, gradients) over the chunks a worker holds, and where they
+    are.  ``layout`` = [(chunk index, number of data arrays)]; ``total_rows``: the
+    rows of all the data for a mean (each block weighted by its rows), else None.
+    Each chunk is evaluated in blocks of rows of about ``block_bytes`` of data, so
+    that the reverse pass finds them still in the cache."""
     from distributed import get_worker
     try:
         here = get_worker().address
     except ValueError:
         here = None
     total, grads, at, placed = 0.0, None, 0, {}
-    for i, k, weight in layout:
-        value, g = _chunk_value_and_grad(token, params, chunks[at:at + k])
+    for i, k in layout:
+        chunk = [np.asarray(c) for c in chunks[at:at + k]]
         at += k
-        if weight != 1.0:
-            value, g = value * weight, [x * weight for x in g]
-        total += value
-        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+        rows = chunk[0].shape[0]
+        step = _block_rows(chunk, block_bytes)
+        for a in range(0, rows, step):
+            block = [c[a:a + step] for c in chunk] if step < rows else chunk
+            value, g = _chunk_value_and_grad(token, params, block)
+            if total_rows is not None:
+                weight = block[0].shape[0] / total_rows
+                value, g = value * weight, [x * weight for x in g]
+            total += value
+            grads = g if grads is None else [x + y for x, y in zip(grads, g)]
         placed[i] = here
     return total, grads, placed
 
@@ -153,10 +175,12 @@ class DataParallel:
     ``LocalCluster`` of one single-threaded process per core (closed by
     ``close()``).  ``loss(*params, *chunk)`` returns a scalar tensor for one chunk;
     with ``"mean"`` it is the mean over the chunk's rows, and the chunks are
-    weighted by their rows.
+    weighted by their rows.  Each worker evaluates its chunks in blocks of about
+    ``block_bytes`` of data (``None``: whole chunks), one tape per block shape, so
+    the loss must be a sum (or a mean) over rows, as data parallelism assumes.
     """
 
-    def __init__(self, loss, data, client=None, reduction="sum", chunks=None):
+    def __init__(self, loss, data, client=None, reduction="sum", chunks=None, block_bytes=BLOCK_BYTES):
         if not callable(loss):
             raise TypeError("loss must be callable, got %s" % type(loss).__name__)
         if reduction not in REDUCTIONS:
@@ -167,8 +191,11 @@ class DataParallel:
         if chunks is not None and (not isinstance(chunks, (int, np.integer)) or isinstance(chunks, bool)
                                    or chunks < 1):
             raise ValueError("chunks must be a positive number of rows, got %r" % (chunks,))
+        if block_bytes is not None and (not isinstance(block_bytes, (int, np.integer)) or block_bytes < 1):
+            raise ValueError("block_bytes must be a positive number of bytes or None, got %r" % (block_bytes,))
         self.loss = loss
         self.reduction = reduction
+        self.block_bytes = None if block_bytes is None else int(block_bytes)
         self._own = None
         arrays, rows = self._check_data(data)
         self.rows = rows
@@ -298,7 +325,9 @@ class DataParallel:
         client = self.client
         parts = []
         for worker, layout, futures in self._groups():
-            parts.append(client.submit(_group_value_and_grad, self._token, arrays, layout, *futures, pure=False,
+            parts.append(client.submit(_group_value_and_grad, self._token, arrays, layout,
+                                       self.rows if self.reduction == "mean" else None, self.block_bytes, *futures,
+                                       pure=False,
                                        workers=None if worker is None else [worker], allow_other_workers=True))
         while len(parts) > 1:           # a tree reduction on the cluster
             nxt = [client.submit(_add, parts[j], parts[j + 1], pure=False) for j in range(0, len(parts) - 1, 2)]
@@ -324,8 +353,7 @@ class DataParallel:
             k = max(1, min(len(idx), self._threads.get(worker, 1) if worker is not None else 1))
             for j in range(k):
                 part = idx[j::k]
-                layout = [(i, len(self._chunks[i]),
-                           self._chunk_rows[i] / self.rows if self.reduction == "mean" else 1.0) for i in part]
+                layout = [(i, len(self._chunks[i])) for i in part]
                 out.append((worker, layout, [f for i in part for f in self._chunks[i]]))
         return out
 

@@ -114,11 +114,15 @@ def test_argnums_after_pickle_and_file(tmp_path):
     path = tmp_path / "l.tape"
     tape.save(str(path))
     want = tape.value_and_grad(w, b, X, y, argnums=(0, 1))
-    for t in (pickle.loads(pickle.dumps(tape)), tg.load_tape(str(path))):
-        got = t.value_and_grad(w, b, X, y, argnums=(0, 1))
-        assert got[0] == want[0]
-        np.testing.assert_array_equal(got[1][0], want[1][0])
-        np.testing.assert_array_equal(got[1][1], want[1][1])
+    got = pickle.loads(pickle.dumps(tape)).value_and_grad(w, b, X, y, argnums=(0, 1))
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(got[1][0], want[1][0])
+    np.testing.assert_array_equal(got[1][1], want[1][1])
+    # (a loaded file replays through NumPy's reverse: another summation order)
+    got = tg.load_tape(str(path)).value_and_grad(w, b, X, y, argnums=(0, 1))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+    np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-13)
+    np.testing.assert_allclose(got[1][1], want[1][1], rtol=1e-13)
 
 
 def test_argnums_when_the_output_does_not_depend_on_them():

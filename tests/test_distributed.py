@@ -120,6 +120,31 @@ def test_mean_weights_the_chunks_by_rows(client):
     obj.close()
 
 
+def test_chunks_evaluated_in_blocks_of_rows(client):
+    X, y, w, b = _problem(n=1000, seed=12)
+    # 40 bytes a row (4 + 1 float64 columns): blocks of 25 rows in chunks of 300 (the last of 100)
+    for reduction, loss in (("sum", logistic), ("mean", logistic_mean)):
+        obj = DataParallel(loss, data=(X, y), client=client, reduction=reduction, chunks=300, block_bytes=1000)
+        v0, (gw0, gb0) = _single(loss, w, b, X, y, nparams=2)
+        v, (gw, gb) = obj.value_and_grad(w, b)
+        assert abs(v - v0) <= 1e-12 * abs(v0)
+        assert _rel(gw, gw0) <= 1e-12 and _rel(gb, gb0) <= 1e-12
+
+        def shapes(token):
+            from tapegrad import distributed as tdist
+            return sorted({k[3][0][0] for k in tdist._TAPES if k[0] == token})
+        got = set(x for res in client.run(shapes, obj._token).values() for x in res)
+        assert got == {(25, 4)}         # one tape per block shape: 300 and 100 are both 25-row blocks
+        obj.close()
+    obj = DataParallel(logistic, data=(X, y), client=client, chunks=300, block_bytes=1400)   # blocks of 35
+    assert obj.value_and_grad(w, b)[0] == pytest.approx(_single(logistic, w, b, X, y, nparams=2)[0], rel=1e-12)
+    got = set(x for res in client.run(shapes, obj._token).values() for x in res)
+    assert got <= {(35, 4), (20, 4), (30, 4)} and (35, 4) in got     # 300 = 8 x 35 + 20, 100 = 2 x 35 + 30
+    obj.close()
+    with pytest.raises(ValueError, match="block_bytes must be a positive number"):
+        DataParallel(logistic, data=(X, y), client=client, block_bytes=0)
+
+
 def test_dask_arrays_and_one_param(client):
     rng = np.random.default_rng(2)
     X = rng.standard_normal((1000, 5))

@@ -94,9 +94,11 @@ def test_saved_tape_with_labels_gathers_and_comparisons(tmp_path):
     loaded = tg.load_tape(str(path))
     W2, X2, y2 = rng.standard_normal((4, 3)), rng.standard_normal((6, 4)), np.array([2, 2, 1, 0, 0, 1])
     (v, g), (v2, g2) = tape.value_and_grad(W2, X2, y2), loaded.value_and_grad(W2, X2, y2)
-    assert v2 == v
+    # (the loaded tape differentiates with NumPy's reverse, the original maybe with the
+    # compiled sweep: the same sums in another order)
+    np.testing.assert_allclose(v2, v, rtol=1e-14)
     for a, b in zip(g, g2):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
     with pytest.raises(tg.TapeDivergence):       # the label guard travels with the file
         loaded.value_and_grad(W2, X2, np.array([2, 2, 1, 0, 0, 7]))
 
