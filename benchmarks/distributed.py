@@ -58,6 +58,7 @@ def _load_kernels():
 
 
 def _median_seconds(fn, repeat, warmup=1):
+    """Median seconds of ``repeat`` calls of ``fn`` after ``warmup`` calls."""
     for _ in range(warmup):
         fn()
     ts = []
@@ -128,9 +129,6 @@ def main(argv=None):
               % (perf_counter() - t0, obj.num_chunks, chunk_rows))
         Xl, yl = client.compute([obj._data[0], obj._data[1]], sync=True)
         tape = tg.record(logistic_loss, w, b, Xl, yl)
-        cpu0 = time.process_time()
-        single_s, _ = _median_seconds(lambda: tape.value_and_grad(w, b, Xl, yl, argnums=(0, 1)), args.repeat, 2)
-        single_cpu = (time.process_time() - cpu0) / (args.repeat + 2)
         # the single process evaluating the same blocks of rows as the workers (the
         # blocking alone, without a cluster): what the parallelism itself adds
         from tapegrad.distributed import BLOCK_BYTES, _block_rows
@@ -147,28 +145,40 @@ def main(argv=None):
                 v_, (g1, g2) = t.value_and_grad(w, b, Xb, yb, argnums=(0, 1))
                 total, gw_, gb_ = total + v_, gw_ + g1, gb_ + g2
             return total, gw_, gb_
-        blocked_s, _ = _median_seconds(blocked, args.repeat, 2)
+
+        # the three take turns, so that other work on the machine weighs on each alike
+        runs = {"single": lambda: tape.value_and_grad(w, b, Xl, yl, argnums=(0, 1)),
+                "blocked": blocked, "distributed": lambda: obj.value_and_grad(w, b)}
+        times = {k: [] for k in runs}
+        cpu = {"single": 0.0, "workers": None}
+        for r in range(args.repeat + 2):
+            for k, fn in runs.items():
+                c0 = time.process_time()
+                w0 = client.run(time.process_time) if k == "distributed" else None
+                t0 = perf_counter()
+                fn()
+                dt = perf_counter() - t0
+                if r < 2:
+                    continue        # (warm-up)
+                times[k].append(dt)
+                if k == "single":
+                    cpu["single"] += time.process_time() - c0
+                elif k == "distributed":
+                    w1 = client.run(time.process_time)
+                    got = sorted(w1[a] - w0[a] for a in w1 if a in w0)
+                    cpu["workers"] = got if cpu["workers"] is None else [x + y for x, y in zip(cpu["workers"], got)]
+        single_s, blocked_s, dist_s = (statistics.median(times[k]) for k in ("single", "blocked", "distributed"))
         out["single_blocked_s"] = blocked_s
-        from distributed import get_task_stream
-        wcpu0 = client.run(time.process_time)
-        with get_task_stream(client) as ts:
-            dist_s, _ = _median_seconds(lambda: obj.value_and_grad(w, b), args.repeat, 2)
-        wcpu1 = client.run(time.process_time)
-        worker_cpu = sorted((wcpu1[a] - wcpu0[a]) / (args.repeat + 2) for a in wcpu1 if a in wcpu0)
         out["single_s"], out["distributed_s"] = single_s, dist_s
         out["speedup"] = single_s / dist_s
+        out["load_during"] = os.getloadavg()
         print("value_and_grad, %d x %d rows: single-process tape %.3f s, DataParallel on 2 workers x 1 thread "
               "%.3f s: speed-up %.2fx (target >= 1.6)" % (args.rows, args.cols, single_s, dist_s, out["speedup"]))
         print("  the single process in the workers' blocks of %d rows: %.3f s: speed-up %.2fx over it"
               % (step, blocked_s, blocked_s / dist_s))
-        # where a call's time goes: the workers' tasks (wall time inside them), per call
-        busy = sum(s_["stop"] - s_["start"] for r in ts.data if str(r["key"]).startswith("_group")
-                   for s_ in r["startstops"] if s_["action"] == "compute")
-        calls = args.repeat + 2
-        out["worker_compute_s"] = busy / calls
-        print("  the workers' tasks computed %.3f s per call in all (%.3f s each of 2 workers if balanced)"
-              % (busy / calls, busy / calls / 2))
         # CPU seconds per call, which other processes on the machine inflate less than wall time
+        single_cpu = cpu["single"] / args.repeat
+        worker_cpu = [c / args.repeat for c in cpu["workers"]]
         out["single_cpu_s"], out["worker_cpu_s"] = single_cpu, worker_cpu
         out["cpu_speedup_estimate"] = single_cpu / max(worker_cpu)
         print("  CPU per call: single process %.3f s, workers %s s: %.2fx as the busier worker's CPU time "
