@@ -157,6 +157,10 @@ def _group_value_and_grad(token, params, layout, total_rows, block_bytes, *chunk
     return total, grads, placed
 
 
+def _identity(x):
+    return x
+
+
 def _add(a, b):
     placed = dict(a[2])
     placed.update(b[2])
@@ -237,6 +241,7 @@ class DataParallel:
         self._placement = {i: next(iter(sorted(where.get(c[0].key, ()))), None)
                            for i, c in enumerate(self._chunks)}
         self._threads = dict(client.nthreads())
+        self._balance()
         if any(h is None for h in self._head):
             got = client.compute([a[:min(2, rows)] for a in self._data], sync=True)
             self._head = [np.asarray(h) for h in got]
@@ -341,6 +346,39 @@ class DataParallel:
 
     def gradient(self, *params):
         return self.value_and_grad(*params)[1]
+
+    def _balance(self):
+        """Spread the chunks over the workers by rows (per thread): Dask places a
+        collection's chunks where they were computed, which may leave a worker with
+        most of them.  A chunk moved is a copy of the persisted one, made once on its
+        new worker (its lineage: the original, so a lost copy is made again)."""
+        threads = {w: n for w, n in self._threads.items() if n > 0}
+        if len(threads) < 2:
+            return
+        share = self.rows / sum(threads.values())
+        load = {w: 0 for w in threads}
+        for i, w in self._placement.items():
+            if w in load:
+                load[w] += self._chunk_rows[i]
+        moves = {}
+        for i in sorted(self._placement, key=lambda i: -self._chunk_rows[i]):
+            src = self._placement[i]
+            n = self._chunk_rows[i]
+            excess = load[src] - share * threads[src] if src in load else n
+            dst = min(threads, key=lambda w: load[w] - share * threads[w])
+            room = share * threads[dst] - load[dst]
+            if dst != src and excess > n / 2 and room > n / 2:
+                moves[i] = dst
+                if src in load:
+                    load[src] -= n
+                load[dst] += n
+        if not moves:
+            return
+        for i, dst in moves.items():
+            self._chunks[i] = tuple(self.client.submit(_identity, f, pure=False, workers=[dst],
+                                                       allow_other_workers=True) for f in self._chunks[i])
+            self._placement[i] = dst
+        wait([f for i in moves for f in self._chunks[i]])
 
     def _groups(self):
         """The call's tasks: per worker, its chunks in as many groups as it has threads

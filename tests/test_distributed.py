@@ -245,6 +245,28 @@ def test_data_is_sent_once(client):
     obj.close()
 
 
+def test_chunks_are_spread_over_the_workers(client):
+    rng = np.random.default_rng(13)
+    X, t = rng.standard_normal((6000, 4)), rng.standard_normal(6000)
+    one = sorted(client.nthreads())[0]
+    Xd, td = client.persist([da.from_array(X, chunks=(1000, 4)), da.from_array(t, chunks=1000)], workers=[one])
+    distributed.wait([Xd, td])
+    assert set(client.who_has(distributed.futures_of(Xd)).values()) == {(one,)}     # all on one worker
+    obj = DataParallel(least_squares, data=(Xd, td), client=client)
+    rows = {}
+    for i, w in obj._placement.items():
+        rows[w] = rows.get(w, 0) + obj._chunk_rows[i]
+    assert sorted(rows.values()) == [3000, 3000]
+    w = rng.standard_normal(4)
+    v0, (g0,) = _single(least_squares, w, X, t, nparams=1)
+    with distributed.get_task_stream(client) as ts:
+        v, g = obj.value_and_grad(w)
+    assert abs(v - v0) <= 1e-12 * v0 and _rel(g, g0) <= 1e-12
+    assert len(ts.data) == 3 and all(s["action"] == "compute" for r in ts.data for s in r["startstops"]
+                                     if str(r["key"]).startswith("_group"))
+    obj.close()
+
+
 def test_loss_exception_surfaces_with_its_type_and_message(client):
     rng = np.random.default_rng(5)
     X, t = rng.standard_normal((520, 3)), rng.standard_normal(520)
