@@ -103,6 +103,10 @@ def main(argv=None):
 
     out = {"rows": args.rows, "cols": args.cols, "chunks": args.chunks, "load": os.getloadavg()}
     print("load average before: %.2f %.2f %.2f" % out["load"])
+    import dask
+
+    from tapegrad.distributed import LOCAL_CLUSTER_CONFIG
+    dask.config.set(LOCAL_CLUSTER_CONFIG)       # glibc's own malloc thresholds in the workers
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         client.run(_load_kernels)

@@ -90,8 +90,12 @@ def main(argv=None):
     if args.scheduler:
         cluster, client = None, Client(args.scheduler)
     else:
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=":0")
+        import dask
+
+        from tapegrad.distributed import LOCAL_CLUSTER_CONFIG
+        with dask.config.set(LOCAL_CLUSTER_CONFIG):     # glibc's own malloc thresholds in the workers
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=":0")
         client = Client(cluster)
     res = {}
     try:

@@ -30,6 +30,7 @@ import uuid
 import numpy as np
 
 try:
+    import dask
     import dask.array as da
     from distributed import Client, LocalCluster, default_client, futures_of, wait
     from distributed.diagnostics.plugin import WorkerPlugin
@@ -40,6 +41,13 @@ except ImportError as e:        # pragma: no cover - the optional extra is missi
 __all__ = ["DataParallel"]
 
 REDUCTIONS = ("sum", "mean")
+# Dask starts worker processes with MALLOC_TRIM_THRESHOLD_=65536, which makes glibc
+# hand freed memory back at once and map it again at the next call: a replay's
+# temporaries then cost page faults, several times the arithmetic once a large
+# transfer went through the worker.  The LocalCluster DataParallel starts keeps
+# glibc's default (docs/distributed.md says how to do the same on a cluster).
+LOCAL_CLUSTER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
 # A worker evaluates its chunks in blocks of rows of about this much data: the
 # forward pass leaves a block in the cache for the reverse pass (X @ w, then X.T @ g),
 # which halves the memory traffic of a loss linear in the data.
@@ -210,7 +218,8 @@ class DataParallel:
                 client = default_client()
             except ValueError:
                 n = os.cpu_count() or 1
-                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True)
+                with dask.config.set(LOCAL_CLUSTER_CONFIG):
+                    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True)
                 client = Client(cluster)
                 self._own = (client, cluster)
         self.client = client
