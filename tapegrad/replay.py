@@ -27,7 +27,6 @@ import functools
 import linecache
 import math
 import os
-import pickle
 import sys
 import threading
 import weakref
@@ -977,6 +976,27 @@ class Recording:
                 leaves.append(_plain_wrap(self.derived(ref[1], vals, arrays)))
         return _unflatten(self.out_template, leaves)
 
+    def with_grad_args(self, argnums):
+        """This recording with only the arguments ``argnums`` (a tuple of indices)
+        as gradient leaves: the other floating-point arguments are constants of
+        the replayed tapes, so the reverse sweep does not reach them."""
+        import copy
+        R = copy.copy(self)
+        R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
+                       for i, k in enumerate(self.arg_kinds)]
+        R.real_leaf = {s: i for s, i in self.real_leaf.items() if not isinstance(i, int) or i in argnums}
+        R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
+        R.untracked = np.flatnonzero(~R.rg & (self.ints[:, 0] >= 64))
+        R.rg_slots = np.flatnonzero(R.rg)
+        # (what replays lay out from the kinds and flags: made again for this one)
+        R.template = None
+        R.spare, R.spare_vobj, R.none_vals, R.plans = [], None, None, {}
+        R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
+        for k in ("spare_shared", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total",
+                  "vloc_all", "pre_gathers", "saved_set", "spare_arena", "links", "orig_ops", "vobj_own"):
+            R.__dict__.pop(k, None)
+        return R
+
     # -- saving ---------------------------------------------------------------
     def __getstate__(self):
         st = dict(self.__dict__)
@@ -1465,8 +1485,8 @@ class Tape:
     def __repr__(self):
         return "<tapegrad.Tape of %d entries, %d guards>" % (self._R.n, len(self._R.guards))
 
-    def _replay(self, args):
-        R = self._R
+    def _replay(self, args, R=None):
+        R = self._R if R is None else R
         if len(args) != R.nargs:
             raise TypeError("this tape takes %d arguments (%d given)" % (R.nargs, len(args)))
         arrays = []
@@ -1497,13 +1517,48 @@ class Tape:
         return _unflatten(self._R.out_template, [self._R.value_of(r, vals, arrays) if r[0] != "object"
                                                  else r[1]._data for r in self._R.out_refs])
 
-    def _differentiate(self, args, cotangent):
-        from .autograd.engine import run_backward
+    def _grad_args(self, argnums):
+        """(recording, selected argument indices, whether one gradient is returned
+        bare) for ``argnums`` (None: every floating-point argument)."""
         R = self._R
-        arrays, vals = self._replay(args)
+        if argnums is None:
+            return R, [i for i, (_, dt) in enumerate(R.arg_meta) if dt.kind == "f"], None
+        single = type(argnums) is int or isinstance(argnums, np.integer)
+        nums = (argnums,) if single else argnums
+        if not single and (not isinstance(nums, tuple) or not all(type(a) is int or isinstance(a, np.integer)
+                                                                  for a in nums)):
+            raise RuntimeError("argnums must be int or Tuple[int, ...], got: %s" % type(argnums))
+        if not nums:
+            raise RuntimeError("argnums must be non-empty")
+        picked = []
+        for a in nums:
+            a = int(a)
+            if not -R.nargs <= a < R.nargs:
+                raise RuntimeError("Got argnum=%d, but only %d positional inputs" % (a, R.nargs))
+            picked.append(a % R.nargs)
+        if len(set(picked)) != len(picked):
+            raise RuntimeError("argnums elements must be unique, got %r" % (argnums,))
+        for a in picked:
+            if R.arg_meta[a][1].kind != "f":
+                raise RuntimeError("only Tensors of floating point dtype can require gradients (argument %d has "
+                                   "dtype %s)" % (a, R.arg_meta[a][1]))
+        key = tuple(sorted(picked))
+        if key == tuple(i for i, k in enumerate(R.arg_kinds) if k in ("leaf", "nonleaf")):
+            return R, picked, single
+        variants = self.__dict__.setdefault("_variants", {})
+        V = variants.get(key)
+        if V is None:
+            V = variants[key] = R.with_grad_args(key)
+        return V, picked, single
+
+    def _differentiate(self, args, cotangent, argnums=None):
+        from .autograd.engine import run_backward
+        R, picked, single = self._grad_args(argnums)
+        arrays, vals = self._replay(args, R)
         if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
             raise RuntimeError("value_and_grad/gradient/vjp need a function returning one tensor")
-        leaves = [Tensor._wrap(a) if a.dtype.kind == "f" else a for a in arrays]
+        chosen = set(picked)
+        leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
         for t in leaves:
             if isinstance(t, Tensor):
                 t._rg = True
@@ -1518,59 +1573,74 @@ class Tape:
             seed = np.asarray(cotangent, np.float64).reshape(-1)
             if seed.size != y.size:
                 raise ValueError("cotangent has %d elements, the output %d" % (seed.size, y.size))
-        grads = [None] * len(leaves)
         if R.rg[s]:
             out = Tensor._recorded(y, T, s, T.vobj[s])
-            run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
-            for i, t in enumerate(leaves):
-                if isinstance(t, Tensor):
-                    g = t.grad
-                    grads[i] = np.zeros(t._data.shape, t._data.dtype) if g is None else g._data
-        else:
-            grads = [np.zeros(a.shape, a.dtype) if a.dtype.kind == "f" else None for a in arrays]
-        return y, grads
+            if getattr(self._R, "checked", False):
+                # a tape from a file: the NumPy reverse, whose indexing is bounds-checked
+                # (the compiled sweep trusts the tape's indices)
+                from .autograd.engine import _interpret
+                _interpret([(out, seed)], False, None, True)
+            else:
+                run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
+        grads = []
+        for i in picked:
+            g = leaves[i].grad if R.rg[s] else None
+            grads.append(np.zeros(arrays[i].shape, arrays[i].dtype) if g is None else g._data)
+        if argnums is None:
+            grads = [grads[picked.index(i)] if i in chosen else None for i in range(len(arrays))]
+            return y, (grads[0] if len(grads) == 1 else tuple(grads))
+        return y, (grads[0] if single else tuple(grads))
 
-    def value_and_grad(self, *args):
-        """(value as a float, gradient) for one argument, (value, tuple of gradients) for several."""
-        y, grads = self._differentiate(args, None)
-        return float(y.reshape(-1)[0]), (grads[0] if len(grads) == 1 else tuple(grads))
+    def value_and_grad(self, *args, argnums=None):
+        """(value as a float, gradient) for one argument, (value, tuple of gradients) for several.
+        ``argnums`` (an int or a tuple, as in ``torch.func``): differentiate with respect
+        to those arguments only (one gradient for an int, a tuple for a tuple); the
+        others are data, which the reverse sweep does not reach."""
+        y, grads = self._differentiate(args, None, argnums)
+        return float(y.reshape(-1)[0]), grads
 
-    def gradient(self, *args):
-        return self.value_and_grad(*args)[1]
+    def gradient(self, *args, argnums=None):
+        return self.value_and_grad(*args, argnums=argnums)[1]
 
-    def vjp(self, args, cotangent):
+    def vjp(self, args, cotangent, argnums=None):
         """(output, vector-Jacobian products) of the output with ``cotangent``."""
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-        y, grads = self._differentiate(args, cotangent)
-        return y, (grads[0] if len(grads) == 1 else tuple(grads))
+        return self._differentiate(args, cotangent, argnums)
 
     # -- saving ---------------------------------------------------------------
     def save(self, path):
-        with open(path, "wb") as f:
-            pickle.dump(self, f, protocol=pickle.HIGHEST_PROTOCOL)
+        """Write the tape to ``path`` in tapegrad's data-only tape file format (an
+        ``.npz`` of numeric arrays and a JSON header, see ``tapegrad._tapefile``):
+        ``tg.load_tape`` reads it back without executing anything from the file."""
+        from . import __version__
+        from . import _tapefile
+        _tapefile.save(self._R, path, __version__)
 
+    # (in-memory pickling, for trusted processes such as Dask's workers; files use ``save``)
     def __getstate__(self):
         return {"format": FORMAT_VERSION, "recording": self._R}
 
     def __setstate__(self, st):
         v = st.get("format") if isinstance(st, dict) else None
         if v != FORMAT_VERSION:
-            raise ValueError("this tape was saved in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
+            raise ValueError("this tape was pickled in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
         self._R = st["recording"]
 
 
-def load_tape(path):
-    """A tape saved by ``Tape.save``."""
-    with open(path, "rb") as f:
-        try:
-            obj = pickle.load(f)
-        except ValueError:
-            raise
-        except Exception as e:
-            raise ValueError("%s is not a tapegrad tape (%s)" % (path, e)) from None
-    if not isinstance(obj, Tape):
-        raise ValueError("%s does not hold a tapegrad tape" % path)
-    return obj
+def load_tape(path, trusted=False):
+    """A tape saved by ``Tape.save``.  The file is parsed as data (JSON and NumPy
+    arrays without pickle) and checked entry by entry: a crafted, truncated or
+    foreign file raises ``ValueError`` and nothing from it runs.  The tape then
+    replays with NumPy's bounds-checked forward and reverse passes; ``trusted=True``
+    (a file you wrote yourself) lets it use the compiled kernels, which are faster
+    and do not check the tape's indices."""
+    from . import _tapefile
+    R = _tapefile.load(path)
+    if not trusted:
+        R.checked = True
+        R.arena = False
+        R.scalar = False
+    return Tape(R)
 
 
 def record(fn, *example_args):

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -62,3 +63,19 @@ def test_tour_skips_digits_without_sklearn():
     out = _tour("import sys", "sys.modules['sklearn'] = None")   # makes `import sklearn` fail
     assert "skipped: scikit-learn is not installed" in out
     assert "loss after:" in out
+
+
+def test_dask_logreg(capsys):
+    """Shortened; needs the dask extra (runs in .ci/run's distributed block)."""
+    pytest.importorskip("distributed")
+    res = _load("dask_logreg").main(["--rows", "20000", "--cols", "8", "--chunks", "3", "--hand-evals", "1"])
+    assert res["success"]
+    np.testing.assert_allclose(res["x"], res["x_single"], rtol=1e-8, atol=1e-10)
+    assert abs(res["fun"] - res["fun_single"]) <= 1e-10 * res["fun_single"]
+    # the fit recovers the generating weights, and the hand-written Dask gradient agrees
+    assert np.max(np.abs(res["x"][:8] - res["w_true"])) < 0.1
+    assert res["hand_rel"] < 1e-12
+    np.testing.assert_allclose(res["hand_grad"], res["grad"], rtol=1e-9, atol=1e-9)
+    out = capsys.readouterr().out
+    assert "s per evaluation" in out and "speed-up per evaluation" in out
+    assert "dask-ml is not installed" in out or "dask-ml LogisticRegression" in out
