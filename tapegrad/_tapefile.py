@@ -290,7 +290,7 @@ _FIELDS = {
     "guards", "arg_guards", "fn_guards", "live", "out_template", "out_refs", "rg", "real_leaf", "untracked",
     "rg_slots", "out_slots", "one_slots", "scalar", "names",
 }
-_OPTIONAL = {"shapes_all"}
+_OPTIONAL = {"shapes_all", "view_links"}
 _ARG_KINDS = ("leaf", "nonleaf", "array", "data", "int")
 
 
@@ -383,6 +383,14 @@ def _recording_from_state(st, r):
         array(name, "b", 1, n)
     for name in ("untracked", "rg_slots", "out_slots", "one_slots"):
         slot_list(st[name], name)
+    links = st.get("view_links", [])
+    if not isinstance(links, (list, tuple)):
+        raise bad("view_links should be a list of (view slot, input slot) pairs")
+    for link in links:
+        if not (isinstance(link, (list, tuple)) and len(link) == 2 and all(type(v) is int for v in link)
+                and 0 <= link[1] < link[0] < n):
+            raise bad("view_links holds %r; expected (view slot, earlier input slot)" % (link,))
+    st["view_links"] = [tuple(link) for link in links]
     nargs = st["nargs"]
     if type(nargs) is not int or nargs < 0:
         raise bad("nargs = %r" % (nargs,))

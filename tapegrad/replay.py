@@ -115,7 +115,8 @@ class _Session:
         self.tape = _tp.Tape()
         self.tape.shapes = {}
         self.reason = None
-        self.args = []          # (kind, user object, tensor used while recording)
+        self.args = []          # (kind, user object, tensor used while recording), array arguments only
+        self.arg_at = {}        # argument index -> its entry of ``args`` (other arguments have none)
         self.arg_ids = {}       # id(tensor used while recording) -> argument index
         self.sources = {}       # slot -> ("arg", i) | ("captured", tensor) | ("derived", spec)
         self.guards = []        # (ref, value, where)
@@ -184,7 +185,7 @@ class _Session:
         if t._tape is not T:
             return bool(t._rg)
         shadows = {s for s, src in self.sources.items()
-                   if src[0] == "arg" and self.args[src[1]][0] not in ("leaf", "nonleaf")}
+                   if src[0] == "arg" and self.arg_at[src[1]][0] not in ("leaf", "nonleaf")}
         return _reaches_leaf(T, t._slot, shadows)
 
     def compared(self, ufunc, a, b, out):
@@ -410,6 +411,7 @@ def _recording_arg(rec, i, v, grad_arrays):
         if kind == "array" and grad_arrays:
             kind = "leaf"
     rec.args.append((kind, v, t, t._ver[0]))
+    rec.arg_at[i] = rec.args[-1]
     rec.arg_ids[id(t)] = i
     rec.keep.append(t)
     return t
@@ -490,10 +492,10 @@ class Recording:
         self.saved = np.array([v is not None for v in T.vals], bool)
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.nargs = nargs
-        self.arg_kinds = [a[0] for a in rec.args]
-        self.arg_meta = [(np.asarray(a[2]._real if isinstance(a[2], _WatchedArg) else a[2]._data).shape,
-                          np.asarray(a[2]._real if isinstance(a[2], _WatchedArg) else a[2]._data).dtype)
-                         for a in rec.args]
+        # by argument position; an argument that is not an array (a number, an option of
+        # tg.compile's signature key) is "value", with no shape
+        self.arg_kinds = [rec.arg_at[i][0] if i in rec.arg_at else "value" for i in range(nargs)]
+        self.arg_meta = [_arg_shape_dtype(rec.arg_at[i][2]) if i in rec.arg_at else None for i in range(nargs)]
         self.sources = {}
         self.constants = {}     # slot -> array (for a saved tape: captured tensors' values)
         for s, src in rec.sources.items():
@@ -1076,8 +1078,8 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         R = Recording(rec, tpl, refs, len(args))
     # what the eager call returns: the recorded tensors, with the arguments' stand-ins
     # turned back into constants (so requires_grad is what eager execution gives)
-    user_args = [a[1] for a in rec.args]
-    arrays = [(_real(a)) for a in user_args]
+    user_args = list(args)          # (by position, as a replay's arguments)
+    arrays = [_real(a) for a in user_args]
     if R is not None:
         try:
             vals = R.forward(arrays)
@@ -1101,7 +1103,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
     # not replayable: hand back the recorded call itself
     for s, t in list(T.leaves.items()):
         i = rec.arg_ids.get(id(t))
-        if i is not None and rec.args[i][0] != "leaf":
+        if i is not None and rec.arg_at[i][0] != "leaf":
             del T.leaves[s]
             T.set_field(s, 0, CONST)
     ints, _ = T.arrays()
@@ -1264,6 +1266,11 @@ def _requires_grad(ints, aux, source_rg):
 
 def _real(a):
     return a._data if isinstance(a, Tensor) else a
+
+
+def _arg_shape_dtype(t):
+    a = np.asarray(t._real if isinstance(t, _WatchedArg) else t._data)
+    return a.shape, a.dtype
 
 
 def _same(a, b):
@@ -1643,11 +1650,23 @@ def load_tape(path, trusted=False):
     return Tape(R)
 
 
+def _record_arg(i, a):
+    """An argument of ``tg.record`` as an array: a tape is a function of arrays, and
+    replays convert its arguments so (a number is a 0-d array, a varying input)."""
+    if _is_array_arg(a):
+        return a
+    arr = np.asarray(a) if not isinstance(a, (str, bytes)) else None
+    if arr is None or arr.dtype.kind not in "biuf":
+        raise TypeError("tg.record takes arrays, tensors or numbers as arguments (argument %d is %s); pass "
+                        "other values to the function through a closure" % (i, type(a).__name__))
+    return arr
+
+
 def record(fn, *example_args):
     """Record ``fn`` on ``example_args`` (arrays or tensors; every floating-point
     one is differentiated) and return the ``Tape``.  Raises ``NotReplayable`` when
     the function does something a tape cannot replay."""
-    _, R, why = _record_call(fn, example_args, {}, grad_arrays=True)
+    _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True)
     if R is None:
         raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
     return Tape(R)

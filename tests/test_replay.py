@@ -897,3 +897,33 @@ def test_long_compiled_replay_loop_keeps_memory_flat(kernels):
     a, b = _traced_growth(run, 0, 300, 3000)
     assert b - a < 64 * 1024, (a, b)
     assert tg.memory_stats()["tapes"] < 20
+
+
+def test_compile_with_a_number_before_the_arrays():
+    # a non-array argument before an array one: positions must stay in step (was an IndexError)
+    f = tg.compile(lambda s, x: (x * x).sum() * s)
+    x = tg.ones(3, requires_grad=True)
+    for _ in range(3):
+        y = f(2.0, x)
+        y.backward()
+        assert y.item() == 6.0
+        np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
+        x.grad = None
+    y = f(3.0, x)               # another number: another signature, recorded anew
+    y.backward()
+    assert y.item() == 9.0
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0, 6.0])
+    assert f.stats.recordings == 2 and f.stats.replays == 2
+
+
+def test_record_takes_numbers_as_zero_d_array_arguments():
+    tape = tg.record(lambda s, x: (x * x).sum() * s, 2.0, np.ones(3))
+    v, (gs, gx) = tape.value_and_grad(3.0, np.ones(3))
+    assert v == 9.0 and gs == 3.0
+    np.testing.assert_array_equal(gx, [6.0, 6.0, 6.0])
+    tape = tg.record(lambda s, x: (x * x).sum() * s, np.float64(2.0), np.ones(3))
+    v, gx = tape.value_and_grad(np.float64(2.0), np.ones(3), argnums=1)
+    assert v == 6.0
+    np.testing.assert_array_equal(gx, [4.0, 4.0, 4.0])
+    with pytest.raises(TypeError, match="argument 0 is str"):
+        tg.record(lambda s, x: x.sum(), "a", np.ones(3))

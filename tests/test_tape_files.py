@@ -303,3 +303,18 @@ def test_loaded_tapes_replay_bounds_checked(tmp_path):
         crafted.value_and_grad(x)
     with pytest.raises(IndexError):
         crafted(x)
+
+
+def test_saved_tape_keeps_its_view_links(tmp_path):
+    # an entry that views its input (W.t()) shares the input's version counter on replay;
+    # the pairs travel in the file and are checked like every other slot reference
+    tape = tg.record(lambda x, W: (x @ W.t()).sum(), np.ones((2, 3)), np.full((4, 3), 0.5))
+    assert tape._R.view_links               # (the transpose views W)
+    path = tmp_path / "v.tape"
+    tape.save(str(path))
+    loaded = tg.load_tape(str(path))
+    assert loaded._R.view_links == tape._R.view_links
+    v, (gx, gW) = loaded.value_and_grad(np.ones((2, 3)), np.full((4, 3), 0.5))
+    assert v == 12.0
+    np.testing.assert_array_equal(gx, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(gW, np.full((4, 3), 2.0))
