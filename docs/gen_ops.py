@@ -31,7 +31,7 @@ from tapegrad.ops import reduce as _rd  # noqa: E402
 from tapegrad.ops import shape as _sh  # noqa: E402
 from tapegrad.ops.elementwise import NUMBER_FORWARD, SCALAR_FORWARD  # noqa: E402
 from tapegrad.ops.registry import (BINARY, FAMILY_NAMES, LINALG, META, OP_NAMES, REDUCE,  # noqa: E402
-                                   SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES, SHAPE, UNARY)
+                                   SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY)
 
 # Helpers that are importable from a public namespace but are not operations.
 NOT_OPS = {"name_id", "commit_inplace", "zero_grads", "label_flags"}
@@ -51,9 +51,20 @@ OPERATORS = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__"
              "__getitem__", "__setitem__"]
 
 
-def saves_text(mask):
+def _mask_text(mask):
     parts = [n for bit, n in ((SAVE_A, "a"), (SAVE_B, "b"), (SAVE_C, "c"), (SAVE_OUT, "out")) if mask & bit]
     return ", ".join(parts) or "-"
+
+
+def saves_text(code):
+    """What an entry keeps: with every input needing a gradient, and, where it differs,
+    with only input a or only input b needing one (``registry.SAVES_BY_RG``)."""
+    both, a_only, b_only, _ = SAVES_BY_RG[code]
+    text = _mask_text(both)
+    if code >> 6 == BINARY or code >> 6 == LINALG:
+        if a_only != both or b_only != both:
+            text += " (only a needs a gradient: %s; only b: %s)" % (_mask_text(a_only), _mask_text(b_only))
+    return text
 
 
 def replay_forward_text(code):
@@ -85,7 +96,7 @@ def registry_table():
         name = OP_NAMES[code]
         arena, scalar = replay_forward_text(code)
         lines.append("| `%s` | %s | %d | %s | yes | %s | %s | %s |" % (
-            name, FAMILY_NAMES[fam], code, saves_text(SAVES[code]), arena, scalar,
+            name, FAMILY_NAMES[fam], code, saves_text(code), arena, scalar,
             "yes" if name in NUMBER_FORWARD else "-"))
     return lines
 
