@@ -565,18 +565,6 @@ def _rmatmul(self, other):
     return matmul(_tensor(other), self)
 
 
-def _max_m(self, dim=None, keepdim=False, **kw):
-    if kw:
-        dim, keepdim = _numpy_names("max", kw, dim, keepdim)
-    return _extreme(self, dim, keepdim, True)
-
-
-def _min_m(self, dim=None, keepdim=False, **kw):
-    if kw:
-        dim, keepdim = _numpy_names("min", kw, dim, keepdim)
-    return _extreme(self, dim, keepdim, False)
-
-
 def _view(self, *shape, dtype=None):
     if dtype is None and len(shape) == 1 and _is_dtype(shape[0]):
         dtype = shape[0]
@@ -736,7 +724,7 @@ def _install():
         "exp_": _inplace(exp), "relu_": _inplace(relu),
         "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
         "sum": _sum_m, "mean": mean, "prod": _prod_m, "var": var, "std": std, "amax": amax, "amin": amin,
-        "max": _max_m, "min": _min_m, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
+        "max": max, "min": min, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
         "softmax": softmax, "log_softmax": log_softmax,
         "reshape": _reshape_m, "view": _view, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
         "permute": permute, "transpose": transpose, "t": t, "expand": _expand, "expand_as": _expand_as,
