@@ -202,7 +202,6 @@ class _Session(_tp.RecordingObserver):
         self.derived[id(out)] = (out, (ufunc.__name__, ops))
         self.keep.append(out)
 
-
     def index(self, k):
         """A tensor used as an index: an integer argument stays live (its indices
         are recomputed at each replay); any other tensor's values are a guard."""
