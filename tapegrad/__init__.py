@@ -21,7 +21,6 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
 from . import tape as _tape
-from . import replay as _replay
 from .replay import NotReplayable, Tape, TapeDivergence, compile, load_tape, record  # noqa: F401
 from .profile import profile  # noqa: F401
 from .tape import memory_stats  # noqa: F401
@@ -182,7 +181,9 @@ def manual_seed(seed):
 
 def _random():
     if _tape.recording[0]:
-        _replay.refuse_hook("it draws random numbers (a replay would reuse them)")
+        rec = _tape.state().rec
+        if rec is not None:
+            rec.refuse("it draws random numbers (a replay would reuse them)")
 
 
 def randn(*size, dtype=None, requires_grad=False):

@@ -477,10 +477,11 @@ def _cmp(ufunc):
                 o = _el.wrap_int(o, d.dtype)
         out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
-            from .replay import compare_hook
-            if _is_scalar(o):       # (replayed as an array of the dtype it was compared in)
-                o = np.asarray(o, _pr.with_number(self.dtype, o))
-            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
+            rec = _tp.state().rec
+            if rec is not None:
+                if _is_scalar(o):       # (replayed as an array of the dtype it was compared in)
+                    o = np.asarray(o, _pr.with_number(self.dtype, o))
+                rec.compared(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
@@ -504,8 +505,9 @@ def _bitwise(ufunc, name):
             o = o.astype(dt)
         out = Tensor._wrap(np.asarray(ufunc(d, o)))
         if _tp.recording[0]:
-            from .replay import compare_hook
-            compare_hook(ufunc, self, other if isinstance(other, Tensor) else o, out)
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.compared(ufunc, self, other if isinstance(other, Tensor) else o, out)
         return out
     return f
 
@@ -515,8 +517,9 @@ def _invert(self):
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     out = Tensor._wrap(np.asarray(np.invert(self._data)))
     if _tp.recording[0]:
-        from .replay import compare_hook
-        compare_hook(np.invert, self, None, out)
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.compared(np.invert, self, None, out)
     return out
 
 

@@ -108,8 +108,9 @@ class _WatchedArg(Tensor):
         return len(self._real)
 
 
-class _Session:
-    """What the recording of one call collects (see the module docstring)."""
+class _Session(_tp.RecordingObserver):
+    """What the recording of one call collects (see the module docstring): the
+    library reports to it through the ``RecordingObserver`` methods."""
 
     def __init__(self):
         self.tape = _tp.Tape()
@@ -151,7 +152,7 @@ class _Session:
         if i not in self.arg_guards:
             self.arg_guards[i] = (np.array(self.args[i][2]._real, copy=True), _user_line())
 
-    def wrapped(self, t):
+    def made(self, t):
         """A tensor made off the tape (``Tensor._wrap``) while recording."""
         self.tainted[id(t)] = t
 
@@ -202,45 +203,51 @@ class _Session:
         self.derived[id(out)] = (out, (ufunc.__name__, ops))
         self.keep.append(out)
 
+    def index(self, k):
+        """A tensor used as an index: an integer argument stays live (its indices
+        are recomputed at each replay); any other tensor's values are a guard."""
+        if isinstance(k, _WatchedArg) and k._real.ndim >= 1 and k._real.dtype.kind in "iu":
+            arr = k._real
+            self.live_arrays[id(arr)] = k._idx
+            return arr
+        d = k._data
+        self.read(k, d)
+        return d
 
-_plain_wrap = Tensor._wrap
+    def gathered(self, result, shape, idx):
+        """``result = x[idx]`` was recorded: when integer arguments are among the
+        indices, its gather indices become a function of them."""
+        pos = tuple((j, self.live_arrays[id(a)]) for j, a in enumerate(idx)
+                    if isinstance(a, np.ndarray) and id(a) in self.live_arrays)
+        if pos:
+            if result._tape is self.tape and result._sver == result._ver[0]:
+                template = tuple(None if any(j == p for p, _ in pos) else a for j, a in enumerate(idx))
+                self.live[result._slot] = functools.partial(_live_lin, tuple(shape), template, pos)
+            else:
+                for _, i in pos:
+                    self.arg_read(i)
+
+    def picked(self, x, values, ax, keepdim, largest):
+        """``max``/``min`` along ``ax`` was recorded: the elements it picks are recomputed
+        from x's values at each replay (its indices output is not replayed)."""
+        T = self.tape
+        if values._tape is T and values._sver == values._ver[0] and x._tid == T.id and x._sver == x._ver[0]:
+            self.live[values._slot] = functools.partial(_extremum_lin, x._slot, ax, keepdim, largest)
+        elif values._rg:
+            self.refuse("max/min along a dim of a tensor not recorded on this tape")
+
+    def labels(self, target, flags):
+        """nll_loss/cross_entropy: a guard on ``flags`` of the labels (whether any is
+        ignored or out of range; the gather itself reads them live); returns those
+        flags.  Labels that are not an argument: None (their values are a guard)."""
+        if not isinstance(target, _WatchedArg):
+            return None
+        value = flags(target._real)
+        self.fn_guards.append((flags, target._idx, value, _user_line()))
+        return value
 
 
-def _recording_wrap(arr):
-    t = _plain_wrap(arr)
-    rec = _tp.state().rec
-    if rec is not None:
-        rec.wrapped(t)
-    return t
-
-
-def read_hook(t, value):
-    """Called by Tensor's value reads while some thread records.  Returns False
-    for a tensor that requires grad only because the recording traces the
-    arguments (``numpy()`` of it is allowed, as in eager execution)."""
-    rec = _tp.state().rec
-    if rec is not None:
-        rec.read(t, value)
-        if t._rg and not rec.really_requires_grad(t):
-            return False
-    return None
-
-
-def index_hook(k):
-    """A tensor used as an index while recording: an integer argument stays live
-    (its indices are recomputed at each replay); any other tensor's values are a guard."""
-    rec = _tp.state().rec
-    if rec is None:
-        return k._data
-    if isinstance(k, _WatchedArg) and k._real.ndim >= 1 and k._real.dtype.kind in "iu":
-        arr = k._real
-        rec.live_arrays[id(arr)] = k._idx
-        return arr
-    d = k._data
-    rec.read(k, d)
-    return d
-
-
+_plain_wrap = Tensor._const     # a tensor of the replay's values (no session is told of it)
 _LIN_BASES = {}
 
 
@@ -282,66 +289,9 @@ def _live_lin(shape, template, pos, vals, arrays):
     return _lin_base(shape)[tuple(idx)].reshape(-1)
 
 
-def live_gather_hook(result, shape, idx):
-    """``result = x[idx]`` was recorded: when integer arguments are among the
-    indices, its gather indices become a function of them."""
-    rec = _tp.state().rec
-    if rec is None:
-        return result
-    pos = tuple((j, rec.live_arrays[id(a)]) for j, a in enumerate(idx)
-                if isinstance(a, np.ndarray) and id(a) in rec.live_arrays)
-    if pos:
-        if result._tape is rec.tape and result._sver == result._ver[0]:
-            template = tuple(None if any(j == p for p, _ in pos) else a for j, a in enumerate(idx))
-            rec.live[result._slot] = functools.partial(_live_lin, tuple(shape), template, pos)
-        else:
-            for _, i in pos:
-                rec.arg_read(i)
-    return result
-
-
 def _extremum_lin(slot, ax, keepdim, largest, vals, arrays):
     from .ops.reduce import extremum_lin
     return extremum_lin(vals[slot], ax, keepdim, largest)[1].reshape(-1)
-
-
-def max_dim_hook(x, values, ax, keepdim, largest):
-    """``max``/``min`` along ``ax`` was recorded: the elements it picks are recomputed
-    from x's values at each replay (its indices output is not replayed)."""
-    rec = _tp.state().rec
-    if rec is None:
-        return
-    T = rec.tape
-    if values._tape is T and values._sver == values._ver[0] and x._tid == T.id and x._sver == x._ver[0]:
-        rec.live[values._slot] = functools.partial(_extremum_lin, x._slot, ax, keepdim, largest)
-    elif values._rg:
-        rec.refuse("max/min along a dim of a tensor not recorded on this tape")
-
-
-def labels_hook(target, ignore_index, c):
-    """nll_loss/cross_entropy while recording: a guard on whether any label is
-    ignored or out of range (the gather itself reads the labels live); returns
-    those two flags.  Labels that are not an argument: their values are a guard."""
-    rec = _tp.state().rec
-    if rec is None or not isinstance(target, _WatchedArg):
-        return None
-    from .nn.functional import label_flags
-    fn = functools.partial(label_flags, ignore_index=ignore_index, c=c)
-    flags = fn(target._real)
-    rec.fn_guards.append((fn, target._idx, flags, _user_line()))
-    return flags
-
-
-def compare_hook(ufunc, a, b, out):
-    rec = _tp.state().rec
-    if rec is not None:
-        rec.compared(ufunc, a, b, out)
-
-
-def refuse_hook(why):
-    rec = _tp.state().rec
-    if rec is not None:
-        rec.refuse(why)
 
 
 _SESSIONS_LOCK = threading.Lock()
@@ -354,7 +304,6 @@ def _begin(rec):
                            "calls record eagerly)")
     with _SESSIONS_LOCK:
         _tp.recording[0] += 1
-        Tensor._wrap = staticmethod(_recording_wrap)
     st.rec = rec
     st.tape = rec.tape
 
@@ -364,8 +313,6 @@ def _end(rec):
     st.rec = None
     with _SESSIONS_LOCK:
         _tp.recording[0] -= 1
-        if _tp.recording[0] == 0:
-            Tensor._wrap = staticmethod(_plain_wrap)
     _tp.rotate()
 
 

@@ -33,8 +33,8 @@ _tls = threading.local()
 inplace_counter = [0]
 
 # How many threads are recording a function for replay (``tapegrad.replay``): the
-# few places that must tell the session something test this first, so they cost
-# nothing otherwise.
+# few places that must tell the recording something (``RecordingObserver``) test
+# this first, so they cost nothing otherwise.
 recording = [0]
 
 # A tape is freed only when none of its tensors is alive, so the thread starts a new
@@ -66,7 +66,60 @@ class _State:
     def __init__(self):
         self.grad = True
         self.tape = None
-        self.rec = None         # the tapegrad.replay session recording on this thread
+        self.rec = None         # the RecordingObserver recording on this thread (tapegrad.replay)
+
+
+class RecordingObserver:
+    """What the core and the ops tell a recording for replay.
+
+    ``tapegrad.replay``'s session implements it and sits in ``state().rec`` while
+    its thread records; the core never imports the recording.  A place that must
+    tell it something tests ``recording[0]`` first (no thread records: nothing
+    more to pay), then ``rec = state().rec`` and ``if rec is not None: rec.read(t, v)``.
+    The methods here are the answers of an observer that follows nothing.
+    """
+    tape = None     # the tape the recording is made on
+
+    def made(self, t):
+        """Tensor ``t`` was made off the tape (``Tensor._wrap``: a result that needs
+        no grad, ``detach``, a comparison, ...)."""
+
+    def adopted(self, s, t):
+        """Leaf or constant ``t`` entered ``tape`` as slot ``s``."""
+
+    def refuse(self, why):
+        """The function does something a replay cannot repeat; ``why`` completes
+        "cannot record ... for replay: "."""
+
+    def read(self, t, value):
+        """Python read the values of ``t`` (``bool``, ``item``, ``tolist``, ``numpy``)."""
+
+    def really_requires_grad(self, t):
+        """False for a tensor that requires grad only because the recording traces
+        the function's arguments (``numpy()`` of it is allowed, as in eager execution)."""
+        return bool(t._rg)
+
+    def compared(self, ufunc, a, b, out):
+        """``out = ufunc(a, b)`` (``b`` None: ``ufunc(a)``) was computed off the tape:
+        a comparison or bitwise op; ``a``, ``b`` are tensors or arrays."""
+
+    def index(self, k):
+        """Tensor ``k`` is used as an index: the array to index with."""
+        return k._data
+
+    def gathered(self, out, shape, idx):
+        """``out = x[idx]`` was recorded, ``x`` of ``shape``, ``idx`` a tuple of
+        integer arrays (from ``index``) and full slices."""
+
+    def picked(self, x, values, ax, keepdim, largest):
+        """``values`` are the max (``largest``) or min of ``x`` along ``ax``: which
+        elements they are depends on x's values."""
+
+    def labels(self, target, flags):
+        """Class labels ``target`` of a loss (nll_loss, cross_entropy): the tuple
+        ``flags(labels array)`` when the recording follows the labels (then the
+        caller may gather by them directly), else None."""
+        return None
 
 
 def state():

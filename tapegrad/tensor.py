@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import tape as _tp
+from .tape import recording as _recording
 from .ops.promotion import infer_dtype
 from .ops.registry import GRAD_FN_NAMES
 
@@ -145,6 +146,27 @@ class Tensor:
     # -- construction helpers (hot path: no __init__ checks) --------------------
     @staticmethod
     def _wrap(arr):
+        """A tensor of ``arr`` made off the tape (a result that needs no grad, a
+        detach, a comparison): a recording for replay is told of it."""
+        t = _new(Tensor)
+        t._data = arr
+        t._rg = False
+        t._tid = 0
+        t._slot = -1
+        t._ver = [0]
+        t._sver = 0
+        t._tape = None
+        t._x = None
+        if _recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.made(t)
+        return t
+
+    @staticmethod
+    def _const(arr):
+        """A tensor of ``arr`` made from outside data (tg.zeros, tg.from_numpy, a
+        number, a replay's values): as ``_wrap``, but no recording is told of it."""
         t = _new(Tensor)
         t._data = arr
         t._rg = False
@@ -155,11 +177,6 @@ class Tensor:
         t._tape = None
         t._x = None
         return t
-
-    # a constant made from outside data (tg.zeros, tg.from_numpy, a number): while a
-    # function is recorded for replay, ``_wrap`` is replaced to mark tensors made off
-    # the tape from recorded values, and these stay unmarked
-    _const = _wrap
 
     @staticmethod
     def _recorded(arr, tape, slot, ver):
@@ -318,10 +335,12 @@ class Tensor:
 
     # -- conversion -------------------------------------------------------------
     def numpy(self, *, force=False):
-        if _tp.recording[0]:
-            from .replay import read_hook
-            if read_hook(self, self._data) is False:
-                return self._data
+        if _recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.read(self, self._data)
+                if self._rg and not rec.really_requires_grad(self):
+                    return self._data
         if self._rg and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
@@ -374,15 +393,17 @@ class Tensor:
     def item(self):
         if self._data.size != 1:
             raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
-        if _tp.recording[0]:
-            from .replay import read_hook
-            read_hook(self, self._data)
+        if _recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.read(self, self._data)
         return self._data.reshape(-1)[0].item()
 
     def tolist(self):
-        if _tp.recording[0]:
-            from .replay import read_hook
-            read_hook(self, self._data)
+        if _recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.read(self, self._data)
         return self._data.tolist()
 
     def __float__(self):
@@ -402,9 +423,10 @@ class Tensor:
     def __bool__(self):
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        if _tp.recording[0]:
-            from .replay import read_hook
-            read_hook(self, self._data)
+        if _recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.read(self, self._data)
         return bool(self._data.reshape(-1)[0])
 
     def detach(self):

@@ -1,4 +1,5 @@
 """Functional layers and losses (``tg.nn.functional``, PyTorch's ``torch.nn.functional``)."""
+import functools
 import warnings
 
 import numpy as np
@@ -142,11 +143,12 @@ def label_flags(tgt, ignore_index, c):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log likelihood of class indices: ``-input[n, target[n]]`` (one gather)."""
     reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
-    if (_tp.recording[0] and weight is None and input.ndim == 2 and isinstance(target, Tensor)
+    rec = _tp.state().rec if _tp.recording[0] else None
+    if (rec is not None and weight is None and input.ndim == 2 and isinstance(target, Tensor)
             and target.ndim == 1 and target.shape[0] == input.shape[0] and target.dtype.kind in "iu"):
         # recorded for replay: the labels stay an argument of the gather (tapegrad.replay)
-        from .. import replay
-        if replay.labels_hook(target, ignore_index, input.shape[1]) == (False, False):
+        flags = functools.partial(label_flags, ignore_index=ignore_index, c=input.shape[1])
+        if rec.labels(target, flags) == (False, False):
             picked = input[np.arange(input.shape[0]), target]
             return -picked if reduction == "none" else (-picked.sum() if reduction == "sum" else -picked.mean())
     tgt = _target_array(target)

@@ -544,9 +544,10 @@ def max_dim(x, dim, keepdim=False, largest=True):
         raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax))
     idx, lin = extremum_lin(d, ax, keepdim, largest)
     values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
-    if _tp.recording[0]:            # (a replay picks the elements again: tapegrad.replay)
-        from ..replay import max_dim_hook
-        max_dim_hook(x, values, ax, keepdim, largest)
+    if _tp.recording[0]:            # (a replay picks the elements again)
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.picked(x, values, ax, keepdim, largest)
     return MaxMin((values, Tensor._wrap(idx)))
 
 

@@ -504,11 +504,9 @@ def _normalize_index(x, idx):
             tk = type(k)
             if tk is not int and tk is not slice and k is not None and k is not Ellipsis and tk is not bool:
                 if isinstance(k, Tensor):
-                    if _tp.recording[0]:        # a tensor as index: a guard on its values, or a live argument
-                        from ..replay import index_hook
-                        k = index_hook(k)
-                    else:
-                        k = k._data
+                    rec = _tp.state().rec if _tp.recording[0] else None
+                    # (while recording: a guard on its values, or a live argument)
+                    k = k._data if rec is None else rec.index(k)
                 elif isinstance(k, (list, tuple, np.ndarray, str)):
                     k = _sequence_index(k)
                 if type(k) is np.ndarray:
@@ -699,8 +697,9 @@ def getitem(x, idx):
         x = strided(x, lambda a: a[pre], name, ("index",) + _index_key(pre))
     out = _gather(x, adv)
     if _tp.recording[0]:
-        from ..replay import live_gather_hook
-        return live_gather_hook(out, x.shape, adv)
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.gathered(out, x.shape, adv)
     return out
 
 

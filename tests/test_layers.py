@@ -1,0 +1,416 @@
+"""tapegrad's modules sit on floors, and an import points down (issue 17, item 1).
+
+The imports of every module, at module level and inside functions, are read with the
+standard library's ``ast`` (nothing is imported).  ``FLOORS`` places each module on
+its floor (the target layout of the architecture review, 6.1): an import may point to
+a lower floor, or sideways on the same floor (inside ``ops/`` only in ``OPS_ORDER``),
+never up, and no imports may form a cycle.  The imports that still break the rule are
+listed in ``EXPECTED``, each with the step of the review (3.1's kind) that removes
+it: the test fails on a new one, naming it, and on a listed one that is gone, so the
+list only shrinks.
+"""
+import ast
+import collections
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tapegrad"
+
+FLOORS = {
+    "tapegrad._jit": 0,                 # Numba loading
+    # 1, the core: entry format, registry, per-thread state, the tape, the Tensor type
+    "tapegrad.tape": 1,
+    "tapegrad.tensor": 1,
+    "tapegrad.ops.registry": 1,         # (core/registry.py in the review's layout)
+    "tapegrad.ops.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
+    "tapegrad.kernels.index": 1,        # slot addressing, strided descriptors (core/descriptors.py)
+    # 2, the op families
+    "tapegrad.ops": 2,
+    "tapegrad.ops.inplace": 2,
+    "tapegrad.ops.shape": 2,
+    "tapegrad.ops.elementwise": 2,
+    "tapegrad.ops.reduce": 2,
+    "tapegrad.ops.linalg": 2,
+    # 3, generated and compiled kernels
+    "tapegrad.kernels": 3,
+    "tapegrad.kernels.codegen": 3,
+    "tapegrad.kernels.sweep": 3,
+    "tapegrad.kernels.forward": 3,
+    # 4, backward passes and the autograd API
+    "tapegrad.autograd": 4.5,           # its public names, above its modules
+    "tapegrad.autograd.anomaly": 4,
+    "tapegrad.autograd.differentiable": 4,
+    "tapegrad.autograd.engine": 4,
+    "tapegrad.autograd.functional": 4,
+    "tapegrad.autograd.grad_mode": 4,
+    "tapegrad.autograd.gradcheck": 4,
+    "tapegrad.autograd.graph": 4,
+    # 5, the public functions and replay
+    "tapegrad.functions": 5,
+    "tapegrad.replay": 5,
+    # 6, built on the public API
+    "tapegrad.nn": 6,
+    "tapegrad.nn.functional": 6,
+    "tapegrad.nn.modules": 6,
+    "tapegrad.optim": 6,
+    "tapegrad.profile": 6,
+    "tapegrad": 7,                      # the package's public names
+    "tapegrad.__main__": 8,             # python -m tapegrad
+}
+
+# Sideways inside ops/, an import points to an earlier module of this list.
+OPS_ORDER = ["tapegrad.ops.inplace", "tapegrad.ops.shape", "tapegrad.ops.elementwise", "tapegrad.ops.reduce",
+             "tapegrad.ops.linalg"]
+
+# (importer, imported): what removes it.  Kinds as in the architecture review, 3.1.
+EXPECTED = {
+    # B. op rules call up into the public functions / autograd: rules use the family
+    # recorders; expand_adjoint moves to ops/shape.py; _tensor -> tensor.as_tensor
+    ("tapegrad.ops.elementwise", "tapegrad.functions"): "B",
+    ("tapegrad.ops.elementwise", "tapegrad.autograd.differentiable"): "B",
+    ("tapegrad.ops.reduce", "tapegrad.functions"): "B",
+    ("tapegrad.ops.linalg", "tapegrad.functions"): "B",
+    # C. the tape calls up into ops (view/refresh policy of Tape.adopt -> ops/_record.py;
+    # the COPY opcode in the registry)
+    ("tapegrad.tape", "tapegrad.ops.inplace"): "C",
+    ("tapegrad.tape", "tapegrad.ops.elementwise"): "C",
+    # D. ops/inplace <-> ops/shape (opcodes in the registry; shape -> inplace one way;
+    # shape's _record -> ops/_record.py); shape -> reduce for the keyword-spelling
+    # helper numpy_names (added after the review), which moves below both
+    ("tapegrad.ops.inplace", "tapegrad.ops.shape"): "D",
+    ("tapegrad.ops.shape", "tapegrad.ops.reduce"): "D",
+    # E. autograd imports the package: backward/grad in autograd/api.py; zeros_like,
+    # stack from a creation module below
+    ("tapegrad.autograd.functional", "tapegrad"): "E",
+    ("tapegrad.autograd.functional", "tapegrad.autograd"): "E",
+    ("tapegrad.autograd.gradcheck", "tapegrad.autograd"): "E",
+    # F. tensor <-> graph <-> engine <-> differentiable: the shared autograd/walk.py,
+    # messages in the core
+    ("tapegrad.tensor", "tapegrad.autograd.graph"): "F",
+    ("tapegrad.autograd.engine", "tapegrad.autograd.differentiable"): "F",
+    ("tapegrad.autograd.differentiable", "tapegrad.autograd.engine"): "F",
+    # H. nn up to the package: tapegrad._random -> a random module in the core
+    ("tapegrad.nn.modules", "tapegrad"): "H",
+    # replay: tg.compile(module) builds nn's OptimizedModule (not in 3.1's table): nn
+    # wraps a compiled module itself, or replay/compile.py gets the class from nn
+    ("tapegrad.replay", "tapegrad.nn.modules"): "replay package",
+}
+
+
+def module_name(path, root):
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root):
+    """``{(importer, imported): [(line, inside a function), ...]}`` for the modules
+    under the package directory ``root``, and the set of all its modules."""
+    files = {module_name(p, root): p for p in root.rglob("*.py") if "_generated" not in p.parts}
+    edges = collections.defaultdict(list)
+    for mod, path in files.items():
+        pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+
+        def add(target, node, local):
+            if target in files and target != mod:
+                edges[(mod, target)].append((node.lineno, local))
+                return True
+            return False
+
+        def walk(node, local):
+            for ch in ast.iter_child_nodes(node):
+                if isinstance(ch, ast.ImportFrom):
+                    base = (pkg[:len(pkg) - ch.level + 1] if ch.level else []) + ([ch.module] if ch.module else [])
+                    for a in ch.names:      # a module imported from a package, else the package itself
+                        add(".".join(base + [a.name]), ch, local) or add(".".join(base), ch, local)
+                elif isinstance(ch, ast.Import):
+                    for a in ch.names:
+                        add(a.name, ch, local)
+                walk(ch, local or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+        walk(ast.parse(path.read_text(), str(path)), False)
+    return dict(edges), set(files)
+
+
+def components(pairs):
+    """The strongly connected components of more than one module (Tarjan)."""
+    graph = collections.defaultdict(set)
+    for a, b in pairs:
+        graph[a].add(b)
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while v not in comp:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def violations(edges, floors, ops_order):
+    """The imports that point up a floor, against ``ops_order`` inside ops/, or
+    sideways in a cycle of sideways imports.  None left means no cycle either: a
+    cycle without an upward import stays on one floor."""
+    rank = {m: i for i, m in enumerate(ops_order)}
+    sideways = [(a, b) for a, b in edges if floors[a] == floors[b] and not rank.get(b, -1) > rank.get(a, -1)]
+    comp_of = {m: i for i, comp in enumerate(components(sideways)) for m in comp}
+    bad = {}
+    for (a, b), where in edges.items():
+        if floors[b] > floors[a]:
+            why = "up from floor %g to %g" % (floors[a], floors[b])
+        elif a in rank and b in rank and rank[b] > rank[a]:
+            why = "against the order of ops/"
+        elif floors[b] == floors[a] and a in comp_of and comp_of.get(b) == comp_of[a]:
+            why = "sideways in a cycle"
+        else:
+            continue
+        bad[(a, b)] = "%s imports %s (%s; line %s)" % (a, b, why, ", ".join(
+            "%d%s" % (line, " in a function" if local else "") for line, local in sorted(set(where))))
+    return bad
+
+
+EDGES, MODULES = import_graph(PACKAGE)
+
+
+def test_every_module_has_a_floor():
+    assert MODULES - set(FLOORS) == set(), "give the new module a floor in FLOORS"
+    assert set(FLOORS) - MODULES == set(), "a module of FLOORS is gone: remove it"
+
+
+def test_only_the_package_facade_imports_replay():
+    importers = {a for a, b in EDGES if b == "tapegrad.replay"}
+    assert importers == {"tapegrad"}, "the core reports to a recording through state().rec, not by import"
+
+
+def test_no_new_upward_import_or_cycle():
+    bad = violations(EDGES, FLOORS, OPS_ORDER)
+    new = sorted(v for k, v in bad.items() if k not in EXPECTED)
+    assert not new, "imports against the floors:\n" + "\n".join(new)
+    gone = sorted("%s -> %s" % k for k in EXPECTED if k not in bad)
+    assert not gone, "no longer against the floors, remove from EXPECTED:\n" + "\n".join(gone)
+
+
+def test_module_level_imports_have_no_cycle():
+    module_level = [e for e, where in EDGES.items() if any(not local for _, local in where)]
+    assert components(module_level) == []
+
+
+def test_the_cycles_left_are_made_by_the_expected_imports():
+    # removing the listed imports leaves no cycle at all
+    rest = [e for e in EDGES if e not in EXPECTED]
+    assert components(rest) == []
+
+
+def test_import_graph_reads_every_kind_of_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import low\nfrom .sub import mid as m\n")
+    (pkg / "low.py").write_text("import os\n\ndef f():\n    from .sub.mid import g\n    return g\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "mid.py").write_text("from .. import low\nimport pkg.sub\n\nclass K:\n"
+                                        "    def m(self):\n        from ..sub import top\n")
+    (pkg / "sub" / "top.py").write_text("x = lambda: __import__('os')\nfrom pkg import sub\n")
+    edges, modules = import_graph(pkg)
+    assert modules == {"pkg", "pkg.low", "pkg.sub", "pkg.sub.mid", "pkg.sub.top"}
+    assert edges == {
+        ("pkg", "pkg.low"): [(1, False)],
+        ("pkg", "pkg.sub.mid"): [(2, False)],
+        ("pkg.low", "pkg.sub.mid"): [(4, True)],
+        ("pkg.sub.mid", "pkg.low"): [(1, False)],
+        ("pkg.sub.mid", "pkg.sub"): [(2, False)],
+        ("pkg.sub.mid", "pkg.sub.top"): [(6, True)],
+        ("pkg.sub.top", "pkg.sub"): [(2, False)],
+    }
+    assert components(edges) == [{"pkg.low", "pkg.sub.mid"}]
+    floors = {"pkg.low": 0, "pkg.sub": 1, "pkg.sub.mid": 1, "pkg.sub.top": 1, "pkg": 2}
+    bad = violations(edges, floors, [])
+    assert set(bad) == {("pkg.low", "pkg.sub.mid")}
+    assert bad[("pkg.low", "pkg.sub.mid")] == ("pkg.low imports pkg.sub.mid (up from floor 0 to 1; "
+                                              "line 4 in a function)")
+
+
+@pytest.mark.parametrize("source, expected", [("import tapegrad.replay\n", True),
+                                              ("def f():\n    from tapegrad import replay\n", True),
+                                              ("from tapegrad.tape import state\n", False)])
+def test_a_replay_import_would_be_found(tmp_path, source, expected):
+    pkg = tmp_path / "tapegrad"
+    pkg.mkdir()
+    for name in ("__init__", "replay", "tape", "tensor"):
+        (pkg / (name + ".py")).write_text("")
+    (pkg / "tensor.py").write_text(source)
+    edges, _ = import_graph(pkg)
+    assert (("tapegrad.tensor", "tapegrad.replay") in edges) == expected
+
+
+# -- the recording observer: how the core reports to a recording without importing it ---
+def _protocol():
+    from tapegrad.tape import RecordingObserver
+    return {k for k in vars(RecordingObserver) if not k.startswith("_")}
+
+
+def test_the_core_calls_only_the_observer_protocol():
+    # every ``rec.<name>`` outside replay names a method (or ``tape``) of the protocol
+    used = collections.defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        if "_generated" in path.parts or path.name == "replay.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "rec":
+                used[node.attr].add(path.name)
+    assert set(used) - _protocol() == set()
+    assert {"made", "adopted", "refuse", "read", "really_requires_grad", "compared", "index", "gathered",
+            "picked", "labels"} <= set(used)
+
+
+def test_the_replay_session_implements_the_whole_protocol():
+    from tapegrad.replay import _Session
+    from tapegrad.tape import RecordingObserver
+    methods = {k for k in _protocol() if callable(getattr(RecordingObserver, k))}
+    assert len(methods) == 10
+    assert {k for k in methods if getattr(_Session, k) is getattr(RecordingObserver, k)} == set()
+
+
+class _Log:
+    """An observer that notes what the library tells it."""
+    def __init__(self, tape):
+        self.tape = tape
+        self.events = []
+
+    def __getattr__(self, name):
+        from tapegrad.tape import RecordingObserver
+        default = getattr(RecordingObserver(), name)
+
+        def note(*args):
+            self.events.append((name,) + args)
+            return default(*args)
+        return note
+
+
+@pytest.fixture
+def observed():
+    from tapegrad import tape
+    st = tape.state()
+    saved = st.rec, st.tape
+    log = _Log(tape.Tape())
+    st.rec, st.tape = log, log.tape
+    tape.recording[0] += 1
+    try:
+        yield log
+    finally:
+        tape.recording[0] -= 1
+        st.rec, st.tape = saved
+
+
+def _names(log):
+    return [e[0] for e in log.events]
+
+
+def test_every_call_site_reports_to_the_observer(observed):
+    import numpy as np
+    import tapegrad as tg
+    x = tg.tensor([1.0, -2.0, 3.0])
+    assert _names(observed) == []                       # made from outside data: not told
+    y = x * 2.0                                          # no grad: made off the tape
+    assert _names(observed) == ["made"] and observed.events[0][1] is y
+    observed.events.clear()
+    m = y > 0
+    assert _names(observed) == ["made", "compared"]
+    assert observed.events[1][1:] == (np.greater, y, observed.events[1][3], m)
+    assert observed.events[1][3].dtype == np.float64 and observed.events[1][3] == 0   # the number, as an array
+    observed.events.clear()
+    assert m.tolist() == [True, False, True]
+    assert bool(m[0]) is True
+    assert x[1].item() == -2.0
+    assert [e[0] for e in observed.events if e[0] != "made"] == ["read", "read", "read"]
+    assert [e[2].tolist() for e in observed.events if e[0] == "read"] == [[True, False, True], True, -2.0]
+    observed.events.clear()
+    (~m, m & m)
+    assert [e[1] for e in observed.events if e[0] == "compared"] == [np.invert, np.bitwise_and]
+
+    w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    observed.events.clear()
+    z = w * 2.0
+    assert observed.events == [("adopted", w._slot, w)]
+    assert w._slot >= 0 and w._tid == observed.tape.id
+    observed.events.clear()
+    with pytest.raises(RuntimeError, match="Can't call numpy"):    # the plain observer: it really requires grad
+        w.numpy()
+    assert _names(observed) == ["read", "really_requires_grad"]
+
+    observed.events.clear()
+    k = tg.tensor([2, 0])
+    g = z[k]
+    assert _names(observed)[:1] == ["index"] and observed.events[0][1] is k
+    gathered = [e for e in observed.events if e[0] == "gathered"]
+    assert len(gathered) == 1 and gathered[0][1] is g and gathered[0][2] == (3,)
+    assert [a.tolist() for a in gathered[0][3]] == [[2, 0]]
+    assert g.tolist() == [6.0, 2.0]
+
+    observed.events.clear()
+    values, indices = tg.max(z, 0)
+    picked = [e for e in observed.events if e[0] == "picked"]
+    assert len(picked) == 1 and picked[0][1] is z and picked[0][2] is values and picked[0][3:] == (0, False, True)
+
+    observed.events.clear()
+    logp = tg.log_softmax(tg.tensor([[1.0, 2.0, 3.0], [1.0, 0.0, 0.0]], requires_grad=True), 1)
+    target = tg.tensor([2, 0])
+    tg.nn.functional.nll_loss(logp, target, ignore_index=1)
+    labels = [e for e in observed.events if e[0] == "labels"]
+    assert len(labels) == 1 and labels[0][1] is target
+    flags = labels[0][2]            # nn passes its predicate: (any label ignored, any out of range)
+    assert flags(np.array([2, 0])) == (False, False)
+    assert flags(np.array([1, 0])) == (True, False)
+    assert flags(np.array([3, 0])) == (False, True)
+
+    observed.events.clear()
+    tg.randn(2)
+    assert observed.events[-1] == ("refuse", "it draws random numbers (a replay would reuse them)")
+
+
+def test_no_observer_no_report():
+    # while no thread records, the call sites stay silent even with an observer set
+    from tapegrad import tape
+    import tapegrad as tg
+    st = tape.state()
+    saved = st.rec
+    st.rec = log = _Log(None)
+    try:
+        assert tape.recording[0] == 0
+        x = tg.tensor([1.0, 2.0])
+        ((x * 2.0) > 1).tolist()
+        assert log.events == []
+    finally:
+        st.rec = saved
+
+
+def test_recording_leaves_tensor_construction_alone():
+    import tapegrad as tg
+    from tapegrad.tensor import Tensor
+    wrap, const = vars(Tensor)["_wrap"], vars(Tensor)["_const"]
+    seen = []
+
+    @tg.compile
+    def f(x):
+        seen.append((vars(Tensor)["_wrap"], vars(Tensor)["_const"]))
+        return (x * 2.0).sum()
+
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    f(x).backward()
+    assert seen == [(wrap, const)]
+    assert x.grad.tolist() == [2.0, 2.0]
