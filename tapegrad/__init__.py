@@ -3,8 +3,6 @@
 Operations run eagerly on NumPy arrays and append one entry each to a per-thread
 tape; ``backward()`` walks the tape once in compiled (Numba) code.
 """
-__version__ = "0.1.0"        # (the same as pyproject.toml's: tests/test_demo.py checks)
-
 import builtins as _builtins
 import operator
 
@@ -29,7 +27,7 @@ from .tensor import check_device as _check_device
 from .tensor import from_data as _from_data
 from .tensor import unsupported_array_msg as _unsupported_array_msg
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401
 
 float64 = double = np.dtype(np.float64)
 float32 = float = np.dtype(np.float32)

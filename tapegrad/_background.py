@@ -52,13 +52,15 @@ def notice(msg):
         print("tapegrad: " + msg, file=sys.stderr, flush=True)
 
 
+INTERPRET = ["auto"]        # the engine's TAPEGRAD_INTERPRET mode (autograd.engine puts its own list here)
+
+
 def deferring():
     """Whether the kernels, not ready yet, are to come from the background (so a
     replay keeps to NumPy rather than compile its forward kernels now)."""
     if not ENABLED or _phase[0] == "failed":
         return False
-    from .autograd import engine
-    return engine.INTERPRET[0] == "auto"
+    return INTERPRET[0] == "auto"
 
 
 def request():

@@ -1566,8 +1566,8 @@ class Tape:
         """Write the tape to ``path`` in tapegrad's data-only tape file format (an
         ``.npz`` of numeric arrays and a JSON header, see ``tapegrad._tapefile``):
         ``tg.load_tape`` reads it back without executing anything from the file."""
-        from . import __version__
         from . import _tapefile
+        from ._version import __version__
         _tapefile.save(self._R, path, __version__)
 
     # (in-memory pickling, for trusted processes such as Dask's workers; files use ``save``)

@@ -191,6 +191,7 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True):
 # "auto": interpret small backward passes until the kernels are worth loading;
 # "always": interpret whatever the size (tests); "never": always the compiled sweep
 INTERPRET = [os.environ.get("TAPEGRAD_INTERPRET", "auto")]
+_background.INTERPRET = INTERPRET     # (read by its deferring(): the engine's mode, one list)
 if INTERPRET[0] not in ("auto", "always", "never"):
     warnings.warn("TAPEGRAD_INTERPRET=%r is not one of auto, always, never: using auto" % INTERPRET[0],
                   RuntimeWarning, stacklevel=2)
