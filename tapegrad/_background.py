@@ -42,8 +42,21 @@ ONLY = None             # the warm-up groups a background compile does (None: al
 _phase = [None]         # None, "compiling" (the child runs), "loading" (the thread runs), "failed"
 _child = [None]
 _next_poll = [0.0]
+_LOOKING = threading.Lock()     # one thread at a time looks at the compile's progress
+
+
+def _after_fork_in_child():
+    # a forked child has neither the compile process (its parent's child) nor the loading
+    # thread: it starts over, and the lock file keeps it from compiling a second time
+    if _phase[0] in ("compiling", "loading"):
+        _phase[0] = None
+    _child[0] = None
+    _next_poll[0] = 0.0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _started = [0.0]
-_thread = [None]
 _key = []
 
 
@@ -74,22 +87,27 @@ def request():
     now = time.perf_counter()
     if now < _next_poll[0]:
         return False
-    _next_poll[0] = now + POLL_S
-    phase = _phase[0]
-    if phase is None:
-        if stamp_valid():
-            _start_loading()
-        else:
-            _start_compiling()
-    elif phase == "compiling":
-        rc = _child[0].poll()
-        if rc is not None:
-            _child[0] = None
-            if rc == 0 and stamp_valid():
+    if not _LOOKING.acquire(blocking=False):    # another thread is looking: it decides
+        return False
+    try:
+        _next_poll[0] = now + POLL_S
+        phase = _phase[0]
+        if phase is None:
+            if stamp_valid():
                 _start_loading()
             else:
-                _fail("the background compile exited with status %s (see %s)" % (rc, os.path.join(cache_dir(), LOG)))
-    return _jit.READY[0] or _phase[0] == "failed"
+                _start_compiling()
+        elif phase == "compiling":
+            rc = _child[0].poll()
+            if rc is not None:
+                _child[0] = None
+                if rc == 0 and stamp_valid():
+                    _start_loading()
+                else:
+                    _fail("the background compile exited with status %s (see %s)" % (rc, os.path.join(cache_dir(), LOG)))
+        return _jit.READY[0] or _phase[0] == "failed"
+    finally:
+        _LOOKING.release()
 
 
 def _fail(why):
@@ -225,7 +243,7 @@ def _start_compiling():
 # -- loading them here, in a thread -------------------------------------------------
 def _start_loading():
     _phase[0] = "loading"
-    t = _thread[0] = threading.Thread(target=_load, name="tapegrad-load-kernels", daemon=True)
+    t = threading.Thread(target=_load, name="tapegrad-load-kernels", daemon=True)
     t.start()
 
 

@@ -79,7 +79,9 @@ def _guard_cache(d):
     def guarded_index():
         try:
             return load_index()
-        except Exception as e:      # (FileNotFoundError is handled inside: a damaged file)
+        except OSError:
+            raise                   # (unreadable, not damaged: never removed; a missing file Numba handles)
+        except Exception as e:      # (what fails to unpickle: a damaged file)
             _remove_damaged(f, f._index_path, e)
             return {}
 

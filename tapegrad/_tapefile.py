@@ -23,6 +23,7 @@ import functools
 import io
 import json
 import math
+import os
 import zipfile
 
 import numpy as np
@@ -101,12 +102,18 @@ def save(recording, path, version):
     header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "tapegrad_version": version,
               "state": w.enc(state)}
     header["arrays"] = [n for n, _ in w.arrays]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        z.writestr(HEADER, json.dumps(header, allow_nan=False))
-        for name, a in w.arrays:
-            bio = io.BytesIO()
-            np.lib.format.write_array(bio, a, allow_pickle=False)
-            z.writestr(name + ".npy", bio.getvalue())
+    tmp = "%s.tmp%d" % (path, os.getpid())     # (then renamed: a crash never leaves half a file at path)
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+            z.writestr(HEADER, json.dumps(header, allow_nan=False))
+            for name, a in w.arrays:
+                bio = io.BytesIO()
+                np.lib.format.write_array(bio, a, allow_pickle=False)
+                z.writestr(name + ".npy", bio.getvalue())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 # fields of a recording's state that are rebuilt from the entries on load
@@ -264,6 +271,7 @@ def _read_archive(path):
                 raise ValueError("%s lacks its array %r" % (where, n))
             try:
                 with z.open(n + ".npy") as f:
+                    _check_declared_size(f, z.getinfo(n + ".npy").file_size, where, n)
                     a = np.lib.format.read_array(f, allow_pickle=False)
             except ValueError as e:
                 raise ValueError("%s: array %r cannot be read without pickle (%s)" % (where, n, e)) from None
@@ -292,6 +300,29 @@ _FIELDS = {
 }
 _OPTIONAL = {"shapes_all", "view_links"}
 _ARG_KINDS = ("leaf", "nonleaf", "array", "data", "int")
+
+
+def _check_declared_size(f, member_bytes, where, name):
+    """An array's header declares its shape and dtype, and ``read_array`` allocates
+    that much before reading: a crafted header must not make the loader allocate more
+    than the member holds (``f`` is left at the member's start)."""
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError("format version %d.%d" % version)
+    except ValueError as e:
+        raise ValueError("%s: array %r has a malformed header (%s)" % (where, name, e)) from None
+    if dtype.hasobject:         # (read_array refuses it without unpickling anything)
+        f.seek(0)
+        return
+    declared = math.prod(shape) * dtype.itemsize
+    if declared > member_bytes:
+        raise ValueError("%s: array %r declares %d bytes but its member holds %d" % (where, name, declared, member_bytes))
+    f.seek(0)
 
 
 def _recording_from_state(st, r):

@@ -92,7 +92,7 @@ def _eager_value_and_grad(loss, params, chunk):
     if not isinstance(out, tg.Tensor) or out.numel() != 1:
         raise RuntimeError("the loss must return a tensor of one element, got %r" % (out,))
     out.backward()
-    grads = [np.zeros(p.shape) if t.grad is None else t.grad.numpy().copy() for p, t in zip(params, ps)]
+    grads = [np.zeros_like(p) if t.grad is None else t.grad.numpy().copy() for p, t in zip(params, ps)]
     return float(out.item()), grads
 
 

@@ -239,7 +239,7 @@ def _int_div(ad, bd, mode, input, other):
     elif not isinstance(input, Tensor) and bd.dtype.kind != "b":
         dt = bd.dtype
     else:
-        dt = np.result_type(ad, bd)
+        dt = _pr.result_type(ad, bd)
     if (bd == 0).any():
         raise RuntimeError("ZeroDivisionError")
     q = np.floor_divide(ad, bd)

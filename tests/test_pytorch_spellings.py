@@ -662,3 +662,13 @@ def test_adam_decoupled_weight_decay_is_adamw():
             p.grad = p.detach() * 2.0
             o.step()
     assert p1.tolist() == p2.tolist() and p1.tolist() != [1.0, -2.0]
+
+
+def test_integer_division_by_a_zero_d_tensor_keeps_the_dimensioned_dtype():
+    # PyTorch's categories: a 0-d int64 tensor does not raise an int32 tensor's dtype
+    a = tg.tensor([7, -7], dtype=tg.int32)
+    for q, expected in ((a // tg.tensor(2), [3, -4]), (tg.div(a, tg.tensor(2), rounding_mode="trunc"), [3, -3]),
+                        (tg.div(a, tg.tensor(2), rounding_mode="floor"), [3, -4])):
+        assert q.dtype == tg.int32
+        assert q.tolist() == expected
+    assert (a // tg.tensor([2, 2])).dtype == tg.int64      # (two dimensioned tensors promote)

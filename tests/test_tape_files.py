@@ -318,3 +318,29 @@ def test_saved_tape_keeps_its_view_links(tmp_path):
     assert v == 12.0
     np.testing.assert_array_equal(gx, np.full((2, 3), 2.0))
     np.testing.assert_array_equal(gW, np.full((4, 3), 2.0))
+
+
+def test_array_declaring_more_than_its_member_holds_allocates_nothing(saved):
+    # a crafted .npy header declaring 10**13 float64s in a few bytes: refused before
+    # read_array would allocate them (a MemoryError, or gigabytes really allocated)
+    _, path = saved
+    with zipfile.ZipFile(path) as z:
+        header = json.loads(z.read("header.json"))
+        members = {n: z.read(n) for n in z.namelist()}
+    name = header["arrays"][0] + ".npy"
+    bio = io.BytesIO()
+    np.lib.format.write_array_header_1_0(bio, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 13,)})
+    members[name] = bio.getvalue() + b"\0" * 16
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+    with pytest.raises(ValueError, match="declares 80000000000000 bytes but its member holds"):
+        tg.load_tape(str(path))
+
+
+def test_save_replaces_the_file_whole(saved, tmp_path):
+    tape, path = saved
+    before = path.read_bytes()
+    tape.save(str(path))                # (written beside it, then renamed over it)
+    assert path.read_bytes()[:4] == b"PK\x03\x04" and len(path.read_bytes()) == len(before)
+    assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []

@@ -385,8 +385,11 @@ def write_stamp(digest):
             except OSError:
                 pass
     try:
-        with open(os.path.join(_writable_dir(), "kernels.stamp"), "w") as fh:
+        path = os.path.join(_writable_dir(), "kernels.stamp")
+        tmp = "%s.tmp%d" % (path, os.getpid())     # (renamed: a reader never sees it half written)
+        with open(tmp, "w") as fh:
             fh.write(digest)
+        os.replace(tmp, path)
     except OSError:
         pass
 
