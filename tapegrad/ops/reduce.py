@@ -458,17 +458,22 @@ def _check_softmax(x, axes, what):
         raise NotImplementedError("\"%s_%skernel_impl\" not implemented for '%s'" % (what, last, torch_name(x.dtype)))
 
 
-def softmax(input, dim=REQUIRED, dtype=None, **kw):
-    x = input
+def _softmax_args(what, x, dim, dtype, kw):
+    """(input in ``dtype``, axes) of softmax / log_softmax, with PyTorch's errors."""
     if kw:
-        dim, _ = numpy_names("softmax", kw, dim, None, REQUIRED)
+        dim, _ = numpy_names(what, kw, dim, None, REQUIRED)
     if dim is REQUIRED:
-        raise TypeError("softmax() missing 1 required positional argument: 'dim'")
+        raise TypeError("%s() missing 1 required positional argument: 'dim'" % what)
     if dtype is not None:
         from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
-    _check_softmax(x, axes, "softmax")
+    _check_softmax(x, axes, what)
+    return x, axes
+
+
+def softmax(input, dim=REQUIRED, dtype=None, **kw):
+    x, axes = _softmax_args("softmax", input, dim, dtype, kw)
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
 
 
@@ -496,16 +501,7 @@ def _softmax_values(d, ax):
 
 
 def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
-    x = input
-    if kw:
-        dim, _ = numpy_names("log_softmax", kw, dim, None, REQUIRED)
-    if dim is REQUIRED:
-        raise TypeError("log_softmax() missing 1 required positional argument: 'dim'")
-    if dtype is not None:
-        from ..functions import to_dtype
-        x = to_dtype(x, dtype)
-    axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
-    _check_softmax(x, axes, "log_softmax")
+    x, axes = _softmax_args("log_softmax", input, dim, dtype, kw)
     return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
                    "LogSoftmaxBackward0")
 
