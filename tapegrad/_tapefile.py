@@ -394,7 +394,7 @@ def _recording_from_state(st, r):
             if not -1 <= row[k] < s:
                 raise bad("entry %d reads slot %d (an entry reads earlier ones only)" % (s, int(row[k])))
         if row[_tp.C] == _sh.VARIADIC:
-            at = int(row[_tp.I0])
+            at = int(row[_tp.AUX])
             if not 0 <= at < aux.size or not 0 <= aux[at] <= aux.size - at - 1:
                 raise bad("entry %d lists its inputs past the end of aux" % s)
             ins = aux[at + 1:at + 1 + int(aux[at])]

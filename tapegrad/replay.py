@@ -488,7 +488,7 @@ class Recording:
         self.plans = {}         # roots -> what backward marks and lays out (engine._sweep_tape)
         self.program = None     # see ``_program``
         self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
-        self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NM].tolist()]
+        self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NAME].tolist()]
         self.rows = self.ints[:, :6].tolist()
         # entries that view their input (they share its version counter, as in eager
         # execution), in tape order: a replay gives them their input's counter, so a
@@ -786,7 +786,7 @@ class Recording:
         buf = bytearray(self.buf)
         n = self.n
         ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-        ints[:, _tp.VNUM] = 0
+        ints[:, _tp.VERSION] = 0
         ints[self.untracked, 0] = CONST
         links = []          # (slot, argument index or -1, captured tensor or None, kind)
         for s, src in sorted(self.sources.items()):
@@ -882,7 +882,7 @@ class Recording:
         if vnum:
             ints = T.arrays()[0]
             for s, v in vnum:
-                ints[s, _tp.VNUM] = v
+                ints[s, _tp.VERSION] = v
         for s in self.out_slots:       # an output changed in place moves its own version only
             if vobj[s] is shared:
                 vobj[s] = [0]
@@ -1018,7 +1018,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         if t._ver[0] != v0:
             rec.refuse("it changes an argument in place")
     for s, src in rec.sources.items():
-        if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VNUM):
+        if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VERSION):
             rec.refuse("it changes a captured tensor in place")
     R = None
     if rec.reason is None:

@@ -49,10 +49,10 @@ ROTATE_ELEMENTS = 1 << 22   # 32 MiB of float64
 anomaly = [False, True]
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-# One entry: 9 int64 fields then 2 float64 fields, packed into a bytearray
+# One entry: 9 int64 fields then 3 float64 fields, packed into a bytearray
 # (``struct.pack_into`` is several times cheaper per op than growing
 # array.array or ndarray rows, and backward views the buffer without copying).
-OP, A, B, C, I0, I1, NM, SIZE, VNUM, F0, F1, VAL = range(12)
+OP, A, B, C, AUX, PARAM, NAME, SIZE, VERSION, F0, F1, VAL = range(12)
 NFIELDS = 12
 ENTRY = struct.Struct("9q3d")   # VAL: the value itself when the slot has one element
 _FIELD = struct.Struct("q")
@@ -401,7 +401,7 @@ class Tape:
         # in-place op later moves the tensor, but this entry still means the old value
         key = (t._tape.id, t._slot)
         s = self.imports.get(key)
-        if s is not None and self.field(s, VNUM) == ver[0]:
+        if s is not None and self.field(s, VERSION) == ver[0]:
             return s
         s = self.new_slot(EXT, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False, ver)
         self.ext[s] = (t._tape, t._slot)
@@ -425,7 +425,7 @@ class Tape:
             return view_slot(self, t)
         from .ops.elementwise import UNARY_BY_NAME
         op = UNARY_BY_NAME["copy"]
-        s = self.new_slot(op.code, t._slot, -1, -1, -1, -1, self.field(t._slot, NM),
+        s = self.new_slot(op.code, t._slot, -1, -1, -1, -1, self.field(t._slot, NAME),
                           0.0, 0.0, t._data, False, t._ver)
         t._slot, t._sver = s, t._ver[0]
         return s

@@ -725,7 +725,7 @@ def _format(t):
     if arr.size == 0:
         suffix.insert(0, "size=%s" % (tuple(arr.shape),)) if arr.ndim > 1 else None
     if t._tape is not None:
-        suffix.append("grad_fn=<%s>" % GRAD_FN_NAMES[t._tape.field(t._slot, _tp.NM)])
+        suffix.append("grad_fn=<%s>" % GRAD_FN_NAMES[t._tape.field(t._slot, _tp.NAME)])
     elif t._rg:
         suffix.append("requires_grad=True")
     body = _format_array(arr)

@@ -29,7 +29,7 @@ REFERENCE_CYCLE = (
     "avoid this. If you have to use this function, make sure to reset the .grad fields of your parameters "
     "to None after use to break the cycle and avoid the leak.")
 
-_OP, _SIZE, _VNUM, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VNUM, _tp.F0, _tp.F1, _tp.VAL
+_OP, _SIZE, _VERSION, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VERSION, _tp.F0, _tp.F1, _tp.VAL
 
 
 class _Context:
@@ -79,7 +79,7 @@ class _Context:
                 t = Tensor._wrap(v)
             else:
                 t = Tensor._recorded(v, T, s, T.vobj[s])
-                t._sver = int(self.ints[s, _VNUM])
+                t._sver = int(self.ints[s, _VERSION])
         self._values[s] = t
         return t
 
@@ -246,7 +246,7 @@ def _check_finite(T, s, row, i, r):
     else:
         ins = row[1:4]
     k = ins.index(i)
-    name = GRAD_FN_NAMES[row[_tp.NM]]
+    name = GRAD_FN_NAMES[row[_tp.NAME]]
     where = T.source(s)
     raise RuntimeError("Function '%s' returned %s values in its %dth output.%s"
                        % (name, what, k, "" if where is None else

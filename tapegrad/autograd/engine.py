@@ -143,7 +143,7 @@ def _version_error(T, s, ints):
     if op in (LEAF, CONST, EXT) and len(ver) == 1:
         where = ""
     else:
-        name = GRAD_FN_NAMES[ver[1] if (len(ver) > 1 and not own) else ints[s, _tp.NM]]
+        name = GRAD_FN_NAMES[ver[1] if (len(ver) > 1 and not own) else ints[s, _tp.NAME]]
         if name == "CopySlices":
             name = "torch::autograd::CopySlices"
         where = ", which is output 0 of %s," % (name[:-len("Backward0")] if name.endswith("Backward0") else name)
@@ -151,7 +151,7 @@ def _version_error(T, s, ints):
         "one of the variables needed for gradient computation has been modified by an inplace operation: "
         "%s%s is at version %d; expected version %d instead. Hint: enable anomaly detection to find the "
         "operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
-        % (desc, where, ver[0], T.field(s, _tp.VNUM)))
+        % (desc, where, ver[0], T.field(s, _tp.VERSION)))
 
 
 def _run_hooks(hooks, g, shape, dtype):
@@ -324,7 +324,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
     if _tp.inplace_counter[0] != T.inplace_mark:
-        vobj, vnum = T.vobj, ints[:, _tp.VNUM]
+        vobj, vnum = T.vobj, ints[:, _tp.VERSION]
         for s in np.flatnonzero(needval).tolist():
             if vobj[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)

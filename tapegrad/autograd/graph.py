@@ -9,7 +9,7 @@ _SCALAR_OPERAND = {"add_s", "mul_s", "div_s"}
 from ..ops.shape import VARIADIC
 import struct
 
-from ..tape import A, B, C, ESIZE, F0, I0, NM, OP, SIZE, VAL
+from ..tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
 
 _VAL = struct.Struct("d")
 
@@ -22,12 +22,12 @@ class Node:
         self._tape, self._slot = tape, slot
 
     def name(self):
-        return GRAD_FN_NAMES[self._tape.field(self._slot, NM)]
+        return GRAD_FN_NAMES[self._tape.field(self._slot, NAME)]
 
     def _inputs(self):
         T, s = self._tape, self._slot
         if T.field(s, C) == VARIADIC:
-            at = T.field(s, I0)
+            at = T.field(s, AUX)
             aux = T.aux[0] if len(T.aux) == 1 else __import__("numpy").concatenate(T.aux)
             return [int(v) for v in aux[at + 1:at + 1 + aux[at]]]
         ins = [T.field(s, k) for k in (A, B, C) if T.field(s, k) >= 0]
@@ -102,7 +102,7 @@ class Node:
         if T.field(s, OP) >> 6 != REDUCE:
             raise AttributeError("_saved_self_sym_sizes")
         aux = T.aux[0] if len(T.aux) == 1 else np.concatenate(T.aux)
-        at = T.field(s, I0)
+        at = T.field(s, AUX)
         return tuple(int(v) for v in aux[at + 2:at + 2 + aux[at]])
 
     def __repr__(self):
@@ -156,5 +156,5 @@ def node_for(tape, slot):
         tape.nodes = weakref.WeakValueDictionary()
     node = tape.nodes.get(slot)
     if node is None:
-        node = tape.nodes[slot] = node_class(GRAD_FN_NAMES[tape.field(slot, NM)])(tape, slot)
+        node = tape.nodes[slot] = node_class(GRAD_FN_NAMES[tape.field(slot, NAME)])(tape, slot)
     return node

@@ -82,9 +82,9 @@ def commit_inplace(y, r):
         return
     T = r._tape
     y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
-    _set_producer(y._ver, T.field(r._slot, _tp.NM))
+    _set_producer(y._ver, T.field(r._slot, _tp.NAME))
     T.vobj[r._slot] = y._ver
-    T.set_field(r._slot, _tp.VNUM, y._ver[0])
+    T.set_field(r._slot, _tp.VERSION, y._ver[0])
     y._sver = y._ver[0]
     base = _base(y)
     if base is not None:
@@ -95,9 +95,9 @@ def commit_inplace(y, r):
         nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y)
         base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
         T.vobj[nb._slot] = base._ver
-        T.set_field(nb._slot, _tp.VNUM, base._ver[0])
+        T.set_field(nb._slot, _tp.VERSION, base._ver[0])
         base._sver = base._ver[0]
-        _set_producer(base._ver, T.field(nb._slot, _tp.NM))
+        _set_producer(base._ver, T.field(nb._slot, _tp.NAME))
         view_slot(T, y)
 
 
@@ -141,7 +141,7 @@ def apply(y, result_fn):
         # the op itself saved the value it is about to overwrite (y.mul_(x)): keep
         # a copy for it; an earlier saver still sees the version change and raises
         T.vals[y._slot] = d.copy()
-        T.vobj[y._slot] = [T.field(y._slot, _tp.VNUM)]
+        T.vobj[y._slot] = [T.field(y._slot, _tp.VERSION)]
     np.copyto(d, r._data, casting="unsafe")
     commit_inplace(y, r if r._tape is not None else None)
     return y

@@ -157,7 +157,7 @@ def _mark_view(t, x):
         t._ver = x._ver
         t._sver = x._ver[0]
         t._tape.vobj[t._slot] = x._ver
-        t._tape.set_field(t._slot, _tp.VNUM, x._ver[0])
+        t._tape.set_field(t._slot, _tp.VERSION, x._ver[0])
     return t
 
 
