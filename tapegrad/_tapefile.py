@@ -329,7 +329,7 @@ def _recording_from_state(st, r):
     from . import replay
     from . import tape as _tp
     from .ops import shape as _sh
-    from .ops.registry import OP_NAMES
+    from .ops.registry import META_END, OP_NAMES
 
     bad = r.bad
     if not isinstance(st, dict):
@@ -388,7 +388,7 @@ def _recording_from_state(st, r):
         size = int(row[_tp.SIZE])
         if size < 0:
             raise bad("entry %d has size %d" % (s, size))
-        if code < 64:
+        if code < META_END:
             continue
         for k in (_tp.A, _tp.B):
             if not -1 <= row[k] < s:

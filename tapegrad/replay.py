@@ -42,7 +42,7 @@ from .ops import elementwise as _ew
 from .ops import linalg as _la
 from .ops import reduce as _rd
 from .ops import shape as _sh
-from .ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY
+from .ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE, UNARY
 from .tensor import Tensor
 
 FORMAT_VERSION = 1
@@ -466,7 +466,7 @@ class Recording:
                 self.real_leaf[s] = src[1]
         # entries that depend on no leaf needing a gradient are constants of the replayed
         # tape, as eager execution would not have recorded them at all
-        self.untracked = np.flatnonzero(~self.rg & (self.ints[:, 0] >= 64))
+        self.untracked = np.flatnonzero(~self.rg & (self.ints[:, _tp.OP] >= META_END))
         # the recording traced every argument, so its entries kept what they would for
         # inputs that all need a gradient; a replay keeps what eager execution keeps
         ops = self.ints[:, 0].copy()
@@ -495,7 +495,7 @@ class Recording:
         # kept view of a parameter changed in place (an optimizer step) is noticed
         vobj = T.vobj
         self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
-                           if op >= 64 and a >= 0 and vobj[s] is vobj[a]]
+                           if op >= META_END and a >= 0 and vobj[s] is vobj[a]]
 
     def _source_rg(self):
         out = {}
@@ -526,7 +526,7 @@ class Recording:
         if self.live or any(v.size != 1 or v.dtype != np.float64 for v in vals):
             return
         for s, row in enumerate(self.rows):
-            fam, k = row[0] >> 6, row[0] & 63
+            fam, k = row[_tp.OP] >> 6, row[_tp.OP] & 63
             if fam == REDUCE and k not in (_rd.SUM, _rd.MEAN):
                 return
             if fam == SHAPE and k not in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER):
@@ -549,12 +549,12 @@ class Recording:
         prog = []
         aux, f0, f1 = self.aux, self.f0, self.f1
         for s, row in enumerate(self.rows):
-            code = row[0]
+            code = row[_tp.OP]
             fam, k = code >> 6, code & 63
             if fam == UNARY or fam == BINARY:
                 f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
             elif fam == SHAPE and s in self.live:
-                prog.append((s, None, ("live", row[1], self.shapes[s])))
+                prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
                 continue
             elif fam == SHAPE:
                 f = _sh.replay_prepare(k, row, aux, self.shapes[s])
@@ -793,12 +793,12 @@ class Recording:
             if src[0] == "arg":
                 kind = self.arg_kinds[src[1]]
                 if kind == "nonleaf":
-                    ints[s, 0] = EXT
+                    ints[s, _tp.OP] = EXT
                 elif kind != "leaf":
-                    ints[s, 0] = CONST
+                    ints[s, _tp.OP] = CONST
                 links.append((s, src[1], None, kind))
             elif src[0] == "captured":
-                links.append((s, -1, src[1], "leaf" if ints[s, 0] == LEAF else "const"))
+                links.append((s, -1, src[1], "leaf" if ints[s, _tp.OP] == LEAF else "const"))
         self.orig_ops = np.ascontiguousarray(self.ints[:, 0])
         del ints
         self.template = bytes(buf)
@@ -935,7 +935,7 @@ class Recording:
                        for i, k in enumerate(self.arg_kinds)]
         R.real_leaf = {s: i for s, i in self.real_leaf.items() if not isinstance(i, int) or i in argnums}
         R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
-        R.untracked = np.flatnonzero(~R.rg & (self.ints[:, 0] >= 64))
+        R.untracked = np.flatnonzero(~R.rg & (self.ints[:, _tp.OP] >= META_END))
         R.rg_slots = np.flatnonzero(R.rg)
         # (what replays lay out from the kinds and flags: made again for this one)
         R.template = None
@@ -1055,8 +1055,8 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             T.set_field(s, 0, CONST)
     ints, _ = T.arrays()
     aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
-    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, 0] in (LEAF, CONST)})
-    ints[np.flatnonzero(~rg & (ints[:, 0] >= 64)), 0] = CONST   # what eager execution would not record
+    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
+    ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
     del ints
     fixed = []
     for t, r in zip(leaves, refs):
@@ -1179,8 +1179,8 @@ def _kept(ints, ops):
     records nothing, which need no gradient)."""
     n = ints.shape[0]
     keep = np.zeros(n, bool)
-    e = np.flatnonzero(ops >= 64)
-    a, b, c = ints[e, 1], ints[e, 2], ints[e, 3]
+    e = np.flatnonzero(ops >= META_END)
+    a, b, c = ints[e, _tp.A], ints[e, _tp.B], ints[e, _tp.C]
     rg = (((a >= 0) & (ops[a] != CONST)).astype(np.int64)
           | (((b >= 0) & (ops[b] != CONST)).astype(np.int64) << 1))
     sv = _ks.SAVES_TABLE[ops[e], rg]
@@ -1197,16 +1197,16 @@ def _requires_grad(ints, aux, source_rg):
     rg = np.zeros(n, bool)
     for s in range(n):
         row = ints[s]
-        code = int(row[0])
-        if code < 64:
+        code = int(row[_tp.OP])
+        if code < META_END:
             rg[s] = source_rg.get(s, code == EXT)
             continue
-        ins = [int(row[1]), int(row[2])]
-        if row[3] == _sh.VARIADIC:
-            at = int(row[4])
+        ins = [int(row[_tp.A]), int(row[_tp.B])]
+        if row[_tp.C] == _sh.VARIADIC:
+            at = int(row[_tp.AUX])
             ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
         else:
-            ins.append(int(row[3]))
+            ins.append(int(row[_tp.C]))
         rg[s] = any(rg[i] for i in ins if i >= 0)
     return rg
 
@@ -1236,19 +1236,19 @@ def _reaches_leaf(T, s, exclude=()):
         if e < 0 or e in seen:
             continue
         seen.add(e)
-        code = int(ints[e, 0])
+        code = int(ints[e, _tp.OP])
         if code == LEAF and e in T.leaves and e not in exclude:
             return True
         if code == EXT:
             return True
         if code in (LEAF, CONST):
             continue
-        todo += [int(ints[e, 1]), int(ints[e, 2])]
-        if ints[e, 3] == _sh.VARIADIC:
-            at = int(ints[e, 4])
+        todo += [int(ints[e, _tp.A]), int(ints[e, _tp.B])]
+        if ints[e, _tp.C] == _sh.VARIADIC:
+            at = int(ints[e, _tp.AUX])
             todo += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
         else:
-            todo.append(int(ints[e, 3]))
+            todo.append(int(ints[e, _tp.C]))
     return False
 
 

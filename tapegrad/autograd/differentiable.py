@@ -240,8 +240,8 @@ def _check_finite(T, s, row, i, r):
     if d.dtype.kind != "f" or np.isfinite(d).all():
         return
     what = "nan" if np.isnan(d).any() else "inf"
-    if row[3] == _sh.VARIADIC:
-        at = row[4]
+    if row[_tp.C] == _sh.VARIADIC:
+        at = row[_tp.AUX]
         ins = engine._aux(T)[at + 1:at + 1 + engine._aux(T)[at]].tolist()
     else:
         ins = row[1:4]

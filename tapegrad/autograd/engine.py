@@ -27,7 +27,7 @@ from .. import _background
 from .. import _jit
 from .. import tape as _tp
 from ..kernels import sweep as K
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
 from ..tensor import Tensor, _TYPE_NAME
 
 BIG = 2048              # slots with at least this many elements are passed by address, not copied
@@ -130,7 +130,7 @@ def _storage(T, ints, sizes, flts, needval, reach, lay=None, spare=None):
 
 
 def _version_error(T, s, ints):
-    op = ints[s, 0]
+    op = ints[s, _tp.OP]
     ver = T.vobj[s]
     arr = T.vals[s]
     if arr is None:     # a single number kept in its entry (a replayed tape): the tensor's shape if known
@@ -139,7 +139,7 @@ def _version_error(T, s, ints):
     desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
     # PyTorch names the producer when it saved its own output (Exp, Sigmoid), and
     # otherwise the tensor's current grad_fn (CopySlices after y[0] = ...)
-    own = op >= 64 and K.SAVES_TABLE[op, 3] & 8
+    own = op >= META_END and K.SAVES_TABLE[op, 3] & 8
     if op in (LEAF, CONST, EXT) and len(ver) == 1:
         where = ""
     else:

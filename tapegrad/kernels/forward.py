@@ -17,9 +17,9 @@ from ..ops import reduce as _rd
 from ..ops import shape as _sh
 from ..ops.linalg import linalg_forward
 from ..ops.reduce import reduce_forward
-from ..ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
+from ..ops.registry import BINARY, LINALG, META_END, REDUCE, SHAPE, UNARY
 from ..ops.shape import shape_forward
-from ..tape import F0, F1, VAL
+from ..tape import A, AUX, B, C, F0, F1, OP, PARAM, VAL
 from .sweep import _gen
 
 unary_forward = _gen.unary_forward       # generated from the elementwise table
@@ -32,13 +32,13 @@ def forward_known(ints, sizes, aux, live):
     n = ints.shape[0]
     known = np.zeros(n, np.uint8)
     for e in range(n):
-        op = int(ints[e, 0])
+        op = int(ints[e, OP])
         fam, k = op >> 6, op & 63
         if fam in (UNARY, BINARY, LINALG):
             known[e] = 1
         elif fam == REDUCE:         # groups of consecutive elements: NumPy's own summation order
-            known[e] = (k in _rd.COMPILED_FORWARD and sizes[ints[e, 1]] > 0
-                        and _rd.forward_runs(int(ints[e, 5]), int(sizes[ints[e, 1]]), aux, int(ints[e, 4])))
+            known[e] = (k in _rd.COMPILED_FORWARD and sizes[ints[e, A]] > 0
+                        and _rd.forward_runs(int(ints[e, PARAM]), int(sizes[ints[e, A]]), aux, int(ints[e, AUX])))
         elif fam == SHAPE:
             known[e] = k in _sh.COMPILED_FORWARD and e not in live
     return known
@@ -59,8 +59,8 @@ def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
     if start > 0 and sizes[start - 1] == 1:     # (the entry Python just computed)
         flts[start - 1, VAL] = _at(vaddr[start - 1], 1)[0]
     for e in range(start, n):
-        op = ints[e, 0]
-        if op < 64:             # leaves, constants, imports: their values are in place
+        op = ints[e, OP]
+        if op < META_END:       # leaves, constants, imports: their values are in place
             if sizes[e] == 1:
                 flts[e, VAL] = _at(vaddr[e], 1)[0]
             continue
@@ -68,16 +68,16 @@ def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
             return e
         fam = op >> 6
         k = op & 63
-        a = ints[e, 1]
-        at = ints[e, 4]
-        i1 = ints[e, 5]
+        a = ints[e, A]
+        at = ints[e, AUX]
+        i1 = ints[e, PARAM]
         sz = sizes[e]
         y = _at(vaddr[e], sz)
         if fam == UNARY:
             unary_forward(k, sz, vaddr[a], vaddr[e], flts[e, F0], flts[e, F1])
         elif fam == BINARY:
-            b = ints[e, 2]
-            c = ints[e, 3]
+            b = ints[e, B]
+            c = ints[e, C]
             binary_forward(k, sz, vaddr[a], sizes[a], vaddr[b], sizes[b], vaddr[c] if c >= 0 else 0,
                            sizes[c] if c >= 0 else 0, vaddr[e], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1,
                            0 if i1 & 4 else 1, aux, at)
@@ -86,7 +86,7 @@ def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
         elif fam == SHAPE:
             shape_forward(k, _at(vaddr[a], sizes[a]), y, aux, at)
         elif fam == LINALG:
-            linalg_forward(_at(vaddr[a], sizes[a]), _at(vaddr[ints[e, 2]], sizes[ints[e, 2]]), y, aux, at)
+            linalg_forward(_at(vaddr[a], sizes[a]), _at(vaddr[ints[e, B]], sizes[ints[e, B]]), y, aux, at)
         else:
             return e
         if sz == 1:

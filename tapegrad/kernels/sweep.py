@@ -19,11 +19,11 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..ops.registry import BINARY, CONST, LINALG, OPCODES, REDUCE, SAVES_BY_RG, SHAPE, UNARY
+from ..ops.registry import BINARY, CONST, EXT, LINALG, META_END, OPCODES, REDUCE, SAVES_BY_RG, SHAPE, UNARY
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from .index import slot_view, strided_scatter_add
-from ..tape import F0, F1
+from ..tape import A, AUX, B, C, F0, F1, OP, PARAM
 
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
@@ -68,7 +68,7 @@ def layout(ints, sizes, needval, reach, big):
                 nv_small += 1
             else:
                 nv_big += 1
-        if reach[s] and ints[s, 0] != CONST and sizes[s] >= big:
+        if reach[s] and ints[s, OP] != CONST and sizes[s] >= big:
             na_big += 1
     vsmall = np.empty(nv_small, np.int64)
     vbig = np.empty(nv_big, np.int64)
@@ -90,7 +90,7 @@ def layout(ints, sizes, needval, reach, big):
                 vloc[s] = -2
                 vbig[ib] = s
                 ib += 1
-        if reach[s] and ints[s, 0] != CONST:
+        if reach[s] and ints[s, OP] != CONST:
             if sz < big:
                 aloc[s] = aoff
                 aoff += sz
@@ -111,12 +111,12 @@ def free_saved(ints, saves, process, freed, read):
     keep = np.zeros(n, np.uint8)
     live = False
     for e in range(n):
-        op = ints[e, 0]
-        if op < 64:
+        op = ints[e, OP]
+        if op < META_END:
             continue
-        a = ints[e, 1]
-        b = ints[e, 2]
-        sv = saves[op, (1 if a >= 0 and ints[a, 0] != CONST else 0) | (2 if b >= 0 and ints[b, 0] != CONST else 0)]
+        a = ints[e, A]
+        b = ints[e, B]
+        sv = saves[op, (1 if a >= 0 and ints[a, OP] != CONST else 0) | (2 if b >= 0 and ints[b, OP] != CONST else 0)]
         if sv == 0:
             continue
         if process[e]:
@@ -165,13 +165,13 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
         for e in range(n):
             if leads[e]:
                 continue
-            op = ints[e, 0]
-            if op < 64:
-                if op == 2 and ext_leads:       # EXT: the target may be on the older tape
+            op = ints[e, OP]
+            if op < META_END:
+                if op == EXT and ext_leads:       # EXT: the target may be on the older tape
                     leads[e] = 1
                 continue
-            if ints[e, 3] == VARIADIC:
-                at = ints[e, 4]
+            if ints[e, C] == VARIADIC:
+                at = ints[e, AUX]
                 for j in range(aux[at]):
                     s = aux[at + 1 + j]
                     if s >= 0 and leads[s]:
@@ -190,12 +190,12 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
     for e in range(hi, -1, -1):
         if not reach[e]:
             continue
-        op = ints[e, 0]
-        if op < 64:
+        op = ints[e, OP]
+        if op < META_END:
             continue
         any_in = False
-        if ints[e, 3] == VARIADIC:
-            at = ints[e, 4]
+        if ints[e, C] == VARIADIC:
+            at = ints[e, AUX]
             for j in range(aux[at]):
                 s = aux[at + 1 + j]
                 if s >= 0 and leads[s]:
@@ -213,9 +213,9 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
             return process, reach, needval, e, fams
         process[e] = 1
         fams |= 1 << (op >> 6)
-        a = ints[e, 1]
-        b = ints[e, 2]
-        sv = saves[op, (1 if a >= 0 and ints[a, 0] != CONST else 0) | (2 if b >= 0 and ints[b, 0] != CONST else 0)]
+        a = ints[e, A]
+        b = ints[e, B]
+        sv = saves[op, (1 if a >= 0 and ints[a, OP] != CONST else 0) | (2 if b >= 0 and ints[b, OP] != CONST else 0)]
         for col in range(1, 4):
             s = ints[e, col]
             if s >= 0 and sv & (1 << (col - 1)):
@@ -287,14 +287,14 @@ def _make_run(fams):
                 return e
             if not process[e]:
                 continue
-            op = ints[e, 0]
+            op = ints[e, OP]
             fam = op >> 6
             k = op & 63
-            a = ints[e, 1]
-            b = ints[e, 2]
-            c = ints[e, 3]
-            at = ints[e, 4]
-            i1 = ints[e, 5]
+            a = ints[e, A]
+            b = ints[e, B]
+            c = ints[e, C]
+            at = ints[e, AUX]
+            i1 = ints[e, PARAM]
             if has_unary and fam == UNARY:
                 ovw = fresh[a] == 1
                 fresh[a] = 0

@@ -802,15 +802,15 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
         _graph_ns()
     if family == UNARY:
         op = UNARY_OPS[k]
-        a = row[1]
+        a = row[_tp.A]
         if not ctx.needs(a):
             return []
         x = ctx.value(a) if op.saves & 1 else None
         y = ctx.value(s) if op.saves & 8 else None
         return [(a, _adjoint(op.graph(g, x, y, f0, f1), g))]
     op = BINARY_OPS[k]
-    ins = (row[1], row[2], row[3])
-    i0, bits = row[4], row[5]
+    ins = (row[_tp.A], row[_tp.B], row[_tp.C])
+    i0, bits = row[_tp.AUX], row[_tp.PARAM]
     maps = [None, None, None]           # input k -> output: flat index of every output element
     if i0 >= 0:
         at = i0
@@ -835,7 +835,7 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
         if not needs[j]:
             continue
         r = _adjoint(op.graph[j](g, *vals), g)
-        size, n_out = ctx.size(sl), row[7]
+        size, n_out = ctx.size(sl), row[_tp.SIZE]
         if size != n_out or maps[j] is not None:
             if r.numel() != n_out:      # one element standing for the whole output: made explicit
                 r = _expand_adjoint(r, n_out)
@@ -853,7 +853,7 @@ def replay_prepare(family, k, row, f0, f1):
     the recorder's NumPy call with the entry's constants bound once."""
     if family == UNARY:
         op = UNARY_OPS[k]
-        a, fwd, n = row[1], op.forward, op.nparams
+        a, fwd, n = row[_tp.A], op.forward, op.nparams
         if n == 0:
             return lambda v: np.asarray(fwd(v[a]))
         if op.name in _CONST_OPERAND:
@@ -862,7 +862,7 @@ def replay_prepare(family, k, row, f0, f1):
             return lambda v: np.asarray(fwd(v[a], f0))
         return lambda v: np.asarray(fwd(v[a], f0, f1))
     op = BINARY_OPS[k]
-    a, b, c, fwd = row[1], row[2], row[3], op.forward
+    a, b, c, fwd = row[_tp.A], row[_tp.B], row[_tp.C], op.forward
 
     def f(v):
         ad, bd = v[a], v[b]

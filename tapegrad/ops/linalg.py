@@ -243,7 +243,7 @@ def bmm(input, mat2):
 # batches gathered from / scatter-added to the operands that were broadcast.
 def graph_reverse(ctx, s, k, row, g):
     from .shape import gather_flat, scatter_add, transpose
-    a, b, at = row[1], row[2], row[4]
+    a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
     aux = ctx.aux
     nb, n, kk, m = (int(v) for v in aux[at:at + 4])
     ia, ib = aux[at + 4:at + 4 + 2 * nb:2], aux[at + 5:at + 5 + 2 * nb:2]
@@ -285,5 +285,5 @@ def graph_reverse(ctx, s, k, row, g):
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
 def replay_prepare(k, row):
-    a, b = row[1], row[2]
+    a, b = row[_tp.A], row[_tp.B]
     return lambda v: np.asarray(np.matmul(v[a], v[b]))

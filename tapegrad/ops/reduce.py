@@ -581,7 +581,7 @@ def _functions():
 # group and scatter-adding sums over it.
 def graph_reverse(ctx, s, k, row, g, f0):
     F = _functions()
-    a, at, ngroups = row[1], row[4], row[5]
+    a, at, ngroups = row[_tp.A], row[_tp.AUX], row[_tp.PARAM]
     n = ctx.size(a)
     if n == 0 or not ctx.needs(a):
         return []
@@ -656,8 +656,8 @@ def replay_prepare(k, row, aux, shape, name, f0):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
     the same array functions the recorders use, on the axes its group descriptor
     gives stride 0, reshaped to the recorded output shape (keepdim or not)."""
-    a = row[1]
-    at = row[4]
+    a = row[_tp.A]
+    at = row[_tp.AUX]
     nd = int(aux[at])
     strides = aux[at + 2 + nd:at + 2 + 2 * nd]
     axes = tuple(int(d) for d in range(nd) if strides[d] == 0)

@@ -11,6 +11,7 @@ kernel) and one name can cover several kernels.
 
 META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
 FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
+META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name

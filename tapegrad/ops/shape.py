@@ -972,7 +972,7 @@ def gather_flat(x, idx):
 # The same rules as ``shape_reverse``, written with tapegrad's own ops on flat
 # adjoints, so that the gradient they produce is itself recorded.
 def graph_reverse(ctx, s, k, row, g):
-    a, b, at = row[1], row[2], row[4]
+    a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
     aux = ctx.aux
     if k == RESHAPE:
         return [(a, g)]
@@ -1030,7 +1030,7 @@ def _replay_flat(k, row, vals, aux, shape):
     """The value of shape entry ``row`` (other than a reshape or a gather, see
     ``replay_prepare``) recomputed from its inputs' values, on the flat (C-order)
     elements as the reverse kernels see them."""
-    at = row[4]
+    at = row[_tp.AUX]
     if k == CAT:
         m = int(aux[at])
         outer = int(aux[at + 1 + m])
@@ -1040,7 +1040,7 @@ def _replay_flat(k, row, vals, aux, shape):
         else:
             out = np.concatenate([p.reshape(-1) for p in parts])
         return out.reshape(shape)
-    x = vals[row[1]]
+    x = vals[row[_tp.A]]
     flat = np.ascontiguousarray(x).reshape(-1)
     n = int(np.prod(shape, dtype=np.int64))
     if k == STRIDED:
@@ -1055,7 +1055,7 @@ def _replay_flat(k, row, vals, aux, shape):
     if k == SETITEM:
         r = int(aux[at])
         out = flat.copy()
-        v = np.ascontiguousarray(vals[row[2]]).reshape(-1)
+        v = np.ascontiguousarray(vals[row[_tp.B]]).reshape(-1)
         out[aux[at + 1:at + 1 + r]] = v[aux[at + 1 + r:at + 1 + 2 * r]]
         return out.reshape(shape)
     if k == SCATTER_ADD:
@@ -1077,11 +1077,11 @@ def _replay_flat(k, row, vals, aux, shape):
 def replay_prepare(k, row, aux, shape):
     """An entry's forward again (tapegrad.replay), as a function of the slot values,
     with its index arrays bound once."""
-    a = row[1]
+    a = row[_tp.A]
     if k == RESHAPE:
         return lambda v: v[a].reshape(shape)
     if k == GATHER:
         n = int(np.prod(shape, dtype=np.int64))
-        idx = aux[row[4]:row[4] + n].copy()
+        idx = aux[row[_tp.AUX]:row[_tp.AUX] + n].copy()
         return lambda v: np.take(v[a], idx).reshape(shape)
     return lambda v: _replay_flat(k, row, v, aux, shape)
