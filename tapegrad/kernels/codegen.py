@@ -26,6 +26,8 @@ import numpy as np
 
 from tapegrad._jit import address_as_pointer, jit, numba
 from tapegrad.kernels.index import row_starts, strided_map, u64  # noqa: F401
+from tapegrad.ops.registry import BINARY, REDUCE, SHAPE, UNARY
+from tapegrad.tape import A, B, C, F0, F1, OP, VAL
 
 
 @jit(inline="always")
@@ -218,7 +220,7 @@ def _by_code(name, params, ops, result, default):
 def forward_source():
     """The one-element forward of every elementwise op, and the compiled replay of
     a tape whose values are all single numbers: each entry's value is computed in
-    its VAL field (index 11) from its inputs' VAL fields, parameters in F0/F1 (9, 10).
+    its VAL field from its inputs' VAL fields, parameters in F0/F1.
     Reductions and views of one element pass it on."""
     forward = lambda op: SCALAR_FORWARD[op.name]       # noqa: E731
     lines = (_by_code("unary_forward1", "x, p, q", UNARY_OPS, forward, "np.nan")
@@ -273,14 +275,14 @@ def forward_source():
               "    for s in range(n):",
               "        code = ops[s]",
               "        fam = code >> 6",
-              "        if fam == 1:",
-              "            flts[s, 11] = unary_forward1(code & 63, flts[ints[s, 1], 11], flts[s, 9], flts[s, 10])",
-              "        elif fam == 2:",
-              "            c = ints[s, 3]",
-              "            flts[s, 11] = binary_forward1(code & 63, flts[ints[s, 1], 11], flts[ints[s, 2], 11],",
-              "                                          flts[c, 11] if c >= 0 else 0.0)",
-              "        elif fam == 3 or fam == 4:",
-              "            flts[s, 11] = flts[ints[s, 1], 11]"]
+              "        if fam == UNARY:",
+              "            flts[s, VAL] = unary_forward1(code & 63, flts[ints[s, A], VAL], flts[s, F0], flts[s, F1])",
+              "        elif fam == BINARY:",
+              "            c = ints[s, C]",
+              "            flts[s, VAL] = binary_forward1(code & 63, flts[ints[s, A], VAL], flts[ints[s, B], VAL],",
+              "                                           flts[c, VAL] if c >= 0 else 0.0)",
+              "        elif fam == REDUCE or fam == SHAPE:",
+              "            flts[s, VAL] = flts[ints[s, A], VAL]"]
     # the reverse rules on single numbers, and the sweep of such a tape
     lines += _by_code("unary_reverse1", "g, x, y, p, q", UNARY_OPS, lambda op: op.rule, "np.nan")
     lines += _by_code("binary_reverse1", "g, a, b, c, y", BINARY_OPS,
@@ -289,23 +291,23 @@ def forward_source():
               "    for e in range(hi, -1, -1):",
               "        if not reach[e]:",
               "            continue",
-              "        code = ints[e, 0]",
+              "        code = ints[e, OP]",
               "        fam = code >> 6",
               "        g = adj[e]",
-              "        a = ints[e, 1]",
-              "        if fam == 1:",
-              "            adj[a] += unary_reverse1(code & 63, g, flts[a, 11], flts[e, 11], flts[e, 9], flts[e, 10])",
+              "        a = ints[e, A]",
+              "        if fam == UNARY:",
+              "            adj[a] += unary_reverse1(code & 63, g, flts[a, VAL], flts[e, VAL], flts[e, F0], flts[e, F1])",
               "            reach[a] = 1",
-              "        elif fam == 2:",
-              "            b = ints[e, 2]",
-              "            c = ints[e, 3]",
-              "            da, db = binary_reverse1(code & 63, g, flts[a, 11], flts[b, 11],",
-              "                                     flts[c, 11] if c >= 0 else 0.0, flts[e, 11])",
+              "        elif fam == BINARY:",
+              "            b = ints[e, B]",
+              "            c = ints[e, C]",
+              "            da, db = binary_reverse1(code & 63, g, flts[a, VAL], flts[b, VAL],",
+              "                                     flts[c, VAL] if c >= 0 else 0.0, flts[e, VAL])",
               "            adj[a] += da",
               "            adj[b] += db",
               "            reach[a] = 1",
               "            reach[b] = 1",
-              "        elif fam == 3 or fam == 4:",
+              "        elif fam == REDUCE or fam == SHAPE:",
               "            adj[a] += g",
               "            reach[a] = 1"]
     return "\n".join(lines) + "\n"
