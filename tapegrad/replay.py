@@ -469,7 +469,7 @@ class Recording:
         self.untracked = np.flatnonzero(~self.rg & (self.ints[:, _tp.OP] >= META_END))
         # the recording traced every argument, so its entries kept what they would for
         # inputs that all need a gradient; a replay keeps what eager execution keeps
-        ops = self.ints[:, 0].copy()
+        ops = self.ints[:, _tp.OP].copy()
         ops[self.untracked] = CONST
         for s, src in self.sources.items():
             if src[0] == "arg" and self.arg_kinds[src[1]] not in ("leaf", "nonleaf"):
@@ -787,7 +787,7 @@ class Recording:
         n = self.n
         ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
         ints[:, _tp.VERSION] = 0
-        ints[self.untracked, 0] = CONST
+        ints[self.untracked, _tp.OP] = CONST
         links = []          # (slot, argument index or -1, captured tensor or None, kind)
         for s, src in sorted(self.sources.items()):
             if src[0] == "arg":
@@ -799,7 +799,7 @@ class Recording:
                 links.append((s, src[1], None, kind))
             elif src[0] == "captured":
                 links.append((s, -1, src[1], "leaf" if ints[s, _tp.OP] == LEAF else "const"))
-        self.orig_ops = np.ascontiguousarray(self.ints[:, 0])
+        self.orig_ops = np.ascontiguousarray(self.ints[:, _tp.OP])
         del ints
         self.template = bytes(buf)
         self.links = links
@@ -1052,7 +1052,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         i = rec.arg_ids.get(id(t))
         if i is not None and rec.arg_at[i][0] != "leaf":
             del T.leaves[s]
-            T.set_field(s, 0, CONST)
+            T.set_field(s, _tp.OP, CONST)
     ints, _ = T.arrays()
     aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
     rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
