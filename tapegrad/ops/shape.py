@@ -543,6 +543,9 @@ def _normalize_index(x, idx):
                         dim += 1
                         continue
                 tk = type(k)
+            if (tk is not int and tk is not slice and tk is not bool and k is not None and k is not Ellipsis
+                    and not isinstance(k, np.bool_) and hasattr(k, "__index__")):
+                k, tk = k.__index__(), int          # (NumPy integers and other integer types: an int)
             if tk is int:
                 if src >= nd and used < 0:
                     used = _dims_named(idx)
@@ -590,20 +593,8 @@ def _normalize_index(x, idx):
                 pre.append(None)
                 dim += 1
             else:
-                if isinstance(k, np.bool_) or not hasattr(k, "__index__"):
-                    raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
-                                     "Variables are valid indices (got %s)" % _type_name(k))
-                if src >= nd and used < 0:
-                    used = _dims_named(idx)
-                    if used > nd:
-                        _too_many(idx, nd, single)
-                k = k.__index__()
-                size = shape[src] if src < nd else 0
-                if not -size <= k < size:
-                    raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, i, size))
-                name = "SelectBackward0"
-                pre.append(k)
-                src += 1
+                raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                                 "Variables are valid indices (got %s)" % _type_name(k))
     except (IndexError, ValueError, TypeError):
         if used < 0 and _dims_named(idx) > nd:      # (PyTorch counts the dimensions first)
             _too_many(idx, nd, single)
