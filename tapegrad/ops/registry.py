@@ -13,6 +13,16 @@ META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
 FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
 META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
+
+def family(op):
+    """The family of an opcode (``UNARY``...); plain arithmetic, so Numba compiles it too."""
+    return op >> 6
+
+
+def index(op):
+    """An opcode's index inside its family, the branch of the family's kernel."""
+    return op & 63
+
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name
 # opcode -> what its entries keep, bits 1 input a, 2 input b, 4 input c, 8 output, by
