@@ -14,7 +14,7 @@ from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
 from .ops.registry import name_id as _name_id
-from .ops.reduce import numpy_names as _numpy_names
+from .ops._args import numpy_names as _numpy_names
 from .ops import elementwise as _el
 from .ops import promotion as _pr
 from .autograd import engine as _engine

@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from .ops.registry import CONST, EXT, LEAF
+from .ops.registry import CONST, EXT, LEAF, OPCODES
 
 _ids = itertools.count(1)
 _tls = threading.local()
@@ -185,6 +185,10 @@ ALONE = _alone()
 if not getattr(sys, "_is_gil_enabled", lambda: True)():
     ALONE = -1          # free-threaded Python: counts are not exact, so nothing is ever reused
 
+
+# The slot of a view, read from its base's current slot (``Tape.adopt``): the view
+# policy belongs to the op layer, which sets it (``ops/_record.py``); the core knows no op.
+view_slot = None
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
 _NO_FREED = np.zeros(0, np.uint8)
@@ -382,7 +386,6 @@ class Tape:
         if t._tape is None:                       # a leaf or a constant
             if (t._x is not None and t._x.base is not None and t._x.name != "no_grad_view"
                     and t._x.base._tape is not None):
-                from .ops.inplace import view_slot
                 return view_slot(self, t)
             code = LEAF if t._rg else CONST
             # (its value is kept only by an entry whose reverse reads it: the recorders)
@@ -421,11 +424,8 @@ class Tape:
         it: a view re-reads its base; otherwise an identity entry, so later saves
         get the current version."""
         if t._x is not None and t._x.base is not None:
-            from .ops.inplace import view_slot
             return view_slot(self, t)
-        from .ops.elementwise import UNARY_BY_NAME
-        op = UNARY_BY_NAME["copy"]
-        s = self.new_slot(op.code, t._slot, -1, -1, -1, -1, self.field(t._slot, NAME),
+        s = self.new_slot(OPCODES["copy"], t._slot, -1, -1, -1, -1, self.field(t._slot, NAME),
                           0.0, 0.0, t._data, False, t._ver)
         t._slot, t._sver = s, t._ver[0]
         return s

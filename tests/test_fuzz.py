@@ -967,7 +967,7 @@ def test_generator_covers_the_op_set():
 
 
 # -- regressions found by the fuzzer --------------------------------------------------------
-_VIEW_BUG = ("in-place through a view that is not 1-D: ops/inplace.view_slot appends the view's region "
+_VIEW_BUG = ("in-place through a view that is not 1-D: ops/_record.view_slot appends the view's region "
              "unraveled (T.aux_append(region(t, base))), so backward's np.concatenate in engine._aux "
              "raises ValueError")
 

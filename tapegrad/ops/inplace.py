@@ -10,6 +10,7 @@ slot from it on their next use (``view_slot``).
 import numpy as np
 
 from .. import tape as _tp
+from ._record import SETITEM, _base, record_shape, region, view_slot
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_LEAF_MSG = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -18,11 +19,6 @@ NO_GRAD_VIEW_MSG = (
     "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
     "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
     "tracked) or both outside (if you want the inplace to be tracked).")
-
-
-def _base(t):
-    x = t._x
-    return None if x is None else x.base
 
 
 OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers to a single "
@@ -48,29 +44,6 @@ def check_inplace(y, view_op=False):
         raise RuntimeError(VIEW_LEAF_MSG)
 
 
-def region(view, base):
-    """Flat indices, in ``base``'s C order, of the elements ``view`` shows."""
-    bd, vd = base._data, view._data
-    item = bd.itemsize
-    off = (vd.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
-    lin = np.arange(bd.size, dtype=np.int64)
-    return np.lib.stride_tricks.as_strided(lin[off:], shape=vd.shape,
-                                           strides=[s // item * 8 for s in vd.strides]).copy()
-
-
-def view_slot(T, t):
-    """A fresh slot for view ``t`` read from its base's current slot."""
-    from .shape import GATHER, CODES
-    from .registry import name_id
-    base = _base(t)
-    sb = base._slot if (base._tid == T.id and base._sver == base._ver[0]) else T.adopt(base)
-    at = T.aux_append(region(t, base).ravel())
-    s = T.new_slot(CODES[GATHER], sb, -1, -1, at, -1, name_id("AsStridedBackward0"), 0.0, 0.0,
-                   t._data, False, t._ver)
-    t._tape, t._slot, t._tid, t._sver, t._rg = T, s, T.id, t._ver[0], True
-    return s
-
-
 def commit_inplace(y, r):
     """``y``'s storage now holds the new values; ``r`` is the recorded result (None
     when nothing was recorded).  Bump the version and move ``y`` (and its base)."""
@@ -88,11 +61,10 @@ def commit_inplace(y, r):
     y._sver = y._ver[0]
     base = _base(y)
     if base is not None:
-        from .shape import _record, SETITEM
         reg = region(y, base)
         vmap = np.arange(reg.size, dtype=np.int64)
         words = np.concatenate(([reg.size], reg.ravel(), vmap))
-        nb = _record(SETITEM, base, base._data.copy(), "CopySlices", words, b=y)
+        nb = record_shape(SETITEM, base, base._data.copy(), "CopySlices", words, b=y)
         base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
         T.vobj[nb._slot] = base._ver
         T.set_field(nb._slot, _tp.VERSION, base._ver[0])

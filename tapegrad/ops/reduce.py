@@ -18,6 +18,7 @@ from .._jit import jit
 from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..tensor import Tensor, _wrap_dim
 from .promotion import DEFAULT, torch_name
+from ._args import REQUIRED, numpy_names
 from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
 
 # kernel index, op name, what the reverse reads
@@ -277,28 +278,6 @@ def _record(kind, x, out, axes, name, f0=0.0):
     keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
     o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, keep_out, ver)
     return Tensor._recorded(out, T, o, ver)
-
-
-REQUIRED = type("Required", (), {"__repr__": lambda self: "<required>"})()    # a dim with no default
-
-
-def numpy_names(fname, kw, dim, keepdim, dim_default=None):
-    """PyTorch's NumPy spellings of the keywords (``axis=`` for ``dim=``,
-    ``keepdims=`` for ``keepdim=``) and its refusal of any other keyword, naming the
-    public function; ``out=None`` is accepted and any other ``out=`` refused."""
-    for k, v in kw.items():
-        if k == "axis":
-            if dim is not dim_default and dim != dim_default:
-                raise TypeError("%s() got multiple values for argument 'dim'" % fname)
-            dim = v
-        elif k == "keepdims" and keepdim is not None:
-            keepdim = v
-        elif k == "out":
-            if v is not None:
-                raise TypeError("out= is not supported by tapegrad")
-        else:
-            raise TypeError("%s() got an unexpected keyword argument '%s'" % (fname, k))
-    return dim, keepdim
 
 
 def _name(base, dim):

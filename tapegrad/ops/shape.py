@@ -17,9 +17,10 @@ from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_ad
                              strided_scatter_add, u64)
 from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .promotion import promote_types
+from ._args import numpy_names
+from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
 from .registry import SHAPE, define, name_id
 
-RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
     STRIDED: define(SHAPE, STRIDED, "strided"),
@@ -115,25 +116,6 @@ def pair_index(a, b, n0, n1, aux, at):
 
 
 # -- recording -------------------------------------------------------------------
-def _record(kind, x, out, name, words=None, b=None):
-    """Record ``out`` computed from tensor ``x`` (and ``b`` for setitem)."""
-    out = out if type(out) is np.ndarray else np.asarray(out)
-    rg = x._rg or (b is not None and b._rg)
-    if not rg or not _tp.state().grad:
-        return Tensor._wrap(out)
-    T = _tp.current()
-    s = -1 if not (x._rg or _tp.recording[0]) else \
-        (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))     # (replay needs x)
-    sb = -1
-    if b is not None:
-        sb = b._slot if (b._tid == T.id and b._sver == b._ver[0]) else T.adopt(b)
-    at = -1 if words is None else T.aux_append(words)
-    ver = [0]
-    o = T.new_slot(CODES[kind], s, sb, -1, at, -1, name_id(name), 0.0, 0.0, out, False, ver)
-    t = Tensor._recorded(out, T, o, ver)
-    return t
-
-
 def _untracked_view(t, x):
     """A view that was not recorded: shares x's version; one made under no_grad
     from a tensor that requires grad is a leaf that requires grad (PyTorch)."""
@@ -816,7 +798,6 @@ def cat(tensors, dim=0, **kw):
 
 
 def _dim_alias(fname, kw, dim, default):
-    from .reduce import numpy_names
     return numpy_names(fname, kw, dim, None, default)[0]
 
 
