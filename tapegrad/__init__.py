@@ -28,6 +28,8 @@ from .tensor import from_data as _from_data
 from .tensor import unsupported_array_msg as _unsupported_array_msg
 
 from ._version import __version__  # noqa: F401
+from . import random as _random
+from .random import manual_seed  # noqa: F401
 
 float64 = double = np.dtype(np.float64)
 float32 = float = np.dtype(np.float32)
@@ -40,7 +42,6 @@ uint8 = np.dtype(np.uint8)
 bool = np.dtype(np.bool_)
 
 clip = clamp
-_rng = np.random.default_rng()
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -170,28 +171,12 @@ def eye(n, m=None, *, dtype=None, requires_grad=False):
     return _make(np.eye(n, m, dtype=dtype or np.float64), requires_grad)
 
 
-def manual_seed(seed):
-    """Seed tapegrad's random generator (a NumPy Generator)."""
-    global _rng
-    _rng = np.random.default_rng(seed)
-    return _rng
-
-
-def _random():
-    if _tape.recording[0]:
-        rec = _tape.state().rec
-        if rec is not None:
-            rec.refuse("it draws random numbers (a replay would reuse them)")
-
-
 def randn(*size, dtype=None, requires_grad=False):
-    _random()
-    return _make(_rng.standard_normal(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
+    return _make(_random.generator().standard_normal(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
 
 
 def rand(*size, dtype=None, requires_grad=False):
-    _random()
-    return _make(_rng.random(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
+    return _make(_random.generator().random(_shape(size)).astype(dtype or np.float64, copy=False), requires_grad)
 
 
 _RANDINT_FORMS = (
@@ -241,8 +226,7 @@ def randint(*args, generator=None, out=None, dtype=None, layout=None, device=Non
     low, high, size = _builtins.int(given.get("low", 0)), _builtins.int(given["high"]), _shape((given["size"],))
     if low >= high:
         raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d" % (low, high))
-    _random()
-    return _make(_rng.integers(low, high, size=size).astype(dtype or np.int64), requires_grad)
+    return _make(_random.generator().integers(low, high, size=size).astype(dtype or np.int64), requires_grad)
 
 
 def _is_int(v):

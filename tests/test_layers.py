@@ -23,6 +23,7 @@ FLOORS = {
     # 1, the core: entry format, registry, per-thread state, the tape, the Tensor type
     "tapegrad.tape": 1,
     "tapegrad.tensor": 1,
+    "tapegrad.random": 1,
     "tapegrad.ops.registry": 1,         # (core/registry.py in the review's layout)
     "tapegrad.ops.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
     "tapegrad.kernels.index": 1,        # slot addressing, strided descriptors (core/descriptors.py)
@@ -87,8 +88,6 @@ EXPECTED = {
     ("tapegrad.tensor", "tapegrad.autograd.graph"): "F",
     ("tapegrad.autograd.engine", "tapegrad.autograd.differentiable"): "F",
     ("tapegrad.autograd.differentiable", "tapegrad.autograd.engine"): "F",
-    # H. nn up to the package: tapegrad._random -> a random module in the core
-    ("tapegrad.nn.modules", "tapegrad"): "H",
     # replay: tg.compile(module) builds nn's OptimizedModule (not in 3.1's table): nn
     # wraps a compiled module itself, or replay/compile.py gets the class from nn
     ("tapegrad.replay", "tapegrad.nn.modules"): "replay package",

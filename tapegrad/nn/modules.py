@@ -4,6 +4,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .. import random as _random
 from ..autograd.grad_mode import no_grad
 from ..ops.inplace import commit_inplace
 from ..tensor import Tensor, _as_array, _init
@@ -343,9 +344,7 @@ class Module:
 
 
 def _rng():
-    import tapegrad
-    tapegrad._random()      # (a function recorded for replay must not draw random numbers)
-    return tapegrad._rng
+    return _random.generator()
 
 
 class OptimizedModule(Module):
