@@ -698,52 +698,143 @@ def _operator(name, dispatcher, by_float=None):
     return _B[name].record
 
 
-def _install():
-    T = Tensor
-    methods = {
-        "__add__": _operator("add", _add, _ADD_S), "__radd__": lambda s, o: _add(o, s),
-        "__sub__": _operator("sub", _sub, _sub_float), "__rsub__": _rsub,
-        "__mul__": _operator("mul", mul, _MUL_S), "__rmul__": lambda s, o: mul(o, s),
-        "__truediv__": _operator("div", _true_div, _DIV_S), "__rtruediv__": _rdiv,
-        "__pow__": _operator("pow", pow), "__rpow__": _rpow, "__matmul__": matmul, "__rmatmul__": _rmatmul,
-        "__neg__": neg, "__abs__": abs, "__pos__": lambda s: s,
-        "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
-        "__itruediv__": _inplace(_true_div), "__ipow__": _inplace(pow),
-        "__lt__": _cmp(np.less), "__le__": _cmp(np.less_equal), "__gt__": _cmp(np.greater),
-        "__ge__": _cmp(np.greater_equal), "__eq__": _cmp(np.equal), "__ne__": _cmp(np.not_equal),
-        "__and__": _bitwise(np.bitwise_and, "bitwise_and"), "__or__": _bitwise(np.bitwise_or, "bitwise_or"),
-        "__xor__": _bitwise(np.bitwise_xor, "bitwise_xor"), "__invert__": _invert,
-        "__rand__": _bitwise(np.bitwise_and, "bitwise_and"), "__ror__": _bitwise(np.bitwise_or, "bitwise_or"),
-        "__rxor__": _bitwise(np.bitwise_xor, "bitwise_xor"),
-        "__floordiv__": floor_divide, "__rfloordiv__": lambda s, o: floor_divide(o, s),
-        "__ifloordiv__": _inplace(floor_divide), "floor_divide": floor_divide,
-        "floor_divide_": _inplace(floor_divide),
-        "__getitem__": _getitem, "__setitem__": _setitem,
-        "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "neg": neg, "matmul": matmul,
-        "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "maximum": maximum, "minimum": minimum,
-        "clamp": _clamp_m, "clip": _clamp_m,
-        "add_": _inplace(add), "sub_": _inplace(sub), "mul_": _inplace(mul), "div_": _inplace(div),
-        "pow_": _inplace(pow), "neg_": _inplace(neg), "clamp_": _inplace(_clamp_m),
-        "exp_": _inplace(exp), "relu_": _inplace(relu),
-        "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
-        "sum": _sum_m, "mean": mean, "prod": _prod_m, "var": var, "std": std, "amax": amax, "amin": amin,
-        "max": max, "min": min, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp,
-        "softmax": softmax, "log_softmax": log_softmax,
-        "reshape": _reshape_m, "view": _view, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
-        "permute": permute, "transpose": transpose, "t": t, "expand": _expand, "expand_as": _expand_as,
-        "broadcast_to": broadcast_to, "diagonal": diagonal,
-        "clone": clone, "to": _to, "double": lambda s: to_dtype(s, np.float64),
-        "float": lambda s: to_dtype(s, np.float32), "long": lambda s: to_dtype(s, np.int64),
-        "int": lambda s: to_dtype(s, np.int32), "bool": lambda s: to_dtype(s, np.bool_),
-        "type_as": lambda self, tensor: to_dtype(self, tensor.dtype),
-        "backward": _backward,
-        "all": all, "any": any,
-    }
-    for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid",
-                 "relu", "sign", "floor", "round"):
-        methods[name] = globals()[name]
-    for k, v in methods.items():
-        setattr(T, k, v)
+class _TensorMethods:
+    """Tensor's methods and operators, each bound to the function that records it:
+    ``x * y`` is ``_TensorMethods.__mul__``, the elementwise recorder of ``mul``.  The
+    Tensor type sits in the core, which knows no op, so ``_bind`` copies this class
+    body onto it at import (one attribute each: no extra call per op)."""
+    __add__ = _operator("add", _add, _ADD_S)
+    __radd__ = lambda s, o: _add(o, s)
+    __sub__ = _operator("sub", _sub, _sub_float)
+    __rsub__ = _rsub
+    __mul__ = _operator("mul", mul, _MUL_S)
+    __rmul__ = lambda s, o: mul(o, s)
+    __truediv__ = _operator("div", _true_div, _DIV_S)
+    __rtruediv__ = _rdiv
+    __pow__ = _operator("pow", pow)
+    __rpow__ = _rpow
+    __matmul__ = matmul
+    __rmatmul__ = _rmatmul
+    __neg__ = neg
+    __abs__ = abs
+    __pos__ = lambda s: s
+    __iadd__ = _inplace(add)
+    __isub__ = _inplace(sub)
+    __imul__ = _inplace(mul)
+    __itruediv__ = _inplace(_true_div)
+    __ipow__ = _inplace(pow)
+    __lt__ = _cmp(np.less)
+    __le__ = _cmp(np.less_equal)
+    __gt__ = _cmp(np.greater)
+    __ge__ = _cmp(np.greater_equal)
+    __eq__ = _cmp(np.equal)
+    __ne__ = _cmp(np.not_equal)
+    __and__ = _bitwise(np.bitwise_and, "bitwise_and")
+    __or__ = _bitwise(np.bitwise_or, "bitwise_or")
+    __xor__ = _bitwise(np.bitwise_xor, "bitwise_xor")
+    __invert__ = _invert
+    __rand__ = _bitwise(np.bitwise_and, "bitwise_and")
+    __ror__ = _bitwise(np.bitwise_or, "bitwise_or")
+    __rxor__ = _bitwise(np.bitwise_xor, "bitwise_xor")
+    __floordiv__ = floor_divide
+    __rfloordiv__ = lambda s, o: floor_divide(o, s)
+    __ifloordiv__ = _inplace(floor_divide)
+    floor_divide = floor_divide
+    floor_divide_ = _inplace(floor_divide)
+    __getitem__ = _getitem
+    __setitem__ = _setitem
+    add = add
+    sub = sub
+    mul = mul
+    div = div
+    pow = pow
+    neg = neg
+    matmul = matmul
+    mm = mm
+    mv = mv
+    dot = dot
+    bmm = bmm
+    maximum = maximum
+    minimum = minimum
+    clamp = _clamp_m
+    clip = _clamp_m
+    add_ = _inplace(add)
+    sub_ = _inplace(sub)
+    mul_ = _inplace(mul)
+    div_ = _inplace(div)
+    pow_ = _inplace(pow)
+    neg_ = _inplace(neg)
+    clamp_ = _inplace(_clamp_m)
+    exp_ = _inplace(exp)
+    relu_ = _inplace(relu)
+    zero_ = _zero_
+    fill_ = _fill_
+    copy_ = _copy_
+    sum = _sum_m
+    mean = mean
+    prod = _prod_m
+    var = var
+    std = std
+    amax = amax
+    amin = amin
+    max = max
+    min = min
+    argmax = argmax
+    argmin = argmin
+    logsumexp = logsumexp
+    softmax = softmax
+    log_softmax = log_softmax
+    reshape = _reshape_m
+    view = _view
+    flatten = flatten
+    squeeze = squeeze
+    unsqueeze = unsqueeze
+    permute = permute
+    transpose = transpose
+    t = t
+    expand = _expand
+    expand_as = _expand_as
+    broadcast_to = broadcast_to
+    diagonal = diagonal
+    clone = clone
+    to = _to
+    double = lambda s: to_dtype(s, np.float64)
+    float = lambda s: to_dtype(s, np.float32)
+    long = lambda s: to_dtype(s, np.int64)
+    int = lambda s: to_dtype(s, np.int32)
+    bool = lambda s: to_dtype(s, np.bool_)
+    type_as = lambda self, tensor: to_dtype(self, tensor.dtype)
+    backward = _backward
+    all = all
+    any = any
+    abs = abs
+    exp = exp
+    log = log
+    log1p = log1p
+    expm1 = expm1
+    sqrt = sqrt
+    sin = sin
+    cos = cos
+    tan = tan
+    tanh = tanh
+    sigmoid = sigmoid
+    relu = relu
+    sign = sign
+    floor = floor
+    round = round
 
 
-_install()
+# What Python itself puts in a class body (``__hash__ = None`` because the table
+# defines ``__eq__``: a Tensor stays hashable by identity, as in PyTorch).
+_CLASS_BODY_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__hash__",
+                     "__firstlineno__", "__static_attributes__"}
+
+
+def _bind(cls, methods):
+    """Give ``cls`` every attribute of the class body ``methods`` (not Python's own)."""
+    for name, fn in vars(methods).items():
+        if name not in _CLASS_BODY_NAMES:
+            setattr(cls, name, fn)
+
+
+_bind(Tensor, _TensorMethods)

@@ -191,6 +191,23 @@ class Tensor:
         t._x = None
         return t
 
+    def _written_(self):
+        """The array under this tensor (``_data``) was just written in place outside
+        any recorded op (an optimizer step, ``load_state_dict``, an initializer): bump
+        its version as an in-place op does, so an entry that saved the old values
+        raises PyTorch's in-place error at backward.  The documented way for ``nn``
+        and ``optim`` to change a parameter."""
+        _tp.inplace_counter[0] += 1
+        self._ver[0] += 1
+        if self._tape is None and self._rg:
+            self._tid = 0       # a leaf's slot on any tape now holds an old value
+
+    def _write_(self, values):
+        """Copy ``values`` (an array-like, cast as needed) into this tensor's array and
+        bump its version (``_written_``)."""
+        np.copyto(self._data, values, casting="unsafe")
+        self._written_()
+
     def _extra(self):
         x = self._x
         if x is None:

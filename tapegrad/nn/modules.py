@@ -6,7 +6,6 @@ import numpy as np
 
 from .. import random as _random
 from ..autograd.grad_mode import no_grad
-from ..ops.inplace import commit_inplace
 from ..tensor import Tensor, _as_array, _init
 from . import functional as F
 
@@ -309,8 +308,7 @@ class Module:
                               "shape in current model is %s." % (k, list(arr.shape), list(target.shape)))
                 continue
             with no_grad():
-                np.copyto(target._data, arr, casting="unsafe")
-                commit_inplace(target, None)
+                target._write_(arr)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: %s. "
@@ -392,11 +390,9 @@ class Linear(Module):
         rng = _rng()
         w = self.weight
         with no_grad():
-            w._data[...] = rng.uniform(-bound, bound, w.shape)
-            commit_inplace(w, None)
+            w._write_(rng.uniform(-bound, bound, w.shape))
             if self.bias is not None:
-                self.bias._data[...] = rng.uniform(-bound, bound, self.bias.shape)
-                commit_inplace(self.bias, None)
+                self.bias._write_(rng.uniform(-bound, bound, self.bias.shape))
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)

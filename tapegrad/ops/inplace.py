@@ -47,12 +47,11 @@ def check_inplace(y, view_op=False):
 def commit_inplace(y, r):
     """``y``'s storage now holds the new values; ``r`` is the recorded result (None
     when nothing was recorded).  Bump the version and move ``y`` (and its base)."""
+    if r is None:
+        y._written_()
+        return
     _tp.inplace_counter[0] += 1
     y._ver[0] += 1
-    if r is None:
-        if y._tape is None and y._rg:
-            y._tid = 0
-        return
     T = r._tape
     y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
     _set_producer(y._ver, T.field(r._slot, _tp.NAME))

@@ -13,7 +13,6 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..ops.inplace import commit_inplace
 from ..tensor import Tensor, _TYPE_NAME
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -33,11 +32,6 @@ def _typename(obj):
     t = type(obj)
     mod = t.__module__
     return t.__qualname__ if mod in (None, "builtins") else mod + "." + t.__qualname__
-
-
-def _commit(p):
-    """``p._data`` was just written in place: bump its version like an in-place op."""
-    commit_inplace(p, None)
 
 
 def zero_grads(params, set_to_none=True):
@@ -276,10 +270,10 @@ class SGD(Optimizer):
                         else:
                             b = buf._data
                             b[...] = A.axpy(b * A.s(mom), 1 - damp, g)   # buf.mul_(mom).add_(g, alpha=1-damp)
-                            commit_inplace(buf, None)
+                            buf._written_()
                         g = A.axpy(g, mom, buf._data) if nesterov else buf._data
                     d[...] = A.axpy(d, -lr, g)                   # param.add_(g, alpha=-lr)
-                    _commit(p)
+                    p._written_()        # (the step wrote p._data in place)
         return loss
 
 
@@ -327,7 +321,7 @@ class Adam(Optimizer):
                             st["max_exp_avg_sq"] = Tensor._wrap(np.zeros_like(d))
                     step_t = st["step"]
                     step_t._data += 1
-                    commit_inplace(step_t, None)
+                    step_t._written_()
                     step = float(step_t._data)
                     if wd != 0:
                         if self._decoupled:
@@ -340,15 +334,15 @@ class Adam(Optimizer):
                     # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                     v[...] = v * A.s(b2)
                     v[...] = A.down(A.up(v) + A.up(A.s(1 - b2) * g) * A.up(g))
-                    commit_inplace(st["exp_avg"], None)
-                    commit_inplace(st["exp_avg_sq"], None)
+                    st["exp_avg"]._written_()
+                    st["exp_avg_sq"]._written_()
                     bc1 = 1 - b1 ** step
                     bc2_sqrt = math.sqrt(1 - b2 ** step)
                     step_size = lr / bc1
                     if amsgrad:
                         mx = st["max_exp_avg_sq"]._data
                         np.maximum(mx, v, out=mx)
-                        commit_inplace(st["max_exp_avg_sq"], None)
+                        st["max_exp_avg_sq"]._written_()
                         vv = mx
                     else:
                         vv = v
@@ -356,7 +350,7 @@ class Adam(Optimizer):
                     denom = np.sqrt(vv) / A.s(bc2_sqrt) + A.s(eps)
                     # param.addcdiv_(exp_avg, denom, value=-step_size)
                     d[...] = A.down(A.up(d) + A.up(A.s(-step_size) * m) / A.up(denom))
-                    _commit(p)
+                    p._written_()
         return loss
 
 
