@@ -582,18 +582,13 @@ def _is_dtype(v):
     return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
 
 
-_SCALAR_TYPE = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
-                "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def _view_dtype(self, dt):
     """The same bytes read as ``dt`` (PyTorch's ``view(dtype)``): shares storage and
     version with ``self`` and, as in PyTorch, does not require grad."""
     d = self._data
     old = d.dtype
     if dt.itemsize != old.itemsize:
-        what = "view %s as %s (different element sizes)" % (_SCALAR_TYPE.get(old.name, old.name),
-                                                           _SCALAR_TYPE.get(dt.name, dt.name))
+        what = "view %s as %s (different element sizes)" % (_pr.torch_name(old), _pr.torch_name(dt))
         if d.ndim == 0:
             raise RuntimeError("self.dim() cannot be 0 to " + what)
         if d.shape[-1] != 1 and d.strides[-1] != old.itemsize:

@@ -10,6 +10,7 @@ slot from it on their next use (``view_slot``).
 import numpy as np
 
 from .. import tape as _tp
+from .promotion import torch_name
 from ._record import SETITEM, _base, record_shape, region, view_slot
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -81,16 +82,12 @@ def _set_producer(ver, nm):
         ver[1] = nm
 
 
-_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
-               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def _check_cast(src, dst):
     """PyTorch's rule for writing a result of dtype ``src`` into a tensor of dtype
     ``dst``: no floating point into an integer tensor, nothing but bool into bool."""
     if (src.kind == "f" and dst.kind in "biu") or (src.kind != "b" and dst.kind == "b"):
         raise RuntimeError("result type %s can't be cast to the desired output type %s"
-                           % (_TYPE_NAMES.get(src.name, src.name), _TYPE_NAMES.get(dst.name, dst.name)))
+                           % (torch_name(src), torch_name(dst)))
 
 
 def apply(y, result_fn):
