@@ -140,16 +140,12 @@ def _set_grad_enabled(mode):
 
 def current():
     """This thread's recording tape (created on first use)."""
-    st = state()
-    t = st.tape
-    if t is None or (t.n >= t.limit and not t.room()):
-        t = st.tape = Tape()
-    return t
+    return tape_of(state())
 
 
-def _tape_of(st):
-    """The thread's tape with room for one more entry (a new tape when it is full
-    or sealed)."""
+def tape_of(st):
+    """The tape of thread state ``st`` with room for one more entry (a new tape when
+    it is full or sealed); the recorders, which hold ``st`` already, call it directly."""
     t = st.tape
     if t is None or (t.n >= t.limit and not t.room()):
         t = st.tape = Tape()

@@ -277,7 +277,7 @@ _pack = _tp.ENTRY.pack_into
 _ESIZE = _tp.ESIZE
 
 
-_tape = _tp._tape_of
+_tape = _tp.tape_of
 
 
 def _promote(ad, bd):
