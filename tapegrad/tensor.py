@@ -509,13 +509,15 @@ class Tensor:
         return t
 
 
-def _init(t, arr, requires_grad=False):
+def _init(t, arr, requires_grad=False, alias_of=None):
+    """Make ``t`` a leaf holding ``arr``; ``alias_of``, a tensor whose storage ``arr``
+    is: ``t`` shares its version counter too (a detached alias, ``nn.Parameter(x)``)."""
     t._data = arr
     t._rg = False
     t._tid = 0
     t._slot = -1
-    t._ver = [0]
-    t._sver = 0
+    t._ver = [0] if alias_of is None else alias_of._ver
+    t._sver = t._ver[0]
     t._tape = None
     t._x = None
     if requires_grad:

@@ -22,9 +22,7 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if isinstance(data, Tensor):
             # share storage and version counter with ``data`` (a detached alias, as in PyTorch)
-            _init(self, data._data)
-            self._ver = data._ver
-            self._sver = data._ver[0]
+            _init(self, data._data, alias_of=data)
         else:
             if data is None:
                 data = np.empty((0,), dtype=np.float64)
