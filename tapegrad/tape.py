@@ -188,6 +188,7 @@ view_slot = None
 
 _LIVE = weakref.WeakSet()       # every tape still alive, for memory_stats()
 _NO_FREED = np.zeros(0, np.uint8)
+_NO_AUX = np.zeros(0, np.int64)     # (writeable: Numba compiles read-only arrays apart)
 
 
 def memory_stats():
@@ -282,6 +283,14 @@ class Tape:
         self.aux.append(w)
         self.aux_len += w.size
         return at
+
+    def aux_array(self):
+        """All the auxiliary parameters as one int64 array (``aux_append``'s offsets
+        index it); the pieces are joined once and kept joined."""
+        aux = self.aux
+        if len(aux) > 1:
+            aux = self.aux = [np.concatenate(aux)]
+        return aux[0] if aux else _NO_AUX
 
     def grow(self):
         # a new buffer rather than extending this one: views of the old entries
