@@ -404,7 +404,7 @@ def test_saved_tape_replays_in_a_fresh_process(tmp_path):
 
 
 def test_load_refuses_another_format(tmp_path, monkeypatch):
-    from tapegrad import _tapefile
+    from tapegrad.replay import tapefile as _tapefile
     tape = tg.record(rosen, np.zeros(3))
     path = tmp_path / "old.tape"
     monkeypatch.setattr(_tapefile, "FORMAT_VERSION", 999)

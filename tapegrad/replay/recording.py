@@ -33,20 +33,20 @@ import weakref
 
 import numpy as np
 
-from . import _background
-from . import _jit
-from . import tape as _tp
-from .kernels import forward as _kf
-from .kernels import sweep as _ks
-from .ops import elementwise as _ew
-from .ops import linalg as _la
-from .ops import reduce as _rd
-from .ops import shape as _sh
-from .ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE, UNARY
-from .tensor import Tensor
+from .. import _background
+from .. import _jit
+from .. import tape as _tp
+from ..kernels import forward as _kf
+from ..kernels import sweep as _ks
+from ..ops import elementwise as _ew
+from ..ops import linalg as _la
+from ..ops import reduce as _rd
+from ..ops import shape as _sh
+from ..ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE, UNARY
+from ..tensor import Tensor
 
 FORMAT_VERSION = 1
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class TapeDivergence(RuntimeError):
@@ -290,7 +290,7 @@ def _live_lin(shape, template, pos, vals, arrays):
 
 
 def _extremum_lin(slot, ax, keepdim, largest, vals, arrays):
-    from .ops.reduce import extremum_lin
+    from ..ops.reduce import extremum_lin
     return extremum_lin(vals[slot], ax, keepdim, largest)[1].reshape(-1)
 
 
@@ -606,7 +606,7 @@ class Recording:
         return vals
 
     def _forward_scalar(self, arrays, known=None):
-        from .kernels.sweep import replay_scalar
+        from ..kernels.sweep import replay_scalar
         n = self.n
         if self.template is None:
             self._plan()
@@ -1417,7 +1417,7 @@ def compile(fn=None, *, strict=False, log=False):
     again.  ``log=True``: print a line to stderr at each recording."""
     if fn is None:
         return lambda f: compile(f, strict=strict, log=log)
-    from .nn.modules import Module, OptimizedModule
+    from ..nn.modules import Module, OptimizedModule
     if isinstance(fn, Module):
         return OptimizedModule(fn, Compiled(fn, strict, log))
     return Compiled(fn, strict, log)
@@ -1506,7 +1506,7 @@ class Tape:
         return V, picked, single
 
     def _differentiate(self, args, cotangent, argnums=None):
-        from .autograd.engine import run_backward
+        from ..autograd.engine import run_backward
         R, picked, single = self._grad_args(argnums)
         arrays, vals = self._replay(args, R)
         if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
@@ -1532,7 +1532,7 @@ class Tape:
             if getattr(self._R, "checked", False):
                 # a tape from a file: the NumPy reverse, whose indexing is bounds-checked
                 # (the compiled sweep trusts the tape's indices)
-                from .autograd.engine import _interpret
+                from ..autograd.engine import _interpret
                 _interpret([(out, seed)], False, None, True)
             else:
                 run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
@@ -1566,8 +1566,8 @@ class Tape:
         """Write the tape to ``path`` in tapegrad's data-only tape file format (an
         ``.npz`` of numeric arrays and a JSON header, see ``tapegrad._tapefile``):
         ``tg.load_tape`` reads it back without executing anything from the file."""
-        from . import _tapefile
-        from ._version import __version__
+        from . import tapefile as _tapefile
+        from .._version import __version__
         _tapefile.save(self._R, path, __version__)
 
     # (in-memory pickling, for trusted processes such as Dask's workers; files use ``save``)
@@ -1588,7 +1588,7 @@ def load_tape(path, trusted=False):
     replays with NumPy's bounds-checked forward and reverse passes; ``trusted=True``
     (a file you wrote yourself) lets it use the compiled kernels, which are faster
     and do not check the tape's indices."""
-    from . import _tapefile
+    from . import tapefile as _tapefile
     R = _tapefile.load(path)
     if not trusted:
         R.checked = True

@@ -38,8 +38,8 @@ MAX_HEADER_BYTES = 1 << 28
 
 def _functions():
     """The functions a recording may refer to (its live gathers and label guards)."""
-    from . import replay
-    from .nn.functional import label_flags
+    from . import recording as replay
+    from ..nn.functional import label_flags
     return {"live_lin": replay._live_lin, "extremum_lin": replay._extremum_lin, "label_flags": label_flags}
 
 
@@ -121,7 +121,7 @@ _REBUILT = ("buf", "ints", "f0", "f1", "rows", "saved_slots", "source_items")
 
 
 def _state_to_save(R):
-    from . import tape as _tp
+    from .. import tape as _tp
     st = R.__getstate__()
     entries = np.frombuffer(st["buf"], np.int64).reshape(R.n, _tp.NFIELDS).copy()
     for k in _REBUILT:
@@ -326,10 +326,10 @@ def _check_declared_size(f, member_bytes, where, name):
 
 
 def _recording_from_state(st, r):
-    from . import replay
-    from . import tape as _tp
-    from .ops import shape as _sh
-    from .ops.registry import META_END, OP_NAMES
+    from . import recording as replay
+    from .. import tape as _tp
+    from ..ops import shape as _sh
+    from ..ops.registry import META_END, OP_NAMES
 
     bad = r.bad
     if not isinstance(st, dict):
