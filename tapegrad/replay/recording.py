@@ -18,13 +18,18 @@ from ..ops import shape as _sh
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
 from ..tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
+from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
 from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
                       _real, _recording_arg, _same, _unflatten)
 
 
 # -- a recording ----------------------------------------------------------------------
 class Recording(Forward):
-    """One recorded tape and what replaying it needs.  ``forward(args)`` replays."""
+    """One recorded tape and what replaying it needs.  ``forward(args)`` replays.
+
+    ``__init__`` sets every attribute: what the recording holds, then (in
+    ``_forget_layouts``) what replays lay out from it on first use, which
+    ``with_grad_args``, pickling and tape files make again."""
 
     def __init__(self, rec, out_template, out_refs, nargs):
         T = rec.tape
@@ -45,7 +50,6 @@ class Recording(Forward):
         self.arg_kinds = [rec.arg_at[i][0] if i in rec.arg_at else "value" for i in range(nargs)]
         self.arg_meta = [_arg_shape_dtype(rec.arg_at[i][2]) if i in rec.arg_at else None for i in range(nargs)]
         self.sources = {}
-        self.constants = {}     # slot -> array (for a saved tape: captured tensors' values)
         for s, src in rec.sources.items():
             if src[0] == "captured":
                 t = src[1]
@@ -59,12 +63,6 @@ class Recording(Forward):
         self.out_template = out_template
         self.out_refs = out_refs
         self.rg = _requires_grad(self.ints, self.aux, self._source_rg())
-        self.real_leaf = {}     # slot -> argument index or captured tensor, for gradient leaves
-        for s, src in self.sources.items():
-            if src[0] == "arg" and self.arg_kinds[src[1]] in ("leaf", "nonleaf"):
-                self.real_leaf[s] = src[1]
-            elif src[0] == "captured" and src[4] and src[1]._tape is None:
-                self.real_leaf[s] = src[1]
         # entries that depend on no leaf needing a gradient are constants of the replayed
         # tape, as eager execution would not have recorded them at all
         self.untracked = np.flatnonzero(~self.rg & (self.ints[:, _tp.OP] >= META_END))
@@ -77,18 +75,9 @@ class Recording(Forward):
                 ops[s] = CONST
         self.saved &= _kept(self.ints, ops)
         self.saved_slots = np.flatnonzero(self.saved).tolist()
-        self.rg_slots = np.flatnonzero(self.rg)
         self.out_slots = sorted({r[1] for r in out_refs if r is not None and r[0] == "slot"})
         self.source_items = sorted(self.sources.items())
         self.one_slots = np.flatnonzero(self.ints[:, _tp.SIZE] == 1)
-        self.scalar = None      # set by ``compile_scalar`` after the first replay
-        self.template = None    # see ``_plan``
-        self.spare = []         # entry buffers of dead replayed tapes (single-number tapes)
-        self.spare_vobj = None  # ... and their version-counter list
-        self.none_vals = None
-        self.plans = {}         # roots -> what backward marks and lays out (engine._sweep_tape)
-        self.program = None     # see ``_program``
-        self.arena = None       # see ``_arena_plan``: False when the compiled forward does not apply
         self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NAME].tolist()]
         self.rows = self.ints[:, :6].tolist()
         # entries that view their input (they share its version counter, as in eager
@@ -97,6 +86,42 @@ class Recording(Forward):
         vobj = T.vobj
         self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
                            if op >= META_END and a >= 0 and vobj[s] is vobj[a]]
+        # the forward strategy (forward.py), decided at the first replays
+        self.scalar = None      # set by ``compile_scalar``: False when the compiled scalar forward does not apply
+        self.arena = None       # set by ``_arena_plan``: False when the compiled arena forward does not apply
+        self.program = None     # see ``_program``
+        self.shapes_all = None  # every slot's shape, for the compiled forwards
+        self.env = None         # tg.compile: the tensors the function names (``compile._env``)
+        self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
+        self._forget_layouts()
+
+    def _forget_layouts(self):
+        """(Re)set what replays lay out from the recording on first use."""
+        # ``_plan``: the replayed tapes' entries, and where their leaves come from
+        self.template = None
+        self.orig_ops = None
+        self.links = None
+        self.vobj_own = None
+        # reused by single-number replays: dead tapes' entry buffers (with their views),
+        # a version-counter list and its shared counter, a list of Nones for values
+        self.spare = []
+        self.spare_vobj = None
+        self.spare_shared = None
+        self.none_vals = None
+        # how backward sweeps the replayed tapes (replayed.py)
+        self.arrays_plan = ArraysPlan()
+        self.numbers_plan = NumbersPlan()
+        # ``_arena_plan``: the compiled arena forward's layout
+        self.sizes_c = None
+        self.ints_c = None
+        self.known = None
+        self.pre_gathers = None
+        self.arena_off = None
+        self.arena_bytes = None
+        self.arena_total = None
+        self.spare_arena = None
+        self.vloc_all = None
+        self.saved_set = None
 
     def _source_rg(self):
         out = {}
@@ -160,8 +185,7 @@ class Recording(Forward):
         scalar = isinstance(vals, _ScalarVals)
         if scalar:
             buf = vals.buf
-            T = _tp.Tape.replayed(buf, n)
-            T.views = (vals.ints, vals.flts)
+            T = ReplayedTape(buf, n, (vals.ints, vals.flts), self.numbers_plan)
             if len(self.spare) < 2:
                 weakref.finalize(T, self.spare.append, (buf, vals.ints, vals.flts))
             # one-element values live in the entries (VAL): no values, and one list of
@@ -169,10 +193,9 @@ class Recording(Forward):
             if self.none_vals is None:
                 self.none_vals = [None] * n
             T.vals = self.none_vals
-            T.scalar = True
         elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
-            T = _tp.Tape.replayed(vals.buf, n)
-            T.views = vals.entries
+            # (live gathers change indices, never which entries backward runs: one plan)
+            T = ReplayedTape(vals.buf, n, vals.entries, self.arrays_plan)
             # the saved values as views of the arena, made when read (the compiled sweep
             # reads them by address; differentiating twice, grad_fn and memory_stats
             # read them as arrays)
@@ -186,8 +209,7 @@ class Recording(Forward):
             ones = self.one_slots
             if ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
-            T = _tp.Tape.replayed(buf, n)
-            T.views = (ints, flts)
+            T = ReplayedTape(buf, n, (ints, flts), self.arrays_plan)
             tv = T.vals = [None] * n
             for s in self.saved_slots:
                 tv[s] = vals[s]
@@ -242,8 +264,6 @@ class Recording(Forward):
             aux = self.aux_with(lins)
         T.aux = [aux]
         T.aux_len = aux.size
-        if not scalar:      # (live gathers change indices, never which entries backward runs)
-            T.plan = self.plans
         T.inplace_mark = _tp.inplace_counter[0]
         return T
 
@@ -280,17 +300,11 @@ class Recording(Forward):
         R = copy.copy(self)
         R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
                        for i, k in enumerate(self.arg_kinds)]
-        R.real_leaf = {s: i for s, i in self.real_leaf.items() if not isinstance(i, int) or i in argnums}
         R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
         R.untracked = np.flatnonzero(~R.rg & (self.ints[:, _tp.OP] >= META_END))
-        R.rg_slots = np.flatnonzero(R.rg)
         # (what replays lay out from the kinds and flags: made again for this one)
-        R.template = None
-        R.spare, R.spare_vobj, R.none_vals, R.plans = [], None, None, {}
+        R._forget_layouts()
         R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
-        for k in ("spare_shared", "sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total",
-                  "vloc_all", "pre_gathers", "saved_set", "spare_arena", "links", "orig_ops", "vobj_own"):
-            R.__dict__.pop(k, None)
         return R
 
     # -- saving ---------------------------------------------------------------
@@ -303,33 +317,35 @@ class Recording(Forward):
             else:
                 src[s] = v
         st["sources"] = src
-        st["template"] = None
-        st["spare"] = []
-        st["spare_vobj"] = None
-        st.pop("spare_shared", None)
-        st["plans"] = {}
-        st["program"] = None
         st["source_items"] = sorted(src.items())
-        st["arena"] = None      # (laid out again by the process that replays it)
-        for k in ("sizes_c", "ints_c", "known", "arena_off", "arena_bytes", "arena_total", "vloc_all",
-                  "pre_gathers", "saved_set", "spare_arena"):
-            st.pop(k, None)
-        st.pop("links", None)
-        st.pop("env", None)
-        st["real_leaf"] = {s: v for s, v in self.real_leaf.items() if not isinstance(v, Tensor)}
+        for k in _LAYOUTS:      # (laid out again by the process that replays it)
+            del st[k]
+        del st["program"], st["arena"], st["env"]
+        if st["shapes_all"] is None:
+            del st["shapes_all"]
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
         return st
 
     def __setstate__(self, st):
         self.__dict__.update(st)
+        for k in ("constants", "rg_slots", "real_leaf"):    # (never read: kept by tape files of format 2)
+            self.__dict__.pop(k, None)
         self.__dict__.setdefault("view_links", [])
-        self.template = None
+        self.__dict__.setdefault("shapes_all", None)
+        self.__dict__.setdefault("checked", False)
         self.program = None
         self.arena = None
-        self.none_vals = None
+        self.env = None
+        self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
+
+
+# what ``Recording._forget_layouts`` sets
+_LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "spare", "spare_vobj", "spare_shared", "none_vals",
+            "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
+            "arena_total", "spare_arena", "vloc_all", "saved_set")
 
 
 # -- recording a call ---------------------------------------------------------------

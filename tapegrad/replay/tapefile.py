@@ -136,9 +136,12 @@ def _state_to_save(R):
     entries = np.frombuffer(st["buf"], np.int64).reshape(R.n, _tp.NFIELDS).copy()
     for k in _REBUILT:
         st.pop(k, None)
-    for k in ("template", "spare", "spare_vobj", "plans", "program", "arena", "none_vals", "orig_ops", "vobj_own",
-              "links", "checked"):
-        st.pop(k, None)     # (caches, rebuilt by the process that replays it)
+    st.pop("checked", None)
+    # fields a Recording no longer holds, which readers of format 2 expect
+    st["constants"] = {}
+    st["rg_slots"] = np.flatnonzero(R.rg)
+    st["real_leaf"] = {s: src[1] for s, src in R.sources.items()
+                       if src[0] == "arg" and R.arg_kinds[src[1]] in ("leaf", "nonleaf")}
     st["entries"] = entries
     return st
 
@@ -572,7 +575,6 @@ def _recording_from_state(st, r):
     st["one_slots"] = np.asarray(st["one_slots"], np.intp).reshape(-1)
     st["out_slots"] = [int(s) for s in (st["out_slots"].tolist() if isinstance(st["out_slots"], np.ndarray)
                                         else st["out_slots"])]
-    st.update(template=None, spare=[], spare_vobj=None, plans={}, program=None, arena=None, none_vals=None)
     R = object.__new__(Recording)
     R.__setstate__(st)
     return R
