@@ -305,18 +305,18 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
 
 
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads):
-    replay = T.plan     # how a replayed tape is swept (tapegrad.replay.replayed); None on a recorded tape
-    if replay is not None and replay.sweep_numbers(T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+    plan = T.plan       # how a replayed tape is swept (tapegrad.replay.replayed); None on a recorded tape
+    if plan is not None and plan.sweep_numbers(T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         return
     n = T.n
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
-    if replay is None:
+    if plan is None:
         process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
         hi = max(slot_seeds)
         V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
     else:
-        plan, process, reach, needval, tslots, fams, hi, V, A, touched = replay.prepare(
+        marks, process, reach, needval, tslots, fams, hi, V, A, touched = plan.prepare(
             T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
@@ -369,10 +369,10 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))
 
     if not retain:
-        if replay is None:
+        if plan is None:
             _free(T, ints, process, needval)
         else:
-            replay.free(T, plan, ints, process, needval)
+            plan.free(T, marks, ints, process, needval)
     del ints, flts, sizes
 
 

@@ -6,7 +6,8 @@ compiled replay over one arena, every value's address (``vaddr``) and what holds
 those values (``arena``).  Its ``plan`` is shared by the replays of one recording:
 
 * ``NumbersPlan``: every value is one number in its entry; backward runs the rules
-  on numbers (``kernels.sweep.sweep_scalar``) over one adjoint per entry;
+  on numbers (``kernels.sweep.sweep_scalar``) over one adjoint per entry, reused
+  from the last such backward when nothing holds it;
 * ``ArraysPlan``: every replay of a recording marks and lays out the same way, so
   the marks and the layout are kept per set of roots, with the adjoint arrays of
   the last backward, reused when nothing holds them any more.
@@ -50,12 +51,24 @@ class ReplayedTape(_tp.Tape):
 
 
 class _Plan:
-    """What both plans do alike: free what a non-retained backward consumed."""
+    """What both plans do alike: an ordinary sweep, nothing kept (a tape of numbers
+    takes it only for what the sweep on numbers does not do), and freeing what a
+    non-retained backward consumed."""
     __slots__ = ()
 
-    def free(self, T, plan, ints, process, needval):
-        """(``plan``: this backward's marks entry, or None.)"""
-        memo = plan[4] if plan is not None else None
+    def prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads):
+        """What ``engine._sweep_tape`` needs before it runs the sweep: (this
+        backward's entry of ``ArraysPlan.marks`` or None, process, reach, needval,
+        target slots, families, highest root, value storage, adjoint storage,
+        touched)."""
+        process, reach, needval, tslots, fams = _engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+        lay = K.layout(ints, sizes, needval, reach, _engine.BIG)
+        return (None, process, reach, needval, tslots, fams, max(slot_seeds), _values(T, flts, lay),
+                _engine.adjoints(sizes, lay), lay[6].copy())
+
+    def free(self, T, marks, ints, process, needval):
+        """(``marks``: this backward's entry of ``ArraysPlan.marks``, or None.)"""
+        memo = marks[4] if marks is not None else None
         if memo is not None and memo[1]:
             # a replay whose every value this backward consumed (known from the first)
             T.freed = memo[0].copy()
@@ -64,8 +77,8 @@ class _Plan:
             return
         if not _engine._free(T, ints, process, needval):
             T.vaddr = T.arena = None
-        if plan is not None and memo is None:
-            plan[4] = (T.freed.copy(), all(v is None for v in T.vals))
+        if marks is not None and memo is None:
+            marks[4] = (T.freed.copy(), all(v is None for v in T.vals))
 
 
 class ArraysPlan(_Plan):
@@ -81,28 +94,22 @@ class ArraysPlan(_Plan):
         return False
 
     def prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads):
-        """What ``engine._sweep_tape`` needs before it runs the sweep: (this
-        backward's marks entry or None, process, reach, needval, target slots,
-        families, highest root, value storage, adjoint storage, touched)."""
+        """(As ``_Plan.prepare``, with the marks and layout of earlier replays.)"""
         if (tgt_ids is None and not T.hooks and not T.retained and not T.freed.size
                 and _tp.inplace_counter[0] == T.inplace_mark):
             # every replay of a recording marks and lays out the same way
             key = tuple(slot_seeds)
-            plan = self.marks.get(key)
-            if plan is None:
+            marks = self.marks.get(key)
+            if marks is None:
                 process, reach, needval, tslots, fams = _engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-                plan = self.marks[key] = [process, reach, needval,
-                                          K.layout(ints, sizes, needval, reach, _engine.BIG), None, {}, max(key),
-                                          fams]
-            process, reach, needval, lay, _, spare, hi, fams = plan
+                marks = self.marks[key] = [process, reach, needval,
+                                           K.layout(ints, sizes, needval, reach, _engine.BIG), None, {}, max(key),
+                                           fams]
+            process, reach, needval, lay, _, spare, hi, fams = marks
             V = _values(T, flts, lay)
             A = _spare_adjoints(lay, sizes, spare)
-            return plan, process, reach, needval, {}, fams, hi, V, A, lay[6].copy()
-        process, reach, needval, tslots, fams = _engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-        lay = K.layout(ints, sizes, needval, reach, _engine.BIG)
-        return (None, process, reach, needval, tslots, fams, max(slot_seeds), _values(T, flts, lay),
-                _engine.adjoints(sizes, lay), lay[6].copy())
-
+            return marks, process, reach, needval, {}, fams, hi, V, A, lay[6].copy()
+        return _Plan.prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads)
 
 
 class NumbersPlan(_Plan):
@@ -154,13 +161,6 @@ class NumbersPlan(_Plan):
             T.freed = reach         # a second backward through what this one used: PyTorch's error
         return True
 
-    def prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads):
-        """(As ``ArraysPlan.prepare``, nothing kept: a tape of numbers takes this
-        path only for what the sweep on numbers does not do.)"""
-        process, reach, needval, tslots, fams = _engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-        lay = K.layout(ints, sizes, needval, reach, _engine.BIG)
-        return (None, process, reach, needval, tslots, fams, max(slot_seeds), _values(T, flts, lay),
-                _engine.adjoints(sizes, lay), lay[6].copy())
 
 
 def _values(T, flts, lay):
