@@ -214,11 +214,14 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes", "__weakref__")
+                 "__weakref__")
 
-    # How backward sweeps a replayed tape (``tapegrad.replay.replayed.ReplayedTape``, which
-    # also holds what else only a replay needs); a tape recorded here has none.
+    # The two things the replay package's tapes add (a tape made here has neither):
+    # how backward sweeps a replayed tape (``replay.replayed.ReplayedTape``), and the
+    # output shape of every entry of a tape a function is recorded on for replay
+    # (``replay.session.RecordingTape``, which stays one tape: ``room`` never rotates it).
     plan = None
+    shapes = None
 
     def __init__(self):
         self.id = next(_ids)
@@ -245,7 +248,6 @@ class Tape:
         self.inplace_mark = inplace_counter[0]
         self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
-        self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
         _LIVE.add(self)
 
     def __len__(self):
@@ -329,8 +331,6 @@ class Tape:
         self.n = s + 1
         self.vals.append(arr if save else None)
         self.vobj.append(ver)
-        if self.shapes is not None:
-            self.shapes[s] = arr.shape
         return s
 
     def seal(self):

@@ -376,9 +376,18 @@ def test_tg_Tape_is_a_deprecated_alias_of_RecordedTape():
 
 def test_replayed_tapes_carry_what_only_replay_needs():
     from tapegrad.replay.replayed import ArraysPlan, NumbersPlan, ReplayedTape
-    from tapegrad.tape import Tape
-    assert Tape.plan is None and not {"scalar", "plan", "vaddr", "arena", "views"} & set(Tape.__slots__)
-    assert tg.tensor([1.0], requires_grad=True).exp()._tape.plan is None
+    from tapegrad.replay.session import RecordingTape
+    from tapegrad.tape import Tape, state
+    assert Tape.plan is None and Tape.shapes is None
+    assert not {"scalar", "plan", "vaddr", "arena", "views", "shapes"} & set(Tape.__slots__)
+    assert type(tg.tensor([1.0], requires_grad=True).exp()._tape) is Tape
+    tapes = []
+
+    def body(x):
+        tapes.append(state().tape)
+        return (x * x).sum()
+    tg.compile(body)(tg.tensor([1.0, 2.0, 3.0], requires_grad=True))
+    assert type(tapes[0]) is RecordingTape and tapes[0].shapes == {0: (3,), 2: ()}      # (x, sum: not x * x)
     f = tg.compile(lambda x: (x * x).sum())
     for xs, plan in (([1.0, 2.0], ArraysPlan), ([3.0], NumbersPlan)):
         for i in range(3):          # (the first call records, on the NumPy forward's values)

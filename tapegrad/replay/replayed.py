@@ -39,7 +39,7 @@ class ReplayedTape(_tp.Tape):
         self.freed = _tp._NO_FREED
         self.aux, self.aux_len = [], 0
         self.inplace_mark = _tp.inplace_counter[0]
-        self.sources = self.nodes = self.shapes = None
+        self.sources = self.nodes = None
         self.plan = plan            # how backward sweeps it (below)
         self.views = views          # (ints, flts) views of the entries
         self.vaddr = None           # a compiled replay's tape: (locators, address of every slot's value)

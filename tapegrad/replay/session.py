@@ -84,13 +84,29 @@ class _WatchedArg(Tensor):
         return len(self._real)
 
 
+class RecordingTape(_tp.Tape):
+    """The tape one call is recorded on: all of it on this one tape (``Tape.room``
+    does not rotate a tape with ``shapes``), with the output shapes of its entries
+    but the elementwise ones (whose recorders write their entries themselves and
+    skip their single-number path on this tape)."""
+    __slots__ = ("shapes",)
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = {}        # slot -> output shape, of every entry made by ``new_slot``
+
+    def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
+        s = _tp.Tape.new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver)
+        self.shapes[s] = arr.shape
+        return s
+
+
 class _Session(_tp.RecordingObserver):
     """What the recording of one call collects (see the module docstring): the
     library reports to it through the ``RecordingObserver`` methods."""
 
     def __init__(self):
-        self.tape = _tp.Tape()
-        self.tape.shapes = {}
+        self.tape = RecordingTape()
         self.reason = None
         self.args = []          # (kind, user object, tensor used while recording), array arguments only
         self.arg_at = {}        # argument index -> its entry of ``args`` (other arguments have none)
