@@ -39,7 +39,6 @@ SECOND_TIME = (
     "or if you need to access saved tensors after calling backward.")
 
 _EMPTY_I = np.zeros(0, np.int64)
-_EMPTY_F = np.zeros(1)
 
 
 _addr = K.address

@@ -163,6 +163,9 @@ class NumbersPlan(_Plan):
 
 
 
+_NO_ARENA = np.zeros(1)     # (the sweep reads a compiled replay's values by address only)
+
+
 def _values(T, flts, lay):
     """The value storage of a backward of a replayed tape: a compiled replay's
     values are all in place, read by address."""
@@ -170,7 +173,7 @@ def _values(T, flts, lay):
         return _engine.values(T, flts, lay)
     V = _engine._Slots.__new__(_engine._Slots)
     V.loc, V.ptr = T.vaddr
-    V.arena, V.big = _engine._EMPTY_F, None
+    V.arena, V.big = _NO_ARENA, None
     return V
 
 
