@@ -19,7 +19,7 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
 from . import tape as _tape
-from .replay import NotReplayable, Tape, TapeDivergence, compile, load_tape, record  # noqa: F401
+from .replay import NotReplayable, RecordedTape, TapeDivergence, compile, load_tape, record  # noqa: F401
 from .profile import profile  # noqa: F401
 from .tape import memory_stats  # noqa: F401
 from .tensor import Tensor, device
@@ -242,3 +242,16 @@ def numel(input):
     return input.numel()
 
 from . import nn, optim  # noqa: E402,F401
+from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
+from .replay.tapefile import register_function as _register_function  # noqa: E402
+_register_wrapper(nn.Module, nn.modules.OptimizedModule)            # tg.compile(module), as torch.compile
+_register_function("label_flags", nn.functional.label_flags)        # the labels' guard of a loss, in tape files
+
+
+def __getattr__(name):
+    if name == "Tape":
+        import warnings
+        warnings.warn("tapegrad.Tape is deprecated and will be removed in the next release: the recorded "
+                      "tape of tg.record is tapegrad.RecordedTape", DeprecationWarning, stacklevel=2)
+        return RecordedTape
+    raise AttributeError("module 'tapegrad' has no attribute %r" % name)

@@ -56,7 +56,7 @@ BLOCK_BYTES = 4 << 20
 # -- on the workers ---------------------------------------------------------------------
 # token -> loss function, set by _LossPlugin on every worker (and on workers that join later)
 _LOSSES = {}
-# (token, thread, shapes and dtypes of the parameters and the chunk) -> tg.Tape or None (eager)
+# (token, thread, shapes and dtypes of the parameters and the chunk) -> tg.RecordedTape or None (eager)
 _TAPES = {}
 _TAPES_LOCK = threading.Lock()
 

@@ -215,8 +215,14 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "shapes", "scalar", "plan", "vaddr", "arena", "views",
                  "__weakref__")
+
+    # The two things the replay package's tapes add (a tape made here has neither):
+    # how backward sweeps a replayed tape (``replay.replayed.ReplayedTape``), and the
+    # output shape of every entry of a tape a function is recorded on for replay
+    # (``replay.session.RecordingTape``, which stays one tape: ``room`` never rotates it).
+    plan = None
+    shapes = None
 
     def __init__(self):
         self.id = next(_ids)
@@ -243,37 +249,10 @@ class Tape:
         self.inplace_mark = inplace_counter[0]
         self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
-        self.shapes = None      # slot -> output shape, kept while a function is recorded for replay
-        self.scalar = False     # a replayed tape whose values are all single numbers (engine: sweep_scalar)
-        self.plan = None        # a replayed tape: {roots: marks and layout}, shared by its recording's replays
-        self.vaddr = None       # a compiled replay's tape: (locators, address of every slot's value)
-        self.arena = None       # ... and what holds those values
-        self.views = None       # a replayed tape: ``arrays()``, made once (its buffer never grows)
         _LIVE.add(self)
 
     def __len__(self):
         return self.n
-
-    @classmethod
-    def replayed(cls, buf, n):
-        """A sealed tape over the packed entries ``buf`` (a replay: tapegrad.replay),
-        made without ``__init__``'s buffer and bookkeeping."""
-        T = cls.__new__(cls)
-        T.id = next(_ids)
-        T.owner = threading.get_ident()
-        T.buf, T.n, T.cap, T.limit, T.sealed = buf, n, n, 0, True
-        T.elements = T.counted = 0
-        T.leaves, T.ext, T.imports, T.hooks, T.retained = {}, {}, {}, {}, {}
-        T.freed = _NO_FREED
-        T.aux, T.aux_len = [], 0
-        T.inplace_mark = inplace_counter[0]
-        T.sources = T.nodes = T.shapes = None
-        T.scalar = False
-        T.plan = None
-        T.vaddr = T.arena = None
-        T.views = None
-        _LIVE.add(T)
-        return T
 
     # -- recording ------------------------------------------------------------
     def aux_append(self, words):
@@ -361,8 +340,6 @@ class Tape:
         self.n = s + 1
         self.vals.append(arr if save else None)
         self.vobj.append(ver)
-        if self.shapes is not None:
-            self.shapes[s] = arr.shape
         return s
 
     def seal(self):
@@ -378,8 +355,6 @@ class Tape:
     def arrays(self):
         """Views of the entries: (int64 (n, 12), float64 (n, 12)); only the int
         fields of the first, the float fields (F0, F1, VAL) of the second mean anything."""
-        if self.views is not None:
-            return self.views
         n = self.n
         ints = np.frombuffer(self.buf, dtype=np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
         flts = np.frombuffer(self.buf, dtype=np.float64, count=n * NFIELDS).reshape(n, NFIELDS)

@@ -363,6 +363,43 @@ def test_record_value_and_grad_and_scipy():
     assert res.success and np.abs(res.x - 1).max() < 1e-4
 
 
+def test_tg_Tape_is_a_deprecated_alias_of_RecordedTape():
+    tape = tg.record(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
+    assert type(tape) is tg.RecordedTape
+    assert repr(tape) == "<tapegrad.RecordedTape of 3 entries, 0 guards>"
+    with pytest.warns(DeprecationWarning, match="tapegrad.Tape is deprecated.*tapegrad.RecordedTape"):
+        alias = tg.Tape
+    assert alias is tg.RecordedTape and isinstance(tape, alias)
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
+        tg.NoSuchName
+
+
+def test_replayed_tapes_carry_what_only_replay_needs():
+    from tapegrad.replay.replayed import ArraysPlan, NumbersPlan, ReplayedTape
+    from tapegrad.replay.session import RecordingTape
+    from tapegrad.tape import Tape, state
+    assert Tape.plan is None and Tape.shapes is None
+    assert not {"scalar", "plan", "vaddr", "arena", "views", "shapes"} & set(Tape.__slots__)
+    assert type(tg.tensor([1.0], requires_grad=True).exp()._tape) is Tape
+    tapes = []
+
+    def body(x):
+        tapes.append(state().tape)
+        return (x * x).sum()
+    tg.compile(body)(tg.tensor([1.0, 2.0, 3.0], requires_grad=True))
+    assert type(tapes[0]) is RecordingTape and tapes[0].shapes == {0: (3,), 2: ()}      # (x, sum: not x * x)
+    f = tg.compile(lambda x: (x * x).sum())
+    for xs, plan in (([1.0, 2.0], ArraysPlan), ([3.0], NumbersPlan)):
+        for i in range(3):          # (the first call records, on the NumPy forward's values)
+            x = tg.tensor(xs, requires_grad=True)
+            y = f(x)
+            assert type(y._tape) is ReplayedTape and type(y._tape.plan) is (plan if i else ArraysPlan)
+            assert y._tape.arrays() is y._tape.views
+            y.backward()
+            assert x.grad.tolist() == [2 * v for v in xs]
+    assert f.stats.recordings == 2 and f.stats.replays == 4
+
+
 def test_record_vjp_and_several_arguments():
     tape = tg.record(lambda a, b: tg.tanh(a @ b), np.ones((2, 3)), np.ones((3, 4)))
     A, B = _arr((2, 3)), _arr((3, 4))
@@ -404,7 +441,7 @@ def test_saved_tape_replays_in_a_fresh_process(tmp_path):
 
 
 def test_load_refuses_another_format(tmp_path, monkeypatch):
-    from tapegrad import _tapefile
+    from tapegrad.replay import tapefile as _tapefile
     tape = tg.record(rosen, np.zeros(3))
     path = tmp_path / "old.tape"
     monkeypatch.setattr(_tapefile, "FORMAT_VERSION", 999)

@@ -11,7 +11,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
-from tapegrad import _tapefile
+from tapegrad.replay import tapefile as _tapefile
 
 
 def rosen(x):

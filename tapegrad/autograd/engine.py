@@ -39,7 +39,6 @@ SECOND_TIME = (
     "or if you need to access saved tensors after calling backward.")
 
 _EMPTY_I = np.zeros(0, np.int64)
-_EMPTY_F = np.zeros(1)
 
 
 _addr = K.address
@@ -69,64 +68,37 @@ class _Slots:
         return None
 
 
-def _storage(T, ints, sizes, flts, needval, reach, lay=None, spare=None):
-    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``;
-    ``lay``: its result, when a replayed tape's plan already holds it; ``spare``: the
-    plan's adjoint arrays of earlier replays, {slot (-1: the arena): array})."""
-    if lay is None:
-        lay = K.layout(ints, sizes, needval, reach, BIG)
-    vloc, vsmall, vbig, aloc, asize, abig, touched = lay
-    touched = touched.copy()
-    if T.vaddr is not None:         # a compiled replay's values: all in place, by address
-        V = _Slots.__new__(_Slots)
-        V.loc, V.ptr = T.vaddr
-        V.arena, V.big = _EMPTY_F, None
-    else:
-        vals = T.vals
-        parts = [flts[:, _tp.VAL]]
-        if vsmall.size:
-            parts += [vals[s] for s in vsmall.tolist()]
-        V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
-        for s in vbig.tolist():
-            v = vals[s]
-            if v.dtype != np.float64 or not v.flags.c_contiguous:
-                v = np.ascontiguousarray(v, dtype=np.float64)
-            V.add_big(s, v.reshape(-1))
-    if spare is None:
-        A = _Slots(aloc, np.zeros(asize))
-        big, ptr = A.big, A.ptr
-        for s in abig.tolist():
-            a = big[s] = np.empty(int(sizes[s]))    # zeroed by the sweep only if it must add
-            ptr[s] = _addr(a)
-        return V, A, touched
-    # a replay's plan: last time's adjoint arrays where nothing holds them.  The
-    # small adjoints' arena, and the big adjoints together with their addresses (one
-    # pair, so a thread never gets addresses of another's arrays), are each taken out
-    # while checked: another thread makes its own.
-    a = spare.pop(-1, None)
-    if a is None or _tp.refs(a) > _tp.ALONE:
-        a = np.zeros(asize)
-    else:
-        a.fill(0.0)
-    spare[-1] = a
-    got = spare.pop(-2, None)
-    ptr, old = None, {}
-    if got is not None:
-        ptr, old = got
-        del got
-    if ptr is None or _tp.refs(ptr) > _tp.ALONE:
-        ptr, old = np.zeros(len(aloc), np.int64), {}
-    A = _Slots.__new__(_Slots)
-    A.loc, A.ptr, A.arena, big = aloc, ptr, a, {}
-    A.big = big
+def _storage(T, ints, sizes, flts, needval, reach):
+    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``)."""
+    lay = K.layout(ints, sizes, needval, reach, BIG)
+    return values(T, flts, lay), adjoints(sizes, lay), lay[6].copy()
+
+
+def values(T, flts, lay):
+    """The saved values of tape ``T`` as the sweep reads them, laid out by ``lay``."""
+    vloc, vsmall, vbig = lay[0], lay[1], lay[2]
+    vals = T.vals
+    parts = [flts[:, _tp.VAL]]
+    if vsmall.size:
+        parts += [vals[s] for s in vsmall.tolist()]
+    V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
+    for s in vbig.tolist():
+        v = vals[s]
+        if v.dtype != np.float64 or not v.flags.c_contiguous:
+            v = np.ascontiguousarray(v, dtype=np.float64)
+        V.add_big(s, v.reshape(-1))
+    return V
+
+
+def adjoints(sizes, lay):
+    """Fresh adjoint storage laid out by ``lay``."""
+    aloc, asize, abig = lay[3], lay[4], lay[5]
+    A = _Slots(aloc, np.zeros(asize))
+    big, ptr = A.big, A.ptr
     for s in abig.tolist():
-        a = old.pop(s, None)
-        if a is None or _tp.refs(a) > _tp.ALONE:    # (a leaf's adjoint becomes its .grad: held)
-            a = np.empty(int(sizes[s]))
-            ptr[s] = _addr(a)
-        big[s] = a
-    spare[-2] = (ptr, dict(big))
-    return V, A, touched
+        a = big[s] = np.empty(int(sizes[s]))    # zeroed by the sweep only if it must add
+        ptr[s] = _addr(a)
+    return A
 
 
 def _version_error(T, s, ints):
@@ -331,69 +303,20 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     return process, reach, needval, tslots, fams
 
 
-_SCALAR_SPARE = {}      # tape length -> (adjoints, reach marks) of the last single-number sweep
-
-
-def _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads):
-    """A replayed tape of single numbers (``tapegrad.replay``): every value is in its
-    entry, one adjoint per entry, and the rules run on numbers (``sweep_scalar``)."""
-    n = T.n
-    ints, flts = T.arrays()
-    # the last such sweep's adjoints and reach marks of this length when nothing holds
-    # them (``reach`` becomes the tape's ``freed``: free once that tape is gone).  No
-    # large allocation: after other code freed many small blocks, the first one pays
-    # for glibc consolidating them all (hundreds of us after a PyTorch step).
-    adj, reach = _SCALAR_SPARE.pop(n, (None, None))
-    if adj is None or _tp.refs(adj) > _tp.ALONE:
-        adj = np.zeros(n)
-    else:
-        adj.fill(0.0)
-    if reach is None or _tp.refs(reach) > _tp.ALONE:
-        reach = np.zeros(n, np.uint8)
-    else:
-        reach.fill(0)
-    if len(_SCALAR_SPARE) > 8:
-        _SCALAR_SPARE.clear()
-    _SCALAR_SPARE[n] = (adj, reach)
-    (s, gs), = slot_seeds.items()
-    for g in gs:
-        adj[s] += g.reshape(-1)[0]
-    reach[s] = 1
-    K.sweep_scalar(ints, flts, adj, reach, s)
-    for s, leaf in T.leaves.items():
-        if reach[s]:
-            leaf_grads.append((leaf, adj[s:s + 1].copy(), True))
-    for s, (older, slot) in T.ext.items():
-        if reach[s]:
-            pending.setdefault(older, {}).setdefault(slot, []).append(adj[s:s + 1].copy())
-    if not retain:
-        T.freed = reach         # a second backward through what this one used: PyTorch's error
-
-
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads):
-    if (T.scalar and tgt_ids is None and accumulate and len(slot_seeds) == 1 and not T.hooks and not T.retained
-            and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size):
-        return _sweep_scalar(T, slot_seeds, retain, pending, leaf_grads)
+    plan = T.plan       # how a replayed tape is swept (tapegrad.replay.replayed); None on a recorded tape
+    if plan is not None and plan.sweep_numbers(T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+        return
     n = T.n
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
-    plan = None
-    if (T.plan is not None and tgt_ids is None and not T.hooks and not T.retained and not T.freed.size
-            and _tp.inplace_counter[0] == T.inplace_mark):
-        # a replayed tape: every replay of a recording marks and lays out the same way
-        key = tuple(slot_seeds)
-        plan = T.plan.get(key)
-        if plan is None:
-            process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-            plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {},
-                                  max(key), fams]
-        process, reach, needval, lay, _, spare, hi, fams = plan
-        tslots = {}
-    else:
+    if plan is None:
         process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
-        lay = spare = None
         hi = max(slot_seeds)
-    V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay, spare)
+        V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
+    else:
+        marks, process, reach, needval, tslots, fams, hi, V, A, touched = plan.prepare(
+            T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads)
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
         view[:] = gs[0].reshape(-1)
@@ -445,16 +368,10 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))
 
     if not retain:
-        memo = plan[4] if plan is not None else None
-        if memo is not None and memo[1]:
-            # a replay whose every value this backward consumed (known from the first)
-            T.freed = memo[0].copy()
-            T.vals = [None] * n
-            T.vaddr = T.arena = None
-        else:
+        if plan is None:
             _free(T, ints, process, needval)
-            if plan is not None and memo is None:
-                plan[4] = (T.freed.copy(), all(v is None for v in T.vals))
+        else:
+            plan.free(T, marks, ints, process, needval)
     del ints, flts, sizes
 
 
@@ -515,7 +432,8 @@ def _accumulate(leaf, g, owned):
 
 def _free(T, ints, process, read):
     """Free what this backward consumed (see ``kernels.sweep.free_saved``);
-    ``read``: mask of the slots whose values it used."""
+    ``read``: mask of the slots whose values it used.  Returns whether the tape
+    still keeps a value."""
     n = ints.shape[0]
     if T.freed.size < n:        # (``mark`` leaves a tape that had nothing freed without its own array)
         freed = np.zeros(n, np.uint8)
@@ -524,8 +442,8 @@ def _free(T, ints, process, read):
     live, drop = _kernel(K.free_saved)(ints, K.SAVES_TABLE, process, T.freed, read)
     if not live:
         T.vals = [None] * len(T.vals)
-        T.vaddr = T.arena = None
-        return
+        return False
     vals = T.vals
     for s in drop.tolist():
         vals[s] = None
+    return True

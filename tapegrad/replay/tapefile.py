@@ -1,4 +1,4 @@
-"""The tape file format of ``Tape.save`` / ``tg.load_tape``: data only.
+"""The tape file format of ``RecordedTape.save`` / ``tg.load_tape``: data only.
 
 A tape file is a zip archive (an ``.npz``) of
 
@@ -15,7 +15,7 @@ field against the tape before a replay reads it.  Anything unexpected (an unknow
 member, an object array, a truncated archive, another format version, sizes that
 disagree) raises ``ValueError`` naming it.
 
-Pickling a ``Tape`` in memory (``pickle.dumps``, what Dask does between its own
+Pickling a ``RecordedTape`` in memory (``pickle.dumps``, what Dask does between its own
 processes) still uses ``Recording.__getstate__``: unpickling is for trusted data
 only, as everywhere in Python.  Files use this format.
 """
@@ -28,6 +28,13 @@ import zipfile
 
 import numpy as np
 
+from .. import tape as _tp
+from ..ops import shape as _sh
+from ..ops.registry import META_END, OP_NAMES
+from .forward import _DERIVED_FNS
+from .recording import Recording
+from .session import _extremum_lin, _live_lin
+
 FORMAT_NAME = "tapegrad-tape"
 FORMAT_VERSION = 2
 HEADER = "header.json"
@@ -36,11 +43,15 @@ _ZIP_MAGIC = b"PK\x03\x04"
 MAX_HEADER_BYTES = 1 << 28
 
 
-def _functions():
-    """The functions a recording may refer to (its live gathers and label guards)."""
-    from . import replay
-    from .nn.functional import label_flags
-    return {"live_lin": replay._live_lin, "extremum_lin": replay._extremum_lin, "label_flags": label_flags}
+# The functions a recording may refer to (its live gathers and label guards), by the
+# name a file gives them: a file can name only these.  A layer above the replay
+# package registers its own (``tapegrad/__init__.py``: nn's ``label_flags``).
+FUNCTIONS = {"live_lin": _live_lin, "extremum_lin": _extremum_lin}
+
+
+def register_function(name, fn):
+    """Let recordings that refer to ``fn`` be saved, and files naming ``name`` load."""
+    FUNCTIONS[name] = fn
 
 
 _TYPES = {"tuple": tuple, "list": list, "dict": dict}
@@ -50,7 +61,7 @@ _TYPES = {"tuple": tuple, "list": list, "dict": dict}
 class _Writer:
     def __init__(self):
         self.arrays = []
-        self.names = {_f: n for n, _f in _functions().items()}
+        self.names = {_f: n for n, _f in FUNCTIONS.items()}
 
     def array(self, a):
         a = np.asarray(a)
@@ -96,7 +107,7 @@ class _Writer:
 
 
 def save(recording, path, version):
-    """Write ``recording`` (a ``replay.Recording``) to ``path``."""
+    """Write ``recording`` (a ``Recording``) to ``path``."""
     w = _Writer()
     state = _state_to_save(recording)
     header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "tapegrad_version": version,
@@ -121,14 +132,16 @@ _REBUILT = ("buf", "ints", "f0", "f1", "rows", "saved_slots", "source_items")
 
 
 def _state_to_save(R):
-    from . import tape as _tp
     st = R.__getstate__()
     entries = np.frombuffer(st["buf"], np.int64).reshape(R.n, _tp.NFIELDS).copy()
     for k in _REBUILT:
         st.pop(k, None)
-    for k in ("template", "spare", "spare_vobj", "plans", "program", "arena", "none_vals", "orig_ops", "vobj_own",
-              "links", "checked"):
-        st.pop(k, None)     # (caches, rebuilt by the process that replays it)
+    st.pop("checked", None)
+    # fields a Recording no longer holds, which readers of format 2 expect
+    st["constants"] = {}
+    st["rg_slots"] = np.flatnonzero(R.rg)
+    st["real_leaf"] = {s: src[1] for s, src in R.sources.items()
+                       if src[0] == "arg" and R.arg_kinds[src[1]] in ("leaf", "nonleaf")}
     st["entries"] = entries
     return st
 
@@ -138,7 +151,7 @@ class _Reader:
     def __init__(self, arrays, where):
         self.arrays = arrays
         self.where = where
-        self.fns = _functions()
+        self.fns = FUNCTIONS
 
     def bad(self, what):
         return ValueError("%s: %s" % (self.where, what))
@@ -285,7 +298,7 @@ def _read_archive(path):
 
 
 def load(path):
-    """The ``replay.Recording`` in tape file ``path``."""
+    """The ``Recording`` in tape file ``path``."""
     header, arrays, where = _read_archive(path)
     r = _Reader(arrays, where)
     st = r.dec(header.get("state"))
@@ -326,11 +339,6 @@ def _check_declared_size(f, member_bytes, where, name):
 
 
 def _recording_from_state(st, r):
-    from . import replay
-    from . import tape as _tp
-    from .ops import shape as _sh
-    from .ops.registry import META_END, OP_NAMES
-
     bad = r.bad
     if not isinstance(st, dict):
         raise bad("the header holds no recording")
@@ -454,7 +462,7 @@ def _recording_from_state(st, r):
             raise bad("%s is not a reference: %.60r" % (what, v))
 
     def derived(spec, what):
-        if (not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in replay._DERIVED_FNS
+        if (not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in _DERIVED_FNS
                 or not isinstance(spec[1], list) or not 1 <= len(spec[1]) <= 2):
             raise bad("%s is not a recorded comparison" % what)
         for o in spec[1]:
@@ -509,7 +517,7 @@ def _recording_from_state(st, r):
         slot(s, "live")
         if not isinstance(f, functools.partial):
             raise bad("the live gather of slot %s is not a gather function" % s)
-        if f.func is replay._live_lin:
+        if f.func is _live_lin:
             if len(f.args) != 3 or not isinstance(f.args[2], tuple):
                 raise bad("the live gather of slot %s is malformed" % s)
             shape(f.args[0], "the live gather of slot %s" % s)
@@ -517,7 +525,7 @@ def _recording_from_state(st, r):
                 if not isinstance(p, tuple) or len(p) != 2:
                     raise bad("the live gather of slot %s is malformed" % s)
                 arg(p[1], "the live gather of slot %s" % s)
-        elif f.func is replay._extremum_lin:
+        elif f.func is _extremum_lin:
             if len(f.args) != 4:
                 raise bad("the live gather of slot %s is malformed" % s)
             slot(f.args[0], "the live gather of slot %s" % s)
@@ -567,8 +575,7 @@ def _recording_from_state(st, r):
     st["one_slots"] = np.asarray(st["one_slots"], np.intp).reshape(-1)
     st["out_slots"] = [int(s) for s in (st["out_slots"].tolist() if isinstance(st["out_slots"], np.ndarray)
                                         else st["out_slots"])]
-    st.update(template=None, spare=[], spare_vobj=None, plans={}, program=None, arena=None, none_vals=None)
-    R = object.__new__(replay.Recording)
+    R = object.__new__(Recording)
     R.__setstate__(st)
     return R
 

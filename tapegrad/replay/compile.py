@@ -1,0 +1,191 @@
+"""``tg.compile``: call a function, replaying its recorded tape when the arguments'
+signature and every guard match a recording."""
+import sys
+
+import numpy as np
+
+from .. import tape as _tp
+from ..tensor import Tensor
+from .recording import _record_call
+from .session import NotReplayable, TapeDivergence, _Rerecord, _arg_key, _is_array_arg, _is_grad_leaf, _real
+
+# -- tg.compile ----------------------------------------------------------------------
+class CompileStats:
+    __slots__ = ("calls", "recordings", "replays", "divergences", "eager")
+
+    def __init__(self):
+        self.calls = self.recordings = self.replays = self.divergences = self.eager = 0
+
+    def __repr__(self):
+        return ("CompileStats(calls=%d, recordings=%d, replays=%d, divergences=%d, eager=%d)"
+                % (self.calls, self.recordings, self.replays, self.divergences, self.eager))
+
+
+MAX_TAPES = 8           # recordings kept per signature (one per path through the guards)
+MAX_DIVERGENCES = 64    # a signature that diverged this often without a replay runs eagerly
+
+
+class Compiled:
+    """``tg.compile(fn)``: calls ``fn``, replaying its recorded tape when the
+    arguments' signature and every guard match a recording."""
+
+    def __init__(self, fn, strict=False, log=False):
+        self.fn = fn
+        self.strict = strict
+        self.log = log
+        self.stats = CompileStats()
+        self.cache = {}         # signature -> [Recording] (most recent first) or a reason string
+        self.why = {}           # signature -> why it runs eagerly
+        try:
+            self.__name__ = fn.__name__
+            self.__doc__ = fn.__doc__
+        except AttributeError:
+            pass
+
+    def __repr__(self):
+        return "<tapegrad.compile of %r, %r>" % (self.fn, self.stats)
+
+    def __call__(self, *args, **kwargs):
+        st = self.stats
+        st.calls += 1
+        ts = _tp.state()
+        if ts.rec is not None:
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        keys, arrays = [], []
+        try:
+            for a in args:
+                if type(a) is Tensor:
+                    d = a._data
+                    keys.append(("T", d.shape, d.dtype.num, a._rg, _is_grad_leaf(a)))
+                    arrays.append(d)
+                else:
+                    keys.append(_arg_key(a))
+                    arrays.append(_real(a))
+            key = (tuple(keys), tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())) if kwargs else (),
+                   ts.grad)
+        except NotReplayable as e:
+            self.why[None] = str(e)
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        if kwargs and any(_is_array_arg(v) for v in kwargs.values()):
+            self.why[key] = "arrays passed by keyword are not supported"
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        entry = self.cache.get(key)
+        if isinstance(entry, str):
+            st.eager += 1
+            return self.fn(*args, **kwargs)
+        diverged = None
+        if entry:
+            env = _env(self.fn)
+            for R in list(entry):
+                if R.env != env:
+                    entry.remove(R)
+                    continue
+                bad = R.check_args(arrays)
+                if bad is None:
+                    try:
+                        vals = R.forward(arrays)
+                    except _Rerecord:
+                        entry.remove(R)
+                        break
+                    except Exception:       # (a path the recording did not take may fail: record anew)
+                        bad = ("the replay", None, None)
+                    else:
+                        bad = R.check_guards(vals, arrays)
+                if bad is None:
+                    if R is not entry[0]:
+                        entry.remove(R)
+                        entry.insert(0, R)
+                    st.replays += 1
+                    T = R.tape_for(vals, arrays, args)
+                    return R.outputs(vals, arrays, args, T)
+                diverged = bad
+            if diverged is not None:
+                st.divergences += 1
+                if self.strict:
+                    where, old, new = diverged
+                    raise TapeDivergence("the tape recorded at the first call diverges at %s: recorded %r, "
+                                         "now %r" % (where, _show(old), _show(new)))
+                if st.divergences > MAX_DIVERGENCES and st.replays == 0:
+                    self.cache[key] = "guards diverge at every call"
+                    st.eager += 1
+                    return self.fn(*args, **kwargs)
+        out, R, why = _record_call(self.fn, args, kwargs)
+        st.recordings += 1
+        if self.log:
+            print("tapegrad.compile: recording %s for %s%s" % (getattr(self.fn, "__name__", self.fn), _sig(key),
+                                                                "" if R else " (not replayable: %s)" % why),
+                  file=sys.stderr)
+        if R is None:
+            self.why[key] = why
+            if not self.cache.get(key):     # (a path through other guards may still replay)
+                self.cache[key] = why
+        else:
+            R.env = _env(self.fn)
+            lst = self.cache.setdefault(key, [])
+            lst.insert(0, R)
+            del lst[MAX_TAPES:]
+        return out
+
+
+def _env(fn):
+    """The tensors ``fn`` names directly (closure cells, globals), by identity: a
+    name bound to another tensor since the recording means recording again.
+    (Tensors reached through containers or attributes are read live, by object.)"""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    out = []
+    for c in fn.__closure__ or ():
+        try:
+            v = c.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, Tensor):
+            out.append(id(v))
+    g = fn.__globals__
+    for name in code.co_names:
+        v = g.get(name)
+        if isinstance(v, Tensor):
+            out.append(id(v))
+    return tuple(out)
+
+
+def _show(v):
+    if v is None:
+        return None
+    v = np.asarray(v)
+    return v.item() if v.size == 1 else v.tolist() if v.size <= 8 else "array of shape %s" % (v.shape,)
+
+
+def _sig(key):
+    parts = []
+    for k in key[0]:
+        parts.append("%s%s" % ("tensor" if k[0] == "T" else "array", list(k[1])) if k[0] in "TA" else repr(k[2]))
+    return "(" + ", ".join(parts) + ")"
+
+
+def compile(fn=None, *, strict=False, log=False):
+    """Record ``fn`` at its first call with each signature and replay that tape
+    afterwards (see ``tapegrad.replay``).  ``strict=True``: raise
+    ``TapeDivergence`` when Python would take another path, instead of recording
+    again.  ``log=True``: print a line to stderr at each recording."""
+    if fn is None:
+        return lambda f: compile(f, strict=strict, log=log)
+    compiled = Compiled(fn, strict, log)
+    for cls, wrap in WRAPPERS:
+        if isinstance(fn, cls):
+            return wrap(fn, compiled)
+    return compiled
+
+
+# (class, wrap): ``tg.compile`` of an instance of ``cls`` returns ``wrap(instance,
+# Compiled)``.  The layers above replay register theirs (``tapegrad/__init__.py``:
+# nn's Module is wrapped in an OptimizedModule, as torch.compile does).
+WRAPPERS = []
+
+
+def register_wrapper(cls, wrap):
+    WRAPPERS.append((cls, wrap))

@@ -1,0 +1,417 @@
+"""The forward strategies of a replay, and the containers of its values.
+
+``Recording.forward`` recomputes every slot's value from the arguments in one of
+three ways, chosen once per recording from the values of a Python replay, which
+the others must reproduce:
+
+* Python (``_forward_python``): each entry's family ``replay_prepare`` (the NumPy
+  call the recorder made), one call per entry, values in a list (``_Vals``);
+* scalar (``_forward_scalar``): a tape whose every value is one float64 number, in
+  one compiled call (``kernels.sweep.replay_scalar``) that writes the values into
+  the replayed tape's entries (``_ScalarVals``);
+* arena (``_forward_arena``): small and middling float64 arrays, in one compiled
+  call (``kernels.forward.replay_forward``) over one arena of all values
+  (``_ArenaVals``), NumPy only for the entries it does not know.
+"""
+import functools
+import math
+
+import numpy as np
+
+from .. import _jit
+from .. import tape as _tp
+from ..kernels import forward as _kf
+from ..kernels import sweep as _ks
+from ..ops import elementwise as _ew
+from ..ops import linalg as _la
+from ..ops import reduce as _rd
+from ..ops import shape as _sh
+from ..ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
+from .session import _Rerecord, _live_lin, _pair_gather
+
+
+def _promoting(f):
+    """``f`` on two arrays in PyTorch's common dtype, as the eager comparison
+    computed it (ops.promotion: a 0-d operand does not raise the other's dtype)."""
+    def g(a, b):
+        if a.dtype != b.dtype:
+            a, b = _ew._promote(a, b)
+        return f(a, b)
+    return g
+
+
+_DERIVED_FNS = {name: _promoting(getattr(np, name)) for name in
+                ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+                 "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or")}
+_DERIVED_FNS["invert"] = np.invert
+
+
+# The compiled forward serves tapes of small and middling arrays, whose NumPy calls
+# cost more in overhead than in arithmetic; it copies views (NumPy does not) and
+# its arena of every value at once would not be recycled by malloc beyond these.
+ARENA_SLOT = 1 << 16        # elements of the largest value
+ARENA_TOTAL = 1 << 19       # elements of all values
+
+
+class Forward:
+    """The forward strategies of a ``Recording`` (its base class): ``forward``
+    picks one, the others are its steps.  The attributes they use are set by
+    ``Recording.__init__``."""
+
+    def compile_scalar(self, vals):
+        """Use the compiled forward (``kernels.sweep.replay_scalar``) when every value
+        of the tape is one float64 number and every entry one it knows; ``vals``:
+        the values of a Python replay, which the compiled one must reproduce."""
+        self.scalar = False
+        if self.live or any(v.size != 1 or v.dtype != np.float64 for v in vals):
+            return
+        for s, row in enumerate(self.rows):
+            fam, k = row[_tp.OP] >> 6, row[_tp.OP] & 63
+            if fam == REDUCE and k not in (_rd.SUM, _rd.MEAN):
+                return
+            if fam == SHAPE and k not in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER):
+                return
+            if fam == LINALG:
+                return
+        self.shapes_all = [v.shape for v in vals]
+        self.scalar = True
+        try:
+            got = self.forward([None] * self.nargs, _from=vals)
+        except Exception:
+            got = None
+        if got is None or not all(np.allclose(got[s], vals[s], rtol=1e-13, atol=0, equal_nan=True)
+                                  for s in range(self.n)):
+            self.scalar = False
+
+    def _program(self):
+        """Each entry's forward as a function of the slot values (None for leaves
+        and constants, whose values come from ``sources``)."""
+        prog = []
+        aux, f0, f1 = self.aux, self.f0, self.f1
+        for s, row in enumerate(self.rows):
+            code = row[_tp.OP]
+            fam, k = code >> 6, code & 63
+            if fam == UNARY or fam == BINARY:
+                f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
+            elif fam == SHAPE and s in self.live:
+                prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
+                continue
+            elif fam == SHAPE:
+                f = _sh.replay_prepare(k, row, aux, self.shapes[s])
+            elif fam == REDUCE:
+                f = _rd.replay_prepare(k, row, aux, self.shapes[s], self.names[s], f0[s])
+            elif fam == LINALG:
+                f = _la.replay_prepare(k, row)
+            else:
+                f = None
+            prog.append((s, f, self.sources.get(s)))
+        self.program = prog
+
+    def forward(self, arrays, _from=None):
+        """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
+        if self.scalar:
+            return self._forward_scalar(arrays, _from)
+        if self.arena:
+            return self._forward_arena(arrays)
+        vals = self._forward_python(arrays)
+        if _jit.READY[0]:
+            if self.scalar is None:
+                # recorded before the kernels were ready (``_record_call``): decide now
+                if _from is None:
+                    self.compile_scalar(vals)
+            elif self.arena is None:
+                got = self._arena_plan(arrays, vals)
+                if got is not None:
+                    return got      # (every replay from here on gives the compiled forward's bits)
+        return vals
+
+    def _forward_python(self, arrays):
+        if self.program is None:
+            self._program()
+        vals = _Vals([None] * self.n)
+        if self.live:
+            vals.lins = lins = {}
+        for s, f, src in self.program:
+            if f is not None:
+                vals[s] = f(vals)
+                continue
+            kind = src[0]
+            if kind == "live":
+                lin = lins[s] = self.live[s](vals, arrays)
+                vals[s] = np.take(vals[src[1]], lin).reshape(src[2])
+            elif kind == "derived":
+                vals[s] = self.derived(src[1], vals, arrays)
+            else:
+                vals[s] = _source_value(src, arrays)
+        return vals
+
+    def _forward_scalar(self, arrays, known=None):
+        from ..kernels.sweep import replay_scalar
+        n = self.n
+        if self.template is None:
+            self._plan()
+        # the entries of a replayed tape no longer alive are reused, not copied; the
+        # kernel reads the recorded opcodes from ``orig_ops`` (untracked entries are
+        # constants of the replayed tape, but computed all the same)
+        if self.spare:
+            buf, ints, flts = self.spare.pop()      # (with its views of the entries)
+        else:
+            buf = bytearray(self.template)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        vals = _ScalarVals(buf, flts, self.shapes_all)
+        vals.ints = ints
+        for s, src in self.source_items:
+            if known is not None:
+                v = known[s]
+            elif src[0] == "derived":
+                v = self.derived(src[1], vals, arrays)
+            else:
+                v = _source_value(src, arrays)
+            flts[s, _tp.VAL] = v.item() if v.ndim else v[()]
+        replay_scalar(self.orig_ops, ints, flts, n)
+        return vals
+
+    def _arena_plan(self, arrays, vals):
+        """Use the compiled forward (``kernels.forward``) when every value is float64
+        and no constant derives from other values: the entries' values go into one
+        arena per replay (laid out here), the sources are read where they are.
+        ``vals``: the values of a Python replay, which it must reproduce.  Returns
+        the compiled forward's values when it applies, else None."""
+        self.arena = False
+        n = self.n
+        if any(src[0] == "derived" for src in self.sources.values()):
+            return
+        if any(type(v) is not np.ndarray or v.dtype != np.float64 for v in vals):
+            return
+        if max(v.size for v in vals) > ARENA_SLOT or sum(v.size for v in vals) > ARENA_TOTAL:
+            return          # large arrays: NumPy's own loops, and Python per entry costs nothing
+        sizes = np.ascontiguousarray(self.ints[:, _tp.SIZE])
+        off = np.zeros(n, np.int64)
+        total = 0
+        for s in range(n):
+            if s not in self.sources:
+                off[s] = total
+                total += -(-int(sizes[s]) // 8) * 8      # each slot 64-byte aligned
+        self.sizes_c = sizes
+        self.ints_c = np.ascontiguousarray(self.ints)
+        self.known = _kf.forward_known(self.ints, sizes, self.aux, self.live)
+        # gathers whose indices come from the arguments alone: the indices are made
+        # before the kernel runs, which then gathers them itself
+        self.pre_gathers = [(s, fn, self.rows[s][4], _pair_gather(fn, arrays))
+                            for s, fn in sorted(self.live.items())
+                            if isinstance(fn, functools.partial) and fn.func is _live_lin]
+        for s, _, _, _ in self.pre_gathers:
+            self.known[s] = 1
+        self.arena_off = off
+        self.arena_bytes = 8 * off
+        self.arena_total = max(total, 1)
+        self.spare_arena = None      # (arena, value addresses) of the last compiled replay
+        self.shapes_all = [v.shape for v in vals]
+        self.vloc_all = np.full(n, -2, np.int64)
+        self.saved_set = frozenset(self.saved_slots)
+        self.arena = True
+        try:
+            got = self._forward_arena(arrays)
+            ok = all(_close(got[s], vals[s]) for s in range(n))
+            if ok and vals.lins:        # and the gathers' indices, which the reverse sweep reads
+                ok = np.array_equal(self.aux if got.aux is None else got.aux, self.aux_with(vals.lins))
+        except Exception:
+            ok = False
+        if not ok:
+            self.arena = False
+            return None
+        return got
+
+    def aux_with(self, lins):
+        """A copy of the recorded parameter words with the live gathers' indices
+        ``lins`` ({slot: flat indices}) where the reverse sweep reads them."""
+        aux = self.aux.copy()
+        for s, lin in lins.items():
+            at = self.rows[s][4]
+            aux[at:at + lin.size] = lin
+        return aux
+
+    def _forward_arena(self, arrays):
+        n = self.n
+        # the last replay's arena again when nothing holds it any more (its tape was
+        # freed by backward or died, and no view of it got out): warm memory, no malloc
+        # ... and every value's address with it (the arena's part stays with the arena;
+        # the sources' are written below).  The two travel as one pair, taken out
+        # while checked, so that a thread never gets addresses of another's arena.
+        got, self.spare_arena = self.spare_arena, None
+        arena = vaddr = None
+        if got is not None:
+            arena, vaddr = got
+            del got
+        if arena is None or _tp.refs(arena) > _tp.ALONE:
+            arena = np.empty(self.arena_total)
+            vaddr = None
+        if vaddr is None or _tp.refs(vaddr) > _tp.ALONE:
+            vaddr = self.arena_bytes + _ks.address(arena)
+        self.spare_arena = (arena, vaddr)
+        src = {}
+        for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
+            v = _source_value(sc, arrays)
+            if v.dtype != np.float64 or not v.flags.c_contiguous:
+                v = np.ascontiguousarray(v, np.float64)
+            src[s] = v
+            if v.size:
+                vaddr[s] = _ks.address(v)
+        vals = _ArenaVals(arena, src, self.arena_off, self.shapes_all, vaddr)
+        # the replayed tape's entries, made now: the kernel writes the single numbers'
+        # values into them (and reads the entries' float parameters)
+        if self.template is None:
+            self._plan()
+        buf = vals.buf = bytearray(self.template)
+        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        vals.entries = (np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS), flts)
+        aux = self.aux
+        if self.pre_gathers:
+            aux = vals.aux = aux.copy()
+            for s, fn, at, pair in self.pre_gathers:
+                if pair is not None:        # x[rows, labels]: one call makes the indices
+                    a, b, n0, n1 = pair
+                    if _sh.pair_index(arrays[a] if type(a) is int else a, arrays[b] if type(b) is int else b,
+                                      n0, n1, aux, at) >= 0:
+                        raise IndexError("an index is out of range")    # (the eager call says which)
+                else:
+                    lin = fn(vals, arrays)
+                    aux[at:at + lin.size] = lin
+        e = _kf.replay_forward(self.ints_c, flts, self.sizes_c, vaddr, aux, self.known, 0)
+        while e < n:        # an entry the compiled forward does not know: NumPy, then on
+            if self.program is None:
+                self._program()
+            _, f, sc = self.program[e]
+            if f is not None:
+                v = f(vals)
+            else:           # a live gather: its indices go where the reverse sweep reads them
+                lin = self.live[e](vals, arrays)
+                if vals.aux is None:
+                    aux = vals.aux = aux.copy()
+                at = self.rows[e][4]
+                aux[at:at + lin.size] = lin
+                v = np.take(vals[sc[1]], lin)
+            o = self.arena_off[e]
+            arena[o:o + self.sizes_c[e]] = np.asarray(v).reshape(-1)
+            e = _kf.replay_forward(self.ints_c, flts, self.sizes_c, vaddr, aux, self.known, e + 1)
+        return vals
+
+    def derived(self, spec, vals, arrays):
+        name, ops = spec
+        xs = [self.value_of(r, vals, arrays) for r in ops]
+        return np.asarray(_DERIVED_FNS[name](*xs))
+
+    def value_of(self, ref, vals, arrays):
+        kind = ref[0]
+        if kind == "slot":
+            return vals[ref[1]]
+        if kind == "arg":
+            return arrays[ref[1]]
+        if kind == "value":
+            return ref[1]
+        return self.derived(ref[1], vals, arrays)
+
+
+
+def _source_value(src, arrays):
+    """The value of a leaf or constant of a replay: ``("arg", i)``, ``("captured",
+    tensor, shape, dtype, requires_grad)`` read live (a change means recording
+    again) or ``("const", array)``."""
+    kind = src[0]
+    if kind == "arg":
+        return arrays[src[1]]
+    if kind == "captured":
+        t = src[1]
+        d = t._data
+        if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
+            raise _Rerecord()
+        return d
+    return src[1]
+
+
+class _Vals(list):
+    """Slot values of a replay, and the indices of its live gathers (``lins``)."""
+    __slots__ = ("lins",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.lins = None
+
+
+class _ArenaVals:
+    """The values of a compiled replay (``Recording._forward_arena``): the sources'
+    arrays, and the entries' values in one arena (views made on demand)."""
+    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux", "buf", "entries")
+
+    def __init__(self, arena, src, off, shapes, vaddr):
+        self.arena, self.src, self.off, self.shapes, self.vaddr = arena, src, off, shapes, vaddr
+        self.lins = self.aux = None
+        self.views = {}
+
+    def __getitem__(self, s):
+        v = self.src.get(s)
+        if v is None:
+            v = self.views.get(s)
+            if v is None:
+                shape = self.shapes[s]
+                o = self.off[s]
+                v = self.views[s] = self.arena[o:o + math.prod(shape)].reshape(shape)
+        return v
+
+
+class _SavedVals:
+    """``T.vals`` of a compiled replay's tape: slot -> the value its reverse reads
+    (a view of the arena or a source array, the same object at every read) or
+    None; assignments (``engine._free``) override."""
+    __slots__ = ("vals", "saved", "n", "over")
+
+    def __init__(self, vals, saved, n):
+        self.vals, self.saved, self.n, self.over = vals, saved, n, None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, s):
+        if not 0 <= s < self.n:
+            raise IndexError("slot %d out of range" % s)
+        over = self.over
+        if over is not None and s in over:
+            return over[s]
+        return self.vals[s] if s in self.saved else None
+
+    def __setitem__(self, s, v):
+        if not 0 <= s < self.n:
+            raise IndexError("slot %d out of range" % s)
+        if self.over is None:
+            self.over = {}
+        self.over[s] = v
+
+    def __iter__(self):
+        return (self[s] for s in range(self.n))
+
+
+def _close(a, b):
+    """The compiled forward's value ``a`` against NumPy's ``b``: within 1e-12 of
+    the largest magnitude (BLAS and libm round differently, never more)."""
+    if a.shape != b.shape:
+        return False
+    fin = np.isfinite(b)
+    if not np.array_equal(fin, np.isfinite(a)) or not np.array_equal(a[~fin], b[~fin], equal_nan=True):
+        return False
+    if not fin.any():
+        return True
+    scale = float(np.max(np.abs(b[fin])))
+    return bool(np.all(np.abs(a[fin] - b[fin]) <= 1e-12 * scale))
+
+
+class _ScalarVals:
+    """The values of a compiled scalar replay: slot ``s`` is ``flts[s, VAL]``."""
+    __slots__ = ("buf", "ints", "flts", "shapes")
+
+    def __init__(self, buf, flts, shapes):
+        self.buf, self.flts, self.shapes = buf, flts, shapes
+        self.ints = None
+
+    def __getitem__(self, s):
+        return np.full(self.shapes[s], self.flts[s, _tp.VAL])

@@ -1,0 +1,204 @@
+"""``tg.record``: a recorded tape of a numeric function (``RecordedTape``), its
+replay and gradients, and ``save`` / ``tg.load_tape``."""
+import numpy as np
+
+from .. import _version
+from ..autograd import engine as _engine
+from ..tensor import Tensor
+from . import tapefile
+from .compile import _show
+from .recording import _record_call
+from .session import NotReplayable, TapeDivergence, _Rerecord, _is_array_arg, _unflatten
+
+FORMAT_VERSION = 1
+
+
+# -- tg.record: a tape for numeric scripts ---------------------------------------------
+class RecordedTape:
+    """One recording of a function of arrays (``tg.record``, ``tg.load_tape``).  ``tape(*args)``
+    replays the forward pass; ``value_and_grad``/``gradient``/``vjp``
+    differentiate with respect to the floating-point array arguments."""
+
+    def __init__(self, recording):
+        self._R = recording
+
+    @property
+    def num_entries(self):
+        return self._R.n
+
+    def __repr__(self):
+        return "<tapegrad.RecordedTape of %d entries, %d guards>" % (self._R.n, len(self._R.guards))
+
+    def _replay(self, args, R=None):
+        R = self._R if R is None else R
+        if len(args) != R.nargs:
+            raise TypeError("this tape takes %d arguments (%d given)" % (R.nargs, len(args)))
+        arrays = []
+        for i, a in enumerate(args):
+            arr = np.asarray(a._data if isinstance(a, Tensor) else a)
+            shape, dtype = R.arg_meta[i]
+            if arr.shape != shape:
+                raise ValueError("argument %d has shape %s; the tape was recorded with %s" % (i, arr.shape, shape))
+            if arr.dtype != dtype:
+                arr = arr.astype(dtype)
+            arrays.append(arr)
+        bad = R.check_args(arrays)
+        if bad is None:
+            try:
+                vals = R.forward(arrays)
+            except _Rerecord:
+                raise TapeDivergence("a tensor the function captured changed shape, dtype or requires_grad "
+                                     "since the recording") from None
+            bad = R.check_guards(vals, arrays)
+        if bad is not None:
+            where, old, new = bad
+            raise TapeDivergence("the recorded tape diverges at %s: recorded %r, now %r"
+                                 % (where, _show(old), _show(new)))
+        return arrays, vals
+
+    def __call__(self, *args):
+        arrays, vals = self._replay(args)
+        return _unflatten(self._R.out_template, [self._R.value_of(r, vals, arrays) if r[0] != "object"
+                                                 else r[1]._data for r in self._R.out_refs])
+
+    def _grad_args(self, argnums):
+        """(recording, selected argument indices, whether one gradient is returned
+        bare) for ``argnums`` (None: every floating-point argument)."""
+        R = self._R
+        if argnums is None:
+            return R, [i for i, (_, dt) in enumerate(R.arg_meta) if dt.kind == "f"], None
+        single = type(argnums) is int or isinstance(argnums, np.integer)
+        nums = (argnums,) if single else argnums
+        if not single and (not isinstance(nums, tuple) or not all(type(a) is int or isinstance(a, np.integer)
+                                                                  for a in nums)):
+            raise RuntimeError("argnums must be int or Tuple[int, ...], got: %s" % type(argnums))
+        if not nums:
+            raise RuntimeError("argnums must be non-empty")
+        picked = []
+        for a in nums:
+            a = int(a)
+            if not -R.nargs <= a < R.nargs:
+                raise RuntimeError("Got argnum=%d, but only %d positional inputs" % (a, R.nargs))
+            picked.append(a % R.nargs)
+        if len(set(picked)) != len(picked):
+            raise RuntimeError("argnums elements must be unique, got %r" % (argnums,))
+        for a in picked:
+            if R.arg_meta[a][1].kind != "f":
+                raise RuntimeError("only Tensors of floating point dtype can require gradients (argument %d has "
+                                   "dtype %s)" % (a, R.arg_meta[a][1]))
+        key = tuple(sorted(picked))
+        if key == tuple(i for i, k in enumerate(R.arg_kinds) if k in ("leaf", "nonleaf")):
+            return R, picked, single
+        variants = self.__dict__.setdefault("_variants", {})
+        V = variants.get(key)
+        if V is None:
+            V = variants[key] = R.with_grad_args(key)
+        return V, picked, single
+
+    def _differentiate(self, args, cotangent, argnums=None):
+        R, picked, single = self._grad_args(argnums)
+        arrays, vals = self._replay(args, R)
+        if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
+            raise RuntimeError("value_and_grad/gradient/vjp need a function returning one tensor")
+        chosen = set(picked)
+        leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
+        for t in leaves:
+            if isinstance(t, Tensor):
+                t._rg = True
+        T = R.tape_for(vals, arrays, leaves)
+        s = R.out_refs[0][1]
+        y = vals[s]
+        if cotangent is None:
+            if y.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs; use vjp")
+            seed = np.ones(1)
+        else:
+            seed = np.asarray(cotangent, np.float64).reshape(-1)
+            if seed.size != y.size:
+                raise ValueError("cotangent has %d elements, the output %d" % (seed.size, y.size))
+        if R.rg[s]:
+            out = Tensor._recorded(y, T, s, T.vobj[s])
+            if getattr(self._R, "checked", False):
+                # a tape from a file: the NumPy reverse, whose indexing is bounds-checked
+                # (the compiled sweep trusts the tape's indices)
+                _engine._interpret([(out, seed)], False, None, True)
+            else:
+                _engine.run_backward([(out, seed)], False)      # into the fresh leaves' .grad (the replay plan's path)
+        grads = []
+        for i in picked:
+            g = leaves[i].grad if R.rg[s] else None
+            grads.append(np.zeros(arrays[i].shape, arrays[i].dtype) if g is None else g._data)
+        if argnums is None:
+            grads = [grads[picked.index(i)] if i in chosen else None for i in range(len(arrays))]
+            return y, (grads[0] if len(grads) == 1 else tuple(grads))
+        return y, (grads[0] if single else tuple(grads))
+
+    def value_and_grad(self, *args, argnums=None):
+        """(value as a float, gradient) for one argument, (value, tuple of gradients) for several.
+        ``argnums`` (an int or a tuple, as in ``torch.func``): differentiate with respect
+        to those arguments only (one gradient for an int, a tuple for a tuple); the
+        others are data, which the reverse sweep does not reach."""
+        y, grads = self._differentiate(args, None, argnums)
+        return float(y.reshape(-1)[0]), grads
+
+    def gradient(self, *args, argnums=None):
+        return self.value_and_grad(*args, argnums=argnums)[1]
+
+    def vjp(self, args, cotangent, argnums=None):
+        """(output, vector-Jacobian products) of the output with ``cotangent``."""
+        args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        return self._differentiate(args, cotangent, argnums)
+
+    # -- saving ---------------------------------------------------------------
+    def save(self, path):
+        """Write the tape to ``path`` in tapegrad's data-only tape file format (an
+        ``.npz`` of numeric arrays and a JSON header, see ``tapegrad.replay.tapefile``):
+        ``tg.load_tape`` reads it back without executing anything from the file."""
+        tapefile.save(self._R, path, _version.__version__)
+
+    # (in-memory pickling, for trusted processes such as Dask's workers; files use ``save``)
+    def __getstate__(self):
+        return {"format": FORMAT_VERSION, "recording": self._R}
+
+    def __setstate__(self, st):
+        v = st.get("format") if isinstance(st, dict) else None
+        if v != FORMAT_VERSION:
+            raise ValueError("this tape was pickled in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
+        self._R = st["recording"]
+
+
+def load_tape(path, trusted=False):
+    """A tape saved by ``RecordedTape.save``.  The file is parsed as data (JSON and NumPy
+    arrays without pickle) and checked entry by entry: a crafted, truncated or
+    foreign file raises ``ValueError`` and nothing from it runs.  The tape then
+    replays with NumPy's bounds-checked forward and reverse passes; ``trusted=True``
+    (a file you wrote yourself) lets it use the compiled kernels, which are faster
+    and do not check the tape's indices."""
+    R = tapefile.load(path)
+    if not trusted:
+        R.checked = True
+        R.arena = False
+        R.scalar = False
+    return RecordedTape(R)
+
+
+def _record_arg(i, a):
+    """An argument of ``tg.record`` as an array: a tape is a function of arrays, and
+    replays convert its arguments so (a number is a 0-d array, a varying input)."""
+    if _is_array_arg(a):
+        return a
+    arr = np.asarray(a) if not isinstance(a, (str, bytes)) else None
+    if arr is None or arr.dtype.kind not in "biuf":
+        raise TypeError("tg.record takes arrays, tensors or numbers as arguments (argument %d is %s); pass "
+                        "other values to the function through a closure" % (i, type(a).__name__))
+    return arr
+
+
+def record(fn, *example_args):
+    """Record ``fn`` on ``example_args`` (arrays or tensors; every floating-point
+    one is differentiated) and return the ``RecordedTape``.  Raises ``NotReplayable`` when
+    the function does something a tape cannot replay."""
+    _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True)
+    if R is None:
+        raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
+    return RecordedTape(R)

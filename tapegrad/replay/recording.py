@@ -1,0 +1,473 @@
+"""A recorded tape and what replaying it needs (``Recording``), and the recording
+of one call (``_record_call``).
+
+A replay (``Recording.forward``, see ``forward.py``) recomputes every entry from
+its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds a
+sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
+then differentiates it, accumulating into the live leaves.
+"""
+import weakref
+
+import numpy as np
+
+from .. import _background
+from .. import _jit
+from .. import tape as _tp
+from ..kernels import sweep as _ks
+from ..ops import shape as _sh
+from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
+from ..tensor import Tensor
+from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
+from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
+from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
+                      _real, _recording_arg, _same, _unflatten)
+
+
+# -- a recording ----------------------------------------------------------------------
+class Recording(Forward):
+    """One recorded tape and what replaying it needs.  ``forward(args)`` replays.
+
+    ``__init__`` sets every attribute: what the recording holds, then (in
+    ``_forget_layouts``) what replays lay out from it on first use, which
+    ``with_grad_args``, pickling and tape files make again."""
+
+    def __init__(self, rec, out_template, out_refs, nargs):
+        T = rec.tape
+        n = T.n
+        self.n = n
+        self.buf = bytes(T.buf[:n * _tp.ESIZE])
+        ints, flts = T.arrays()
+        self.ints = ints.copy()
+        self.f0 = flts[:, _tp.F0].copy()
+        self.f1 = flts[:, _tp.F1].copy()
+        self.aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+        self.shapes = dict(T.shapes)
+        self.saved = np.array([v is not None for v in T.vals], bool)
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
+        self.nargs = nargs
+        # by argument position; an argument that is not an array (a number, an option of
+        # tg.compile's signature key) is "value", with no shape
+        self.arg_kinds = [rec.arg_at[i][0] if i in rec.arg_at else "value" for i in range(nargs)]
+        self.arg_meta = [_arg_shape_dtype(rec.arg_at[i][2]) if i in rec.arg_at else None for i in range(nargs)]
+        self.sources = {}
+        for s, src in rec.sources.items():
+            if src[0] == "captured":
+                t = src[1]
+                self.sources[s] = ("captured", t, t._data.shape, t._data.dtype, bool(t._rg))
+            else:
+                self.sources[s] = src
+        self.guards = rec.guards
+        self.arg_guards = rec.arg_guards
+        self.fn_guards = rec.fn_guards
+        self.live = {s: f for s, f in rec.live.items() if s < n}
+        self.out_template = out_template
+        self.out_refs = out_refs
+        self.rg = _requires_grad(self.ints, self.aux, self._source_rg())
+        # entries that depend on no leaf needing a gradient are constants of the replayed
+        # tape, as eager execution would not have recorded them at all
+        self.untracked = np.flatnonzero(~self.rg & (self.ints[:, _tp.OP] >= META_END))
+        # the recording traced every argument, so its entries kept what they would for
+        # inputs that all need a gradient; a replay keeps what eager execution keeps
+        ops = self.ints[:, _tp.OP].copy()
+        ops[self.untracked] = CONST
+        for s, src in self.sources.items():
+            if src[0] == "arg" and self.arg_kinds[src[1]] not in ("leaf", "nonleaf"):
+                ops[s] = CONST
+        self.saved &= _kept(self.ints, ops)
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
+        self.out_slots = sorted({r[1] for r in out_refs if r is not None and r[0] == "slot"})
+        self.source_items = sorted(self.sources.items())
+        self.one_slots = np.flatnonzero(self.ints[:, _tp.SIZE] == 1)
+        self.names = [GRAD_FN_NAMES[nm] if nm >= 0 else "" for nm in self.ints[:, _tp.NAME].tolist()]
+        self.rows = self.ints[:, :6].tolist()
+        # entries that view their input (they share its version counter, as in eager
+        # execution), in tape order: a replay gives them their input's counter, so a
+        # kept view of a parameter changed in place (an optimizer step) is noticed
+        vobj = T.vobj
+        self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
+                           if op >= META_END and a >= 0 and vobj[s] is vobj[a]]
+        # the forward strategy (forward.py), decided at the first replays
+        self.scalar = None      # set by ``compile_scalar``: False when the compiled scalar forward does not apply
+        self.arena = None       # set by ``_arena_plan``: False when the compiled arena forward does not apply
+        self.program = None     # see ``_program``
+        self.shapes_all = None  # every slot's shape, for the compiled forwards
+        self.env = None         # tg.compile: the tensors the function names (``compile._env``)
+        self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
+        self._forget_layouts()
+
+    def _forget_layouts(self):
+        """(Re)set what replays lay out from the recording on first use."""
+        # ``_plan``: the replayed tapes' entries, and where their leaves come from
+        self.template = None
+        self.orig_ops = None
+        self.links = None
+        self.vobj_own = None
+        # reused by single-number replays: dead tapes' entry buffers (with their views),
+        # a version-counter list and its shared counter, a list of Nones for values
+        self.spare = []
+        self.spare_vobj = None
+        self.spare_shared = None
+        self.none_vals = None
+        # how backward sweeps the replayed tapes (replayed.py)
+        self.arrays_plan = ArraysPlan()
+        self.numbers_plan = NumbersPlan()
+        # ``_arena_plan``: the compiled arena forward's layout
+        self.sizes_c = None
+        self.ints_c = None
+        self.known = None
+        self.pre_gathers = None
+        self.arena_off = None
+        self.arena_bytes = None
+        self.arena_total = None
+        self.spare_arena = None
+        self.vloc_all = None
+        self.saved_set = None
+
+    def _source_rg(self):
+        out = {}
+        for s, src in self.sources.items():
+            if src[0] == "arg":
+                out[s] = self.arg_kinds[src[1]] in ("leaf", "nonleaf")
+            elif src[0] == "captured":
+                out[s] = src[4]
+        return out
+
+
+    def check_args(self, arrays):
+        for fn, i, val, where in self.fn_guards:
+            new = fn(arrays[i])
+            if new != val:
+                return ("the labels of argument %d, read at %s" % (i, where), val, new)
+        for i, (val, where) in self.arg_guards.items():
+            new = arrays[i]
+            if new.shape != val.shape or new.dtype != val.dtype or new.tobytes() != val.tobytes():
+                return ("the values of integer argument %d, read at %s" % (i, where), val, new)
+        return None
+
+    def check_guards(self, vals, arrays):
+        for ref, val, where in self.guards:
+            new = self.value_of(ref, vals, arrays)
+            if np.shape(new) != val.shape or not np.array_equal(new, val, equal_nan=val.dtype.kind == "f"):
+                return (where, val, new)
+        return None
+
+    def _plan(self):
+        """What every replayed tape of this recording shares: its entries with the
+        untracked ones made constants and versions zeroed, and for each leaf or
+        constant where its tensor comes from (argument index or captured tensor)."""
+        buf = bytearray(self.buf)
+        n = self.n
+        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        ints[:, _tp.VERSION] = 0
+        ints[self.untracked, _tp.OP] = CONST
+        links = []          # (slot, argument index or -1, captured tensor or None, kind)
+        for s, src in sorted(self.sources.items()):
+            if src[0] == "arg":
+                kind = self.arg_kinds[src[1]]
+                if kind == "nonleaf":
+                    ints[s, _tp.OP] = EXT
+                elif kind != "leaf":
+                    ints[s, _tp.OP] = CONST
+                links.append((s, src[1], None, kind))
+            elif src[0] == "captured":
+                links.append((s, -1, src[1], "leaf" if ints[s, _tp.OP] == LEAF else "const"))
+        self.orig_ops = np.ascontiguousarray(self.ints[:, _tp.OP])
+        del ints
+        self.template = bytes(buf)
+        self.links = links
+        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots) | {s for s, _ in self.view_links})
+
+    def tape_for(self, vals, arrays, args):
+        """A sealed tape over the replayed values, whose leaves are the live tensors."""
+        if self.template is None:
+            self._plan()
+        n = self.n
+        scalar = isinstance(vals, _ScalarVals)
+        if scalar:
+            buf = vals.buf
+            T = ReplayedTape(buf, n, (vals.ints, vals.flts), self.numbers_plan)
+            if len(self.spare) < 2:
+                weakref.finalize(T, self.spare.append, (buf, vals.ints, vals.flts))
+            # one-element values live in the entries (VAL): no values, and one list of
+            # Nones shared by the replays (a sealed tape's values are only ever cleared)
+            if self.none_vals is None:
+                self.none_vals = [None] * n
+            T.vals = self.none_vals
+        elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
+            # (live gathers change indices, never which entries backward runs: one plan)
+            T = ReplayedTape(vals.buf, n, vals.entries, self.arrays_plan)
+            # the saved values as views of the arena, made when read (the compiled sweep
+            # reads them by address; differentiating twice, grad_fn and memory_stats
+            # read them as arrays)
+            T.vals = _SavedVals(vals, self.saved_set, n)
+            T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
+            T.arena = vals                              # ... which keeps it alive
+        else:
+            buf = bytearray(self.template)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+            ones = self.one_slots
+            if ones.size:
+                flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
+            T = ReplayedTape(buf, n, (ints, flts), self.arrays_plan)
+            tv = T.vals = [None] * n
+            for s in self.saved_slots:
+                tv[s] = vals[s]
+        # the version counters: one shared by the entries no tensor shows (never
+        # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
+        # last replay's list again when that tape is gone (no large allocation).
+        vobj, self.spare_vobj = self.spare_vobj, None
+        if scalar and vobj is not None and _tp.refs(vobj) <= _tp.ALONE:
+            shared = self.spare_shared
+            for s in self.vobj_own:
+                vobj[s] = shared
+        else:
+            shared = [0]
+            vobj = [shared] * n
+        if scalar:
+            self.spare_vobj, self.spare_shared = vobj, shared
+        ext = T.ext
+        leaves = T.leaves
+        vnum = []
+        for s, i, t, kind in self.links:
+            if t is None:
+                t = args[i]
+                if not isinstance(t, Tensor):
+                    continue
+                if kind == "nonleaf":
+                    ext[s] = (t._tape, t._slot)
+                    t._tape.seal()
+            elif kind == "leaf":
+                leaves[s] = t
+            if kind == "leaf" and i >= 0:
+                leaves[s] = t
+            vobj[s] = t._ver
+            if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
+                vnum.append((s, t._ver[0]))
+        for s, a in self.view_links:
+            v = vobj[s] = vobj[a]
+            if v[0] or scalar:
+                vnum.append((s, v[0]))
+        if vnum:
+            ints = T.arrays()[0]
+            for s, v in vnum:
+                ints[s, _tp.VERSION] = v
+        for s in self.out_slots:       # an output changed in place moves its own version only
+            if vobj[s] is shared:
+                vobj[s] = [0]
+        T.vobj = vobj
+        aux = self.aux
+        lins = getattr(vals, "lins", None)
+        if type(vals) is _ArenaVals and vals.aux is not None:
+            aux = vals.aux          # (the live gathers' indices are in it already)
+        elif lins:
+            aux = self.aux_with(lins)
+        T.aux = [aux]
+        T.aux_len = aux.size
+        T.inplace_mark = _tp.inplace_counter[0]
+        return T
+
+    def outputs(self, vals, arrays, args, T):
+        leaves = []
+        for ref in self.out_refs:
+            kind = ref[0]
+            if kind == "slot":
+                s = ref[1]
+                if type(vals) is _ArenaVals and s not in vals.src:
+                    o = self.arena_off[s]       # a copy: a kept output must not keep the whole arena alive
+                    v = vals.arena[o:o + self.sizes_c[s]].reshape(self.shapes_all[s])
+                    v = v.copy()
+                else:
+                    v = vals[s]
+                if self.rg[s] and T is not None:
+                    leaves.append(Tensor._recorded(v, T, s, T.vobj[s]))
+                else:
+                    leaves.append(_plain_wrap(v))
+            elif kind == "arg":
+                a = args[ref[1]]
+                leaves.append(a if isinstance(a, Tensor) else _plain_wrap(a))
+            elif kind == "object":
+                leaves.append(ref[1])
+            else:
+                leaves.append(_plain_wrap(self.derived(ref[1], vals, arrays)))
+        return _unflatten(self.out_template, leaves)
+
+    def with_grad_args(self, argnums):
+        """This recording with only the arguments ``argnums`` (a tuple of indices)
+        as gradient leaves: the other floating-point arguments are constants of
+        the replayed tapes, so the reverse sweep does not reach them."""
+        import copy
+        R = copy.copy(self)
+        R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
+                       for i, k in enumerate(self.arg_kinds)]
+        R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
+        R.untracked = np.flatnonzero(~R.rg & (self.ints[:, _tp.OP] >= META_END))
+        # (what replays lay out from the kinds and flags: made again for this one)
+        R._forget_layouts()
+        R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
+        return R
+
+    # -- saving ---------------------------------------------------------------
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        src = {}
+        for s, v in self.sources.items():
+            if v[0] == "captured":       # saved as its current value: a constant of the saved tape
+                src[s] = ("const", np.array(v[1]._data, copy=True))
+            else:
+                src[s] = v
+        st["sources"] = src
+        st["source_items"] = sorted(src.items())
+        for k in _LAYOUTS:      # (laid out again by the process that replays it)
+            del st[k]
+        del st["program"], st["arena"], st["env"]
+        if st["shapes_all"] is None:
+            del st["shapes_all"]
+        st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
+        return st
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        for k in ("constants", "rg_slots", "real_leaf"):    # (never read: kept by tape files of format 2)
+            self.__dict__.pop(k, None)
+        self.__dict__.setdefault("view_links", [])
+        self.__dict__.setdefault("shapes_all", None)
+        self.__dict__.setdefault("checked", False)
+        self.program = None
+        self.arena = None
+        self.env = None
+        self._forget_layouts()
+        self.saved_slots = np.flatnonzero(self.saved).tolist()
+        self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
+
+
+
+# what ``Recording._forget_layouts`` sets
+_LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "spare", "spare_vobj", "spare_shared", "none_vals",
+            "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
+            "arena_total", "spare_arena", "vloc_all", "saved_set")
+
+
+# -- recording a call ---------------------------------------------------------------
+def _record_call(fn, args, kwargs, grad_arrays=False):
+    """Run ``fn`` once under a session.  Returns (outputs as eager would give them,
+    Recording or None, the reason it cannot be replayed or None)."""
+    rec = _Session()
+    _begin(rec)
+    try:
+        targs = [(_recording_arg(rec, i, v, grad_arrays) if _is_array_arg(v) else v) for i, v in enumerate(args)]
+        out = fn(*targs, **kwargs)
+    finally:
+        _end(rec)
+    leaves = []
+    tpl = _flatten(out, leaves)
+    refs = []
+    T = rec.tape
+    for t in leaves:
+        if id(t) in rec.derived:
+            refs.append(("derived", rec.derived[id(t)][1]))
+        elif id(t) in rec.arg_ids:
+            refs.append(("arg", rec.arg_ids[id(t)]))
+        elif t._tape is T and t._sver == t._ver[0]:
+            refs.append(("slot", t._slot))
+        elif t._tape is None and id(t) not in rec.tainted and not t._rg:
+            refs.append(("object", t))
+        else:
+            rec.refuse("it returns a tensor the tape does not produce (computed off the tape, or changed in place "
+                       "after its last recorded operation)")
+            refs.append(None)
+    if T.n == 0:
+        rec.refuse("it records nothing")
+    for kind, user, t, v0 in rec.args:
+        if t._ver[0] != v0:
+            rec.refuse("it changes an argument in place")
+    for s, src in rec.sources.items():
+        if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VERSION):
+            rec.refuse("it changes a captured tensor in place")
+    R = None
+    if rec.reason is None:
+        R = Recording(rec, tpl, refs, len(args))
+    # what the eager call returns: the recorded tensors, with the arguments' stand-ins
+    # turned back into constants (so requires_grad is what eager execution gives)
+    user_args = list(args)          # (by position, as a replay's arguments)
+    arrays = [_real(a) for a in user_args]
+    if R is not None:
+        try:
+            vals = R.forward(arrays)
+            bad = R.check_guards(vals, arrays)
+            same = bad is None and all(
+                r is None or r[0] != "slot" or _same(vals[r[1]], leaves[j]._data) for j, r in enumerate(refs))
+            same = same and all(v is None or _same(v, vals[s]) for s, v in enumerate(T.vals))
+        except _Rerecord:
+            same = False
+        except Exception as e:      # a replay must reproduce the call exactly, or not be used
+            rec.refuse("its replay fails (%s: %s)" % (type(e).__name__, e))
+            R, same = None, True
+        if R is not None and not same:
+            rec.refuse("its replay does not reproduce the recorded values")
+            R = None
+        if R is not None:
+            if _jit.READY[0] or not _background.deferring():
+                R.compile_scalar(vals)      # (else at the first replay once the kernels are ready)
+            T2 = R.tape_for(vals, arrays, user_args)
+            return R.outputs(vals, arrays, user_args, T2), R, None
+    # not replayable: hand back the recorded call itself
+    for s, t in list(T.leaves.items()):
+        i = rec.arg_ids.get(id(t))
+        if i is not None and rec.arg_at[i][0] != "leaf":
+            del T.leaves[s]
+            T.set_field(s, _tp.OP, CONST)
+    ints, _ = T.arrays()
+    aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
+    ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
+    del ints
+    fixed = []
+    for t, r in zip(leaves, refs):
+        if r is not None and r[0] == "arg":
+            a = user_args[r[1]]
+            fixed.append(a if isinstance(a, Tensor) else _plain_wrap(a))
+        elif t._rg and t._tape is T and not rg[t._slot]:
+            fixed.append(_plain_wrap(t._data))
+        else:
+            fixed.append(t)
+    return _unflatten(tpl, fixed), None, rec.reason
+
+
+
+def _kept(ints, ops):
+    """Which slots the entries keep for the reverse pass (``kernels.sweep.free_saved``'s
+    rule), with ``ops`` the opcodes as replayed (constants where eager execution
+    records nothing, which need no gradient)."""
+    n = ints.shape[0]
+    keep = np.zeros(n, bool)
+    e = np.flatnonzero(ops >= META_END)
+    a, b, c = ints[e, _tp.A], ints[e, _tp.B], ints[e, _tp.C]
+    rg = (((a >= 0) & (ops[a] != CONST)).astype(np.int64)
+          | (((b >= 0) & (ops[b] != CONST)).astype(np.int64) << 1))
+    sv = _ks.SAVES_TABLE[ops[e], rg]
+    for col, bit in ((a, 1), (b, 2), (c, 4)):
+        keep[col[((sv & bit) != 0) & (col >= 0)]] = True
+    keep[e[(sv & 8) != 0]] = True
+    return keep
+
+
+def _requires_grad(ints, aux, source_rg):
+    """Which slots depend on a leaf that requires grad (``source_rg``: slot -> bool
+    for leaves and constants), as eager recording would say."""
+    n = ints.shape[0]
+    rg = np.zeros(n, bool)
+    for s in range(n):
+        row = ints[s]
+        code = int(row[_tp.OP])
+        if code < META_END:
+            rg[s] = source_rg.get(s, code == EXT)
+            continue
+        ins = [int(row[_tp.A]), int(row[_tp.B])]
+        if row[_tp.C] == _sh.VARIADIC:
+            at = int(row[_tp.AUX])
+            ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
+        else:
+            ins.append(int(row[_tp.C]))
+        rg[s] = any(rg[i] for i in ins if i >= 0)
+    return rg
