@@ -8,6 +8,7 @@ again, to any order.  Adjoints are flat tensors, like the compiled kernels' slot
 the values an entry saved come in as flat tensors tied to their slot, so
 differentiating through them reaches the original graph.
 """
+import functools
 import warnings
 
 import numpy as np
@@ -140,10 +141,7 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
         _tp.resume(roots.pop())
     else:
         _tp.rotate()
-
-    def sweep_tape(*args):
-        _walk(*args, record, check)
-
+    sweep_tape = functools.partial(_walk, record=record, check=check)
     with set_grad_enabled(record):
         return walk.over_tapes(seeds, sweep_tape, accumulate_grad if record else _accumulate_unrecorded,
                                retain_graph, targets, accumulate)
@@ -200,7 +198,8 @@ class _Adjoints:
             x.grad = x.grad + gt
 
 
-def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, record, check):
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, *, record, check):
+    """Steps 1-4 of ``walk`` on tape ``T``, the sweep in Python."""
     ints, flts = T.arrays()
     process, reach, needval, tslots, _ = walk.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
     # (the walk may append to T: the views stay valid, as the tape grows into a new buffer)
