@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import tensor as _tensor
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
-from ..tape import A, AUX, B, ESIZE, F0, NAME, OP, SIZE, VAL
+from ..ops.shape import VARIADIC
+from ..tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
 from ..tensor import Tensor
 from .walk import SECOND_TIME, aux_array, entry_inputs
 
@@ -26,7 +27,10 @@ class Node:
 
     def _inputs(self):
         T, s = self._tape, self._slot
-        ins = [i for i in entry_inputs(T.arrays()[0][s], aux_array(T)) if i >= 0]
+        row = T.arrays()[0][s]
+        ins = entry_inputs(row, aux_array(T))
+        if row[C] != VARIADIC:      # (a VARIADIC entry's -1 is an input that needs no gradient: (None, 0))
+            ins = [i for i in ins if i >= 0]
         if OP_NAMES[T.field(s, OP)] in _SCALAR_OPERAND:
             ins.append(-1)      # PyTorch wraps the Python number as a second input
         return ins

@@ -277,8 +277,9 @@ def aux_array(T):
 
 
 def entry_inputs(row, aux):
-    """The input slots of the entry ``row`` (its int fields): a, b, c (-1: none), or
-    for a ``VARIADIC`` entry the list it keeps in ``aux``."""
+    """The input slots of the entry ``row`` (its int fields), by position: a, b, c
+    (-1: none), or for a ``VARIADIC`` entry the list it keeps in ``aux`` (-1: an
+    input that needs no gradient)."""
     if row[_tp.C] == VARIADIC:
         at = row[_tp.AUX]
         return aux[at + 1:at + 1 + aux[at]].tolist()
