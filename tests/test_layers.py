@@ -417,3 +417,21 @@ def test_recording_leaves_tensor_construction_alone():
     f(x).backward()
     assert seen == [(wrap, const)]
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+# -- grad_fn: the core holds the slot, autograd/graph.py fills it -------------------------
+def test_grad_fn_works_after_import_tapegrad_alone():
+    import subprocess
+    import sys
+    code = ("import sys, tapegrad as tg\n"
+            "x = tg.tensor([1.0, 2.0], requires_grad=True)\n"
+            "y = (x * x).sum()\n"
+            "print(type(y.grad_fn).__name__, type(y.grad_fn.next_functions[0][0]).__name__,\n"
+            "      y.grad_fn.next_functions[0][0].next_functions[0][0].name(), x.grad_fn)\n"
+            "print('tapegrad.autograd.graph' in sys.modules, 'numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout.split()
+    assert out == ["SumBackward0", "MulBackward0", "torch::autograd::AccumulateGrad", "None", "True", "False"]
+    import importlib
+    from tapegrad.autograd import graph
+    assert importlib.import_module("tapegrad.tensor").NODE_FOR is graph.node_for    # (tg.tensor is the function)
