@@ -8,7 +8,6 @@ again, to any order.  Adjoints are flat tensors, like the compiled kernels' slot
 the values an entry saved come in as flat tensors tied to their slot, so
 differentiating through them reaches the original graph.
 """
-import functools
 import warnings
 
 import numpy as np
@@ -141,10 +140,9 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
         _tp.resume(roots.pop())
     else:
         _tp.rotate()
-    sweep_tape = functools.partial(_walk, record=record, check=check)
     with set_grad_enabled(record):
-        return walk.over_tapes(seeds, sweep_tape, accumulate_grad if record else _accumulate_unrecorded,
-                               retain_graph, targets, accumulate)
+        return walk.over_tapes(seeds, _walk, accumulate_grad if record else _accumulate_unrecorded,
+                               retain_graph, targets, accumulate, record, check)
 
 
 def _accumulate_unrecorded(leaf, g, owned):
@@ -198,7 +196,7 @@ class _Adjoints:
             x.grad = x.grad + gt
 
 
-def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, *, record, check):
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, record, check):
     """Steps 1-4 of ``walk`` on tape ``T``, the sweep in Python."""
     ints, flts = T.arrays()
     process, reach, needval, tslots, _ = walk.mark(T, ints, slot_seeds, tgt_ids, ext_leads)

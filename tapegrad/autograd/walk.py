@@ -38,11 +38,11 @@ SECOND_TIME = (
 _EMPTY_I = np.zeros(0, np.int64)
 
 
-def over_tapes(seeds, sweep_tape, to_leaf, retain, targets, accumulate):
+def over_tapes(seeds, sweep_tape, to_leaf, retain, targets, accumulate, *extra):
     """Differentiate from ``seeds``, [(root tensor, flat seed)], over every tape they
     reach: ``sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending,
-    ext_leads, leaf_grads)`` runs steps 1-4 on tape ``T``, then ``to_leaf(leaf, g,
-    owned)`` adds each leaf's gradient to its ``.grad``.  ``targets``: the tensors whose
+    ext_leads, leaf_grads, *extra)`` runs steps 1-4 on tape ``T``, then ``to_leaf(leaf,
+    g, owned)`` adds each leaf's gradient to its ``.grad``.  ``targets``: the tensors whose
     gradient to return (``grad``/``inputs=``), or None for all leaves.  Returns
     {id(target): gradient} (None without targets)."""
     pending = {}        # tape -> {slot: [adjoints]}, the gradient still to sweep
@@ -57,7 +57,7 @@ def over_tapes(seeds, sweep_tape, to_leaf, retain, targets, accumulate):
             # with targets, gradient leaves through EXT entries only if a target may
             # lie on another tape
             ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
-            sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads)
+            sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, *extra)
     for leaf, g, owned in leaf_grads:
         to_leaf(leaf, g, owned)
     return results
