@@ -29,7 +29,7 @@ from .. import tape as _tp
 from ..kernels import sweep as K
 from ..tensor import Tensor
 from . import differentiable, walk
-from .walk import free as _free
+from .walk import free as _free, mark     # (the names the replay-only code of _sweep_tape calls)
 
 BIG = 2048              # slots with at least this many elements are passed by address, not copied
 
@@ -256,13 +256,13 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         key = tuple(slot_seeds)
         plan = T.plan.get(key)
         if plan is None:
-            process, reach, needval, tslots, fams = walk.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+            process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
             plan = T.plan[key] = [process, reach, needval, K.layout(ints, sizes, needval, reach, BIG), None, {},
                                   max(key), fams]
         process, reach, needval, lay, _, spare, hi, fams = plan
         tslots = {}
     else:
-        process, reach, needval, tslots, fams = walk.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+        process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
         lay = spare = None
         hi = max(slot_seeds)
     V, A, touched = _storage(T, ints, sizes, flts, needval, reach, lay, spare)
