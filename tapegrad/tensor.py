@@ -20,6 +20,10 @@ from .ops.registry import GRAD_FN_NAMES
 _FLOATS = (np.float64, np.float32, np.float16)
 DEFAULT_DTYPE = np.float64
 
+# grad_fn's node of (tape, slot): set by tapegrad/autograd/graph.py when it is imported
+# (by ``import tapegrad``), so that the core imports nothing above it
+NODE_FOR = None
+
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
     "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
@@ -299,8 +303,7 @@ class Tensor:
     def grad_fn(self):
         if self._tape is None:
             return None
-        from .autograd.graph import node_for
-        return node_for(self._tape, self._slot)
+        return NODE_FOR(self._tape, self._slot)
 
     @property
     def grad(self):

@@ -11,7 +11,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
-from tapegrad.autograd import engine
+from tapegrad.autograd import engine, walk
 from tapegrad.kernels import sweep as K
 from tapegrad.ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
 
@@ -80,7 +80,7 @@ def _families(loss, inputs=None):
     T = loss._tape
     ints, _ = T.arrays()
     targets = None if inputs is None else {id(t): t for t in inputs}
-    return engine.mark(T, ints, {loss._slot: [np.ones(1)]}, targets, False)[4]
+    return walk.mark(T, ints, {loss._slot: [np.ones(1)]}, targets, False)[4]
 
 
 def test_mark_gives_the_families_of_the_entries_it_processes():

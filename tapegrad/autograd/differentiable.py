@@ -1,7 +1,7 @@
 """The differentiable reverse pass (``create_graph=True``).
 
-The same walk as the compiled sweep, in Python: the reached entries from the
-newest to the oldest, each one's reverse rule applied with tapegrad's own
+The same walk as the compiled sweep (``walk``), in Python: the reached entries
+from the newest to the oldest, each one's reverse rule applied with tapegrad's own
 operations (every op family's ``graph_reverse``, next to its compiled kernel),
 so the gradient is itself recorded (on a new tape) and can be differentiated
 again, to any order.  Adjoints are flat tensors, like the compiled kernels' slots;
@@ -20,7 +20,7 @@ from ..ops import reduce as _rd
 from ..ops import shape as _sh
 from ..ops.registry import BINARY, CONST, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
 from ..tensor import Tensor
-from . import engine
+from . import walk
 from .grad_mode import set_grad_enabled
 
 REFERENCE_CYCLE = (
@@ -38,7 +38,7 @@ class _Context:
 
     def __init__(self, T, ints, flts, reach):
         self.T, self.ints, self.flts, self.reach = T, ints, flts, reach
-        self.aux = engine._aux(T)
+        self.aux = walk.aux_array(T)
         self._values, self._maps = {}, {}
 
     def size(self, s):
@@ -73,7 +73,7 @@ class _Context:
                 elif self.ints[s, _SIZE] == 1:
                     v = np.array([self.flts[s, _VAL]])
                 else:
-                    raise RuntimeError(engine.SECOND_TIME)
+                    raise RuntimeError(walk.SECOND_TIME)
             v = np.ascontiguousarray(v).reshape(-1)
             if op == CONST:
                 t = Tensor._wrap(v)
@@ -133,31 +133,20 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
     else computing it with grad mode off), and with ``check`` (anomaly mode)
     raising at the first entry whose gradient holds NaN or inf.
     ``seeds``: list of (root tensor, flat seed Tensor).  Returns {id(target): Tensor}."""
-    pending = {}
-    for t, g in seeds:
-        pending.setdefault(t._tape, {}).setdefault(t._slot, []).append(g)
     # The gradient is recorded on the roots' tape when it can be continued, so a
     # later backward through it is one sweep over one tape; else on a new tape.
-    if record and len(pending) == 1:
-        _tp.resume(next(iter(pending)))
+    roots = {t._tape for t, _ in seeds}
+    if record and len(roots) == 1:
+        _tp.resume(roots.pop())
     else:
         _tp.rotate()
-    results = {}
-    tgt_ids = None if targets is None else {id(t): t for t in targets}
-    leaf_grads = []     # applied at the end, so a failing tape leaves .grad untouched
     with set_grad_enabled(record):
-        for T in engine._tape_order(list(pending)):
-            slot_seeds = pending.pop(T, None)
-            if slot_seeds:
-                ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
-                _walk(T, slot_seeds, retain_graph, tgt_ids, results, accumulate, pending, ext_leads, record, check,
-                      leaf_grads)
-        for leaf, g in leaf_grads:
-            if record:
-                accumulate_grad(leaf, g)
-            else:
-                engine._accumulate(leaf, g._data.reshape(-1), False)
-    return results
+        return walk.over_tapes(seeds, _walk, accumulate_grad if record else _accumulate_unrecorded,
+                               retain_graph, targets, accumulate, record, check)
+
+
+def _accumulate_unrecorded(leaf, g, owned):
+    walk.accumulate_array(leaf, g._data.reshape(-1), False)
 
 
 def _sum(gs):
@@ -167,12 +156,54 @@ def _sum(gs):
     return total
 
 
-def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, record, check, leaf_grads):
+class _Adjoints:
+    """The walk's adjoints, flat tensors by slot (``adj``), as ``walk``'s adjoint
+    store.  Several slots may share one (``a + b`` hands the same one to both), and
+    one element may stand for all of a slot's (``expand_adjoint``)."""
+    __slots__ = ("adj", "record")
+    big = ()            # (no adjoint is an array of its own)
+
+    def __init__(self, adj, record):
+        self.adj, self.record = adj, record
+
+    def view(self, s, size):
+        g = self.adj.get(s)
+        if g is None:
+            # a reached slot that nothing flowed into (only through empty tensors)
+            # gets zeros, as from the compiled sweep and PyTorch, not none
+            return Tensor._wrap(np.zeros(size))
+        return expand_adjoint(g, size)
+
+    def target(self, g, t):
+        gt = as_shape(g, t.shape)
+        if t._tape is None and t._x is not None and t._x.hooks:
+            gt = walk.apply_hooks(t._x.hooks, gt if self.record else _private(gt))
+        if gt.dtype != t.dtype:
+            gt = gt.to(t.dtype)
+        return gt
+
+    def hooked(self, hooks, g, shape, dtype):
+        if not self.record:
+            g = _private(g)
+        return as_shape(walk.apply_hooks(hooks, as_shape(g, shape)), (g.numel(),))
+
+    def retain(self, t, g):
+        x = t._extra()
+        gt = as_shape(g, t.shape)
+        if x.grad is None:
+            x.grad = _COPY(gt, name=_CLONE_NAME) if gt.requires_grad else Tensor._wrap(gt._data.copy())
+        else:
+            x.grad = x.grad + gt
+
+
+def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads, record, check):
+    """Steps 1-4 of ``walk`` on tape ``T``, the sweep in Python."""
     ints, flts = T.arrays()
-    process, reach, needval, tslots, _ = engine.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+    process, reach, needval, tslots, _ = walk.mark(T, ints, slot_seeds, tgt_ids, ext_leads)
     # (the walk may append to T: the views stay valid, as the tape grows into a new buffer)
     ctx = _Context(T, ints, flts, reach)
     adj = {s: _sum(gs) for s, gs in slot_seeds.items()}
+    A = _Adjoints(adj, record)
     order = np.flatnonzero(process)[::-1]
     stops = T.hooks or T.retained
     for s, row, (f0, f1) in zip(order.tolist(), ints[order].tolist(), flts[order][:, _F0:_F1 + 1].tolist()):
@@ -180,7 +211,7 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         if g is None:
             continue
         if stops and (s in T.hooks or s in T.retained):
-            g = adj[s] = _at_stop(T, s, expand_adjoint(g, ctx.size(s)), record)
+            g = adj[s] = walk.at_stop(T, s, expand_adjoint(g, ctx.size(s)), A)
         code = row[_OP]
         family, k = code >> 6, code & 63
         if family == UNARY or family == BINARY:
@@ -201,37 +232,9 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
                 _check_finite(T, s, row, i, r)
             prev = adj.get(i)
             adj[i] = r if prev is None else prev + r
-
-    # a reached slot that nothing flowed into (only through empty tensors) gets
-    # zeros, as from the compiled sweep and PyTorch, not none
-    # (the walk may have added slots to T: they are not part of this backward)
-    for s in (*tslots, *T.leaves, *T.ext):
-        if s < reach.size and reach[s] and s not in adj:
-            adj[s] = Tensor._wrap(np.zeros(ctx.size(s)))
-    for s, ts in tslots.items():
-        g = adj.get(s)
-        if g is None or not reach[s]:
-            continue
-        g = expand_adjoint(g, ctx.size(s))
-        for t in ts:
-            gt = as_shape(g, t.shape)
-            if t._tape is None and t._x is not None and t._x.hooks:
-                gt = engine.apply_hooks(t._x.hooks, gt if record else _private(gt))
-            if gt.dtype != t.dtype:
-                gt = gt.to(t.dtype)
-            prev = results.get(id(t))
-            results[id(t)] = gt if prev is None else prev + gt
-    if accumulate and tgt_ids is None:
-        for s, leaf in T.leaves.items():
-            g = adj.get(s)
-            if g is not None and reach[s]:
-                leaf_grads.append((leaf, expand_adjoint(g, ctx.size(s))))
-    for s, (older, slot) in T.ext.items():
-        g = adj.get(s)
-        if g is not None and reach[s] and (tgt_ids is None or ext_leads):
-            pending.setdefault(older, {}).setdefault(slot, []).append(expand_adjoint(g, ctx.size(s)))
+    walk.hand_off(T, reach, tslots, ints[:, _SIZE], A, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads)
     if not retain:
-        engine._free(T, ints, process, needval)
+        walk.free(T, ints, process, needval)
 
 
 def _check_finite(T, s, row, i, r):
@@ -240,12 +243,7 @@ def _check_finite(T, s, row, i, r):
     if d.dtype.kind != "f" or np.isfinite(d).all():
         return
     what = "nan" if np.isnan(d).any() else "inf"
-    if row[_tp.C] == _sh.VARIADIC:
-        at = row[_tp.AUX]
-        ins = engine._aux(T)[at + 1:at + 1 + engine._aux(T)[at]].tolist()
-    else:
-        ins = row[1:4]
-    k = ins.index(i)
+    k = walk.entry_inputs(row, walk.aux_array(T)).index(i)
     name = GRAD_FN_NAMES[row[_tp.NAME]]
     where = T.source(s)
     raise RuntimeError("Function '%s' returned %s values in its %dth output.%s"
@@ -261,31 +259,12 @@ def _private(g):
     return Tensor._wrap(np.array(g._data))
 
 
-def _at_stop(T, s, g, record=True):
-    """Hooks and retain_grad of the non-leaf at slot ``s``, on its finished gradient."""
-    hooks, shape, dtype = T.hooks.get(s, (None, None, None))
-    ref = T.retained.get(s)
-    t = ref() if ref is not None else None
-    if hooks:
-        if not record:
-            g = _private(g)
-        g = as_shape(engine.apply_hooks(hooks, as_shape(g, shape)), (g.numel(),))
-    if t is not None:
-        x = t._extra()
-        gt = as_shape(g, t.shape)
-        if x.grad is None:
-            x.grad = _COPY(gt, name=_CLONE_NAME) if gt.requires_grad else Tensor._wrap(gt._data.copy())
-        else:
-            x.grad = x.grad + gt
-    return g
-
-
 _COPY = _ew.UNARY_BY_NAME["copy"].record
 _COPY_NAME = name_id("CopyBackwards")
 _CLONE_NAME = name_id("CloneBackward0")
 
 
-def accumulate_grad(leaf, g):
+def accumulate_grad(leaf, g, owned=False):
     """``leaf.grad`` += g, out of place and recorded (PyTorch's AccumulateGrad in
     grad mode: the first gradient is a copy with grad_fn CopyBackwards)."""
     x = leaf._extra()
@@ -293,7 +272,7 @@ def accumulate_grad(leaf, g):
     if g.dtype != leaf.dtype:
         g = g.to(leaf.dtype)
     if x.hooks:
-        g = engine.apply_hooks(x.hooks, g)
+        g = walk.apply_hooks(x.hooks, g)
     if x.grad is None:
         x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
     else:

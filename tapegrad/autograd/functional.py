@@ -18,10 +18,26 @@ Differences from PyTorch:
   raises ``NotImplementedError``: tapegrad has no forward-mode AD.
 * ``jvp`` uses the double-backward trick, exactly as PyTorch's version does.
 """
+import numpy as np
+
+from ..ops.shape import stack
 from ..tensor import Tensor
+from .api import grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
+
+
+def _zeros(shape, dtype, requires_grad=False):
+    """``tg.zeros`` (the package's creation functions sit a floor above this one)."""
+    out = Tensor._const(np.zeros(shape, dtype))
+    if requires_grad:
+        out._requires_grad(True, creation=True)
+    return out
+
+
+def _zeros_like(x, requires_grad=False):
+    return _zeros(x.shape, x.dtype, requires_grad)
 
 
 # -- structure handling --------------------------------------------------------------------
@@ -126,7 +142,6 @@ def _check_requires_grad(inputs, input_type, strict):
 def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
     """``autograd.grad`` that skips outputs which are None or do not require grad,
     and returns None for every input when nothing is differentiable."""
-    from . import grad
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
     new_outputs, new_grad_outputs = (), ()
@@ -156,13 +171,12 @@ _FILL_ERRORS = {
 
 def _fill_in_zeros(grads, refs, strict, create_graph, stage):
     """Replace None gradients by zeros shaped like ``refs``, or raise in strict mode."""
-    from .. import zeros_like
     res = ()
     for i, grads_i in enumerate(grads):
         if grads_i is None:
             if strict:
                 raise RuntimeError(_FILL_ERRORS[stage].format(i=i))
-            grads_i = zeros_like(refs[i])
+            grads_i = _zeros_like(refs[i])
         elif strict and create_graph and not grads_i.requires_grad:
             what = "hessian" if "double" in stage else "jacobian"
             raise RuntimeError(f"The {what} of the user-provided function is independent of input {i}. "
@@ -211,7 +225,6 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     like the outputs.  Computed by the double-backward trick: ``g(u) = u^T J`` is
     linear in a dummy cotangent ``u``, so the vjp of ``g`` with ``v`` is ``J v``.
     """
-    from .. import zeros_like
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -227,7 +240,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         _check_requires_grad(outputs, "outputs", strict=strict)
         # The vjp is linear in u, so u's value never reaches the result; zeros are
         # merely guaranteed free of inf/nan.
-        grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
+        grad_outputs = tuple(_zeros_like(out, requires_grad=True) for out in outputs)
         grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
         _check_requires_grad(grad_inputs, "grad_inputs", strict=strict)
 
@@ -259,7 +272,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     refusal of ``strict`` together with ``vectorize`` is kept);
     ``strategy="forward-mode"`` raises ``NotImplementedError``.
     """
-    from .. import stack, zeros, zeros_like
     _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to '
                               'be more performant. Otherwise, prefer to use "reverse-mode".')
     with enable_grad():
@@ -290,10 +302,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
                         if strict:
                             raise RuntimeError(f"Output {i} of the user-provided function is independent of "
                                                f"input {k}. This is not allowed in strict mode.")
-                        rows_k.append(zeros_like(inp_k))
+                        rows_k.append(_zeros_like(inp_k))
             # an empty output has no rows to stack (PyTorch fails there): its block is empty zeros
             jac += (tuple(stack(rows_k, 0).reshape(tuple(out.shape) + tuple(inputs[k].shape)) if rows_k
-                          else zeros(tuple(out.shape) + tuple(inputs[k].shape), dtype=inputs[k].dtype)
+                          else _zeros(tuple(out.shape) + tuple(inputs[k].shape), inputs[k].dtype)
                           for k, rows_k in enumerate(rows)),)
 
         jac = _grad_postprocess(jac, create_graph)
@@ -386,11 +398,10 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     sweep than ``vhp``; for a twice continuously differentiable ``func`` the two
     agree.
     """
-    from .. import zeros_like
     with enable_grad():
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "hvp")
-        grad_jac = tuple(zeros_like(inp, requires_grad=True) for inp in inputs)
+        grad_jac = tuple(_zeros_like(inp, requires_grad=True) for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, "hessian", strict=strict)
 

@@ -2,6 +2,8 @@
 import numpy as np
 
 from ..tensor import Tensor, from_data
+from .api import grad
+from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -17,7 +19,6 @@ def _numerical(fn, inputs, i, eps):
     """d(outputs)/d(inputs[i]) as a list of (n_in, n_out_k) matrices, by central differences."""
     x = inputs[i]
     flat = x._data.reshape(-1)
-    from .grad_mode import no_grad
     cols = []
     with no_grad():
         base = [o._data for o in _outputs(fn, inputs)]
@@ -36,7 +37,6 @@ def _numerical(fn, inputs, i, eps):
 
 
 def _analytical(fn, inputs, i):
-    from . import grad
     outs = _outputs(fn, inputs)
     x = inputs[i]
     jac = []
@@ -81,8 +81,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     ``create_graph=True`` and checked by ``gradcheck`` with respect to the inputs
     and to ``v`` (random unless ``grad_outputs`` is given; ``seed`` draws it)."""
     fn = func
-    from . import grad
-    from .grad_mode import enable_grad
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     n = len(inputs)
     outs = _outputs(fn, inputs)

@@ -1,16 +1,17 @@
 """grad_fn objects: a read-only view of tape entries, shaped like PyTorch's graph."""
+import struct
 import weakref
 
 import numpy as np
 
+from .. import tensor as _tensor
 from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
+from ..ops.shape import VARIADIC
+from ..tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
+from ..tensor import Tensor
+from .walk import SECOND_TIME, aux_array, entry_inputs
 
 _SCALAR_OPERAND = {"add_s", "mul_s", "div_s"}
-from ..ops.shape import VARIADIC
-import struct
-
-from ..tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
-
 _VAL = struct.Struct("d")
 
 
@@ -26,11 +27,10 @@ class Node:
 
     def _inputs(self):
         T, s = self._tape, self._slot
-        if T.field(s, C) == VARIADIC:
-            at = T.field(s, AUX)
-            aux = T.aux[0] if len(T.aux) == 1 else __import__("numpy").concatenate(T.aux)
-            return [int(v) for v in aux[at + 1:at + 1 + aux[at]]]
-        ins = [T.field(s, k) for k in (A, B, C) if T.field(s, k) >= 0]
+        row = T.arrays()[0][s]
+        ins = entry_inputs(row, aux_array(T))
+        if row[C] != VARIADIC:      # (a VARIADIC entry's -1 is an input that needs no gradient: (None, 0))
+            ins = [i for i in ins if i >= 0]
         if OP_NAMES[T.field(s, OP)] in _SCALAR_OPERAND:
             ins.append(-1)      # PyTorch wraps the Python number as a second input
         return ins
@@ -56,13 +56,11 @@ class Node:
         return {}
 
     def _value(self, slot):
-        from ..tensor import Tensor
         T = self._tape
         v = T.vals[slot] if slot >= 0 else None
         if v is None and slot >= 0 and T.field(slot, SIZE) == 1:
             v = np.asarray(_VAL.unpack_from(T.buf, slot * ESIZE + 8 * VAL)[0])
         if v is None:
-            from .engine import SECOND_TIME
             raise RuntimeError(SECOND_TIME)
         return Tensor._wrap(v)
 
@@ -89,7 +87,6 @@ class Node:
         b = T.field(s, B)
         if b >= 0:
             return self._value(b) if self._kept(2) else None
-        from ..tensor import Tensor
         return Tensor._wrap(np.asarray(_VAL.unpack_from(T.buf, s * ESIZE + 8 * F0)[0]))
 
     @property
@@ -101,7 +98,7 @@ class Node:
         T, s = self._tape, self._slot
         if T.field(s, OP) >> 6 != REDUCE:
             raise AttributeError("_saved_self_sym_sizes")
-        aux = T.aux[0] if len(T.aux) == 1 else np.concatenate(T.aux)
+        aux = aux_array(T)
         at = T.field(s, AUX)
         return tuple(int(v) for v in aux[at + 2:at + 2 + aux[at]])
 
@@ -158,3 +155,6 @@ def node_for(tape, slot):
     if node is None:
         node = tape.nodes[slot] = node_class(GRAD_FN_NAMES[tape.field(slot, NAME)])(tape, slot)
     return node
+
+
+_tensor.NODE_FOR = node_for     # Tensor.grad_fn's lookup: the core holds the slot, this module fills it
