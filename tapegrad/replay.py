@@ -42,7 +42,8 @@ from .ops import elementwise as _ew
 from .ops import linalg as _la
 from .ops import reduce as _rd
 from .ops import shape as _sh
-from .ops.registry import BINARY, CONST, EXT, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE, UNARY
+from .ops.registry import (BINARY, CONST, EXT, FAMILY_RULES, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE,
+                           UNARY, family, index)
 from .tensor import Tensor
 
 FORMAT_VERSION = 1
@@ -526,12 +527,8 @@ class Recording:
         if self.live or any(v.size != 1 or v.dtype != np.float64 for v in vals):
             return
         for s, row in enumerate(self.rows):
-            fam, k = row[_tp.OP] >> 6, row[_tp.OP] & 63
-            if fam == REDUCE and k not in (_rd.SUM, _rd.MEAN):
-                return
-            if fam == SHAPE and k not in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER):
-                return
-            if fam == LINALG:
+            rules = FAMILY_RULES.get(family(row[_tp.OP]))     # (none for meta entries: their values are given)
+            if rules is not None and index(row[_tp.OP]) not in rules.scalar_replay:
                 return
         self.shapes_all = [v.shape for v in vals]
         self.scalar = True
@@ -550,20 +547,12 @@ class Recording:
         aux, f0, f1 = self.aux, self.f0, self.f1
         for s, row in enumerate(self.rows):
             code = row[_tp.OP]
-            fam, k = code >> 6, code & 63
-            if fam == UNARY or fam == BINARY:
-                f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
-            elif fam == SHAPE and s in self.live:
+            rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
+            if family(code) == SHAPE and s in self.live:
                 prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
                 continue
-            elif fam == SHAPE:
-                f = _sh.replay_prepare(k, row, aux, self.shapes[s])
-            elif fam == REDUCE:
-                f = _rd.replay_prepare(k, row, aux, self.shapes[s], self.names[s], f0[s])
-            elif fam == LINALG:
-                f = _la.replay_prepare(k, row)
-            else:
-                f = None
+            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes[s], self.names[s],
+                                                             f0[s], f1[s])
             prog.append((s, f, self.sources.get(s)))
         self.program = prog
 

@@ -18,7 +18,8 @@ from ..ops import elementwise as _ew
 from ..ops import linalg as _la
 from ..ops import reduce as _rd
 from ..ops import shape as _sh
-from ..ops.registry import BINARY, CONST, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
+from ..ops.registry import (BINARY, CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, family,
+                            index, name_id)
 from ..tensor import Tensor
 from . import engine
 from .grad_mode import set_grad_enabled
@@ -182,20 +183,10 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         if stops and (s in T.hooks or s in T.retained):
             g = adj[s] = _at_stop(T, s, expand_adjoint(g, ctx.size(s)), record)
         code = row[_OP]
-        family, k = code >> 6, code & 63
-        if family == UNARY or family == BINARY:
-            parts = _ew.graph_reverse(ctx, s, family, k, row, f0, f1, g)
-        else:
-            if g.numel() != row[_SIZE]:     # these families index the adjoint: all elements made explicit
-                g = expand_adjoint(g, row[_SIZE])
-            if family == REDUCE:
-                parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
-            elif family == SHAPE:
-                parts = _sh.graph_reverse(ctx, s, k, row, g)
-            elif family == LINALG:
-                parts = _la.graph_reverse(ctx, s, k, row, g)
-            else:
-                raise AssertionError(code)
+        rules = FAMILY_RULES[family(code)]
+        if rules.expands_adjoint and g.numel() != row[_SIZE]:     # (it indexes the adjoint: all elements explicit)
+            g = expand_adjoint(g, row[_SIZE])
+        parts = rules.differentiable_reverse(ctx, s, index(code), row, f0, f1, g)
         for i, r in parts:
             if check:
                 _check_finite(T, s, row, i, r)

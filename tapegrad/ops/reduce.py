@@ -1,12 +1,18 @@
-"""Reductions and normalisations along dimensions.
+"""Reductions, normalisations and scans along dimensions.
 
 Every op here maps each input element to a group (the output element it reduces
-into, or its softmax row) through one strided descriptor, so a single kernel
-serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in max/min/amax split
-the gradient evenly (PyTorch's full-reduction rule); a NaN maximum sends it to
-the NaNs for max()/min() and makes it NaN for amax/amin, as in PyTorch;
-``max(dim)`` returns indices and gives the whole gradient to them (see
+into, or its row for softmax and cumsum) through one strided descriptor, so a
+single kernel serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in
+max/min/amax split the gradient evenly (PyTorch's full-reduction rule); a NaN
+maximum sends it to the NaNs for max()/min() and makes it NaN for amax/amin, as in
+PyTorch; ``max(dim)`` returns indices and gives the whole gradient to them (see
 ``max_dim``).  prod's gradient follows PyTorch's too (NaN and inf included).
+
+The file has one section per op (``# -- sum --``...): its declaration (opcode,
+what it saves, whether its groups are rows), its public function, its compiled
+reverse (an inlined kernel that ``reduce_reverse`` at the end calls), its
+differentiable reverse and its replay rule.  The family's shared pieces come
+first, the family kernels and the family's registration last.
 """
 import math
 
@@ -18,192 +24,48 @@ from .._jit import jit
 from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..tensor import Tensor, _wrap_dim
 from .promotion import DEFAULT, torch_name
-from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
+from .registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError, define,
+                       name_id, register_family)
+from .shape import gather_flat, scatter_add, strided_view, to_dtype
 
-# kernel index, op name, what the reverse reads
-SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX = range(9)
-CODES = {
-    SUM: define(REDUCE, SUM, "sum"),
-    MEAN: define(REDUCE, MEAN, "mean"),
-    PROD: define(REDUCE, PROD, "prod", SAVE_A),
-    VAR: define(REDUCE, VAR, "var", SAVE_A),
-    STD: define(REDUCE, STD, "std", SAVE_A | SAVE_OUT),
-    EXTREMUM: define(REDUCE, EXTREMUM, "extremum", SAVE_A | SAVE_OUT),
-    LOGSUMEXP: define(REDUCE, LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT),
-    SOFTMAX: define(REDUCE, SOFTMAX, "softmax", SAVE_OUT),
-    LOG_SOFTMAX: define(REDUCE, LOG_SOFTMAX, "log_softmax", SAVE_OUT),
-}
+# kernel indices (the branches of ``reduce_reverse``)
+SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM = range(10)
+
+# -- the family's shared pieces ------------------------------------------------
+CODES = {}              # kernel index -> opcode
+PER_ROW = set()         # ops whose output has the input's shape: a group is a row along ``dim``
+_DIFFERENTIABLE = {}    # kernel index -> differentiable reverse (see ``differentiable_reverse``)
+_REPLAY = {}            # kernel index -> replay rule (see ``replay_rule``)
 
 
-@jit
-def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
-    n = dx.size
-    if n == 0:
-        return
-    if ngroups == 1:
-        if k == SUM or k == MEAN:
-            v = g[0] if k == SUM else g[0] / n
-            for i in range(n):
-                dx[i] += v
-            return
-        gi = np.zeros(n, np.int64)
-    else:
-        gi = strided_map(aux, at)
-    K = n // ngroups
-    if k == SUM:
-        for i in range(n):
-            dx[i] += g[u64(gi[i])]
-    elif k == MEAN:
-        for i in range(n):
-            dx[i] += g[u64(gi[i])] / K
-    elif k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
-        zeros = 0           # (f0 = 1: prod() of everything, whose gradient is 0 when two or more are zero)
-        for i in range(n):
-            if x[i] == 0.0:
-                zeros += 1
-        if zeros > 1 and f0 != 0.0:
-            return
-        if zeros == 0:
-            p = np.ones(ngroups)
-            for i in range(n):
-                p[u64(gi[i])] *= x[i]
-            for i in range(n):
-                o = u64(gi[i])
-                dx[i] += g[o] * (p[o] / x[i])
-        else:           # exclusive prefix times exclusive suffix product, in order (NaN/inf as PyTorch)
-            ex = np.empty(n)
-            p = np.ones(ngroups)
-            for i in range(n):
-                o = u64(gi[i])
-                ex[i] = p[o]
-                p[o] *= x[i]
-            p[:] = 1.0
-            for i in range(n - 1, -1, -1):
-                o = u64(gi[i])
-                dx[i] += g[o] * (ex[i] * p[o])
-                p[o] *= x[i]
-    elif k == VAR or k == STD:
-        m = np.zeros(ngroups)
-        for i in range(n):
-            m[u64(gi[i])] += x[i]
-        for j in range(ngroups):
-            m[j] /= K
-        for i in range(n):
-            o = u64(gi[i])
-            if k == VAR:
-                dx[i] += g[o] * 2.0 * (x[i] - m[o]) / (K - f0)
-            elif y[o] != 0.0:       # std of a constant: 0, not nan (PyTorch)
-                dx[i] += g[o] * (x[i] - m[o]) / ((K - f0) * y[o])
-    elif k == EXTREMUM:     # f0 = 0: max()/min() (ties and NaNs split); 1: amax/amin (a NaN result: NaN)
-        cnt = np.zeros(ngroups)
-        for i in range(n):
-            o = u64(gi[i])
-            if x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
-                cnt[o] += 1.0
-        for i in range(n):
-            o = u64(gi[i])
-            if y[o] != y[o] and f0 != 0.0:
-                dx[i] += np.nan
-            elif x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
-                dx[i] += g[o] / cnt[o]
-    elif k == LOGSUMEXP:
-        for i in range(n):
-            o = u64(gi[i])
-            dx[i] += g[o] * math.exp(x[i] - y[o])
-    elif k == SOFTMAX:
-        s = np.zeros(ngroups)
-        for i in range(n):
-            s[u64(gi[i])] += g[i] * y[i]
-        for i in range(n):
-            dx[i] += y[i] * (g[i] - s[u64(gi[i])])
-    elif k == LOG_SOFTMAX:
-        s = np.zeros(ngroups)
-        for i in range(n):
-            s[u64(gi[i])] += g[i]
-        for i in range(n):
-            dx[i] += g[i] - math.exp(y[i]) * s[u64(gi[i])]
+def declare(k, name, saves=0, per_row=False):
+    """Kernel ``k``'s opcode, with what its entries keep for the reverse pass
+    (``SAVE_A``: the input, ``SAVE_OUT``: the output; ``_record`` reads it back)."""
+    CODES[k] = define(REDUCE, k, name, saves)
+    if per_row:
+        PER_ROW.add(k)
+    return CODES[k]
 
 
-# -- the compiled forward of a replay (kernels/forward.py) -------------------------
-# Reductions whose groups are runs of consecutive elements (everything, or the last
-# axes: ``forward_runs``), summed in NumPy's order so that sums replay bit for bit.
-COMPILED_FORWARD = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX)
+def differentiable(k):
+    """Register ``f(ctx, s, a, g, gi, ngroups, n, f0)``, the adjoint of input ``a``
+    for the flat adjoint ``g`` of entry ``s``, with tapegrad's own ops (``gi``: the
+    group of each input element)."""
+    def register(f):
+        _DIFFERENTIABLE[k] = f
+        return f
+    return register
 
 
-def forward_runs(ngroups, nx, aux, at):
-    """Whether the ``ngroups`` groups of a reduction of ``nx`` elements are runs."""
-    if ngroups == 1:
-        return True
-    return np.array_equal(strided_map_np(aux, at), np.arange(nx) // (nx // ngroups))
+def replay(k):
+    """Register ``f(a, axes, ax, shape, name, f0)``: the entry's forward as a
+    function of the slot values (``axes``: the reduced axes, ``ax`` the first)."""
+    def register(f):
+        _REPLAY[k] = f
+        return f
+    return register
 
 
-@jit
-def pairwise_sum(a, lo, n):
-    """``a[lo:lo + n].sum()`` in NumPy's order (its pairwise_sum: blocks of 128 in
-    eight partial sums), so that a replayed sum is bit for bit the eager one."""
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    if n <= 128:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = 8
-        m = n - n % 8
-        while i < m:
-            j = lo + i
-            r0 += a[j]
-            r1 += a[j + 1]
-            r2 += a[j + 2]
-            r3 += a[j + 3]
-            r4 += a[j + 4]
-            r5 += a[j + 5]
-            r6 += a[j + 6]
-            r7 += a[j + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
-
-
-@jit
-def reduce_forward(k, x, y, ngroups):
-    """``y`` from ``x`` for a reduction over ``ngroups`` runs (``COMPILED_FORWARD``)."""
-    kk = x.size // ngroups
-    if k == SUM or k == MEAN:
-        for g in range(ngroups):
-            y[g] = pairwise_sum(x, g * kk, kk)
-        if k == MEAN:
-            for g in range(ngroups):
-                y[g] /= kk
-        return
-    for g in range(ngroups):     # SOFTMAX, LOG_SOFTMAX, from x - max as ``_shifted``
-        lo = g * kk
-        m = x[lo]
-        for i in range(lo + 1, lo + kk):
-            if x[i] > m or x[i] != x[i]:
-                m = x[i]
-        if not math.isfinite(m):
-            m = 0.0
-        for i in range(lo, lo + kk):
-            y[i] = math.exp(x[i] - m)
-        t = pairwise_sum(y, lo, kk)
-        if k == LOG_SOFTMAX:
-            t = math.log(t)
-            for i in range(lo, lo + kk):
-                y[i] = (x[i] - m) - t
-        else:
-            for i in range(lo, lo + kk):
-                y[i] = y[i] / t
-
-
-# -- forward and recording -----------------------------------------------------
 def normalize_dims(dim, ndim):
     """``dim`` (None, int, or tuple) as a sorted tuple of non-negative axes."""
     if dim is None:
@@ -259,24 +121,31 @@ def _group_words(shape, axes):
 
 
 def _record(kind, x, out, axes, name, f0=0.0):
+    """Record op ``kind`` of ``x`` along ``axes`` (its group descriptor in aux), keeping
+    what ``declare`` said it saves."""
     out = out if type(out) is np.ndarray else np.asarray(out)
     if not x._rg or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
     s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
     code = CODES[kind]
-    if kind in (PROD, VAR, STD, EXTREMUM, LOGSUMEXP):
+    saves = SAVES_BY_RG[code][0]
+    if saves & SAVE_A:
         T.vals[s] = x._data
     d = x._data
-    if kind in (SOFTMAX, LOG_SOFTMAX):
+    if kind in PER_ROW:
         ngroups = d.size // (d.shape[axes[0]] if axes else 1) if d.size else 0
     else:
         ngroups = out.size
     at = T.aux_append(_groups(d.shape, axes))     # also records the input's shape
     ver = [0]
-    keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
-    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, keep_out, ver)
+    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, bool(saves & SAVE_OUT), ver)
     return Tensor._recorded(out, T, o, ver)
+
+
+def _spread(g, gi, ngroups, n):
+    """The flat per-group adjoint ``g`` spread over each group's elements."""
+    return strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
 
 
 REQUIRED = type("Required", (), {"__repr__": lambda self: "<required>"})()    # a dim with no default
@@ -305,6 +174,17 @@ def _name(base, dim):
     return base + ("Backward0" if dim is None else "Backward1")
 
 
+def _count(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+# -- sum --------------------------------------------------------------------------
+declare(SUM, "sum")
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
     x = input
     if kw:
@@ -317,12 +197,33 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
     return _record(SUM, x, out, axes, _name("Sum", dim))
 
 
+@jit(inline="always")
+def sum_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    for i in range(n):
+        dx[i] += g[u64(gi[i])]
+
+
+@differentiable(SUM)
+def _sum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == 1:        # one element standing for all n (see shape.expand_adjoint)
+        return g
+    return gather_flat(g, gi)
+
+
+@replay(SUM)
+def _sum_replay(a, axes, ax, shape, name, f0):
+    return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
+
+
+# -- mean -------------------------------------------------------------------------
+declare(MEAN, "mean")
+
+
 def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
     x = input
     if kw:
         dim, keepdim = numpy_names("mean", kw, dim, keepdim)
     if dtype is not None:
-        from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = normalize_dims(dim, x.ndim)
     if not x.dtype.kind == "f":
@@ -339,11 +240,26 @@ def _mean_values(d, axes, keepdim):
     return np.asarray(out, d.dtype)
 
 
-def _count(shape, axes):
-    n = 1
-    for a in axes:
-        n *= shape[a]
-    return n
+@jit(inline="always")
+def mean_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    for i in range(n):
+        dx[i] += g[u64(gi[i])] / K
+
+
+@differentiable(MEAN)
+def _mean_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == 1:        # (as sum's)
+        return g / n
+    return gather_flat(g, gi) / (n // ngroups)
+
+
+@replay(MEAN)
+def _mean_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _mean_values(v[a], axes, False).reshape(shape)
+
+
+# -- prod -------------------------------------------------------------------------
+declare(PROD, "prod", SAVE_A)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
@@ -351,12 +267,82 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
     if kw:
         dim, keepdim = numpy_names("prod", kw, dim, keepdim)
     if dtype is not None:
-        from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = normalize_dims(dim, x.ndim)
     d = x._data
     out = d.prod(axis=axes, keepdims=keepdim, dtype=np.int64 if d.dtype.kind in "biu" else None)
     return _record(PROD, x, out, axes, _name("Prod", dim), 1.0 if dim is None else 0.0)
+
+
+@jit(inline="always")
+def prod_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    # PyTorch: result / input; with a zero anywhere, the exact product of the others
+    zeros = 0           # (f0 = 1: prod() of everything, whose gradient is 0 when two or more are zero)
+    for i in range(n):
+        if x[i] == 0.0:
+            zeros += 1
+    if zeros > 1 and f0 != 0.0:
+        return
+    if zeros == 0:
+        p = np.ones(ngroups)
+        for i in range(n):
+            p[u64(gi[i])] *= x[i]
+        for i in range(n):
+            o = u64(gi[i])
+            dx[i] += g[o] * (p[o] / x[i])
+    else:           # exclusive prefix times exclusive suffix product, in order (NaN/inf as PyTorch)
+        ex = np.empty(n)
+        p = np.ones(ngroups)
+        for i in range(n):
+            o = u64(gi[i])
+            ex[i] = p[o]
+            p[o] *= x[i]
+        p[:] = 1.0
+        for i in range(n - 1, -1, -1):
+            o = u64(gi[i])
+            dx[i] += g[o] * (ex[i] * p[o])
+            p[o] *= x[i]
+
+
+@differentiable(PROD)
+def _prod_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    xd = x._data
+    zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
+    several = zeros.max(initial=0) > 1
+    if several and _tp.state().grad:
+        raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
+                                  "or more zeros is not supported")
+
+    def product():
+        out = np.ones(ngroups, xd.dtype)
+        np.multiply.at(out, gi, xd)
+        return out
+    y = ctx.value(s, product)        # the product itself (not saved), so its own reverse is used
+    safe = tensor_where(Tensor._wrap(xd == 0), 1.0, x)
+    others = tensor_where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
+                   gather_flat(y, gi) / safe)
+    if several:     # (not differentiated further) a group with two zeros: all its products of others are 0
+        others = tensor_where(Tensor._wrap((xd == 0) & (zeros[gi] > 1)), 0.0, others)
+    return _spread(g, gi, ngroups, n) * others
+
+
+def _group_prod(x, gi, ngroups):
+    """Product of each group of the flat tensor ``x`` (differentiable): the groups
+    laid out as the rows of a matrix, by sorting."""
+    order = np.argsort(gi, kind="stable")
+    rows = gather_flat(x, order).reshape(ngroups, -1)
+    return prod(rows, dim=1)
+
+
+@replay(PROD)
+def _prod_replay(a, axes, ax, shape, name, f0):
+    return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
+
+
+# -- var, std ---------------------------------------------------------------------
+declare(VAR, "var", SAVE_A)
+declare(STD, "std", SAVE_A | SAVE_OUT)
 
 
 def _correction(unbiased, correction):
@@ -370,28 +356,88 @@ def _check_float(x):
         raise RuntimeError("std and var only support floating point and complex dtypes")
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+def _var_std(kind, what, input, dim, unbiased, keepdim, correction, kw):
     x = input
     if kw:
-        dim, keepdim = numpy_names("var", kw, dim, keepdim)
+        dim, keepdim = numpy_names(what, kw, dim, keepdim)
     _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim)
-    return _record(VAR, x, out, axes, "VarBackward0", c)
+        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim) if kind == VAR else \
+            x._data.std(axis=axes, ddof=c, keepdims=keepdim)
+    return _record(kind, x, out, axes, "VarBackward0" if kind == VAR else "StdBackward0", c)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+    return _var_std(VAR, "var", input, dim, unbiased, keepdim, correction, kw)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("std", kw, dim, keepdim)
-    _check_float(x)
-    axes = normalize_dims(dim, x.ndim)
-    c = _correction(unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = x._data.std(axis=axes, ddof=c, keepdims=keepdim)
-    return _record(STD, x, out, axes, "StdBackward0", c)
+    return _var_std(STD, "std", input, dim, unbiased, keepdim, correction, kw)
+
+
+@jit(inline="always")
+def _group_means(x, gi, n, ngroups, K):
+    m = np.zeros(ngroups)
+    for i in range(n):
+        m[u64(gi[i])] += x[i]
+    for j in range(ngroups):
+        m[j] /= K
+    return m
+
+
+@jit(inline="always")
+def var_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    m = _group_means(x, gi, n, ngroups, K)
+    for i in range(n):
+        o = u64(gi[i])
+        dx[i] += g[o] * 2.0 * (x[i] - m[o]) / (K - f0)
+
+
+@jit(inline="always")
+def std_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    m = _group_means(x, gi, n, ngroups, K)
+    for i in range(n):
+        o = u64(gi[i])
+        if y[o] != 0.0:       # std of a constant: 0, not nan (PyTorch)
+            dx[i] += g[o] * (x[i] - m[o]) / ((K - f0) * y[o])
+
+
+@differentiable(VAR)
+def _var_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    K = n // ngroups
+    m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
+    return _spread(g, gi, ngroups, n) * 2.0 * (x - m) / (K - f0)
+
+
+@differentiable(STD)
+def _std_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    K = n // ngroups
+    m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
+    Y = gather_flat(ctx.value(s), gi)
+    nz = Tensor._wrap(Y._data != 0)
+    return tensor_where(nz, _spread(g, gi, ngroups, n) * (x - m) / ((K - f0) * tensor_where(nz, Y, 1.0)), 0.0)
+
+
+def _var_std_replay(k):
+    def rule(a, axes, ax, shape, name, f0):
+        def var_std(v):         # ddof f0, quiet as the recorders are
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = v[a]
+                return np.asarray(x.var(axis=axes, ddof=f0) if k == VAR else x.std(axis=axes, ddof=f0)).reshape(shape)
+        return var_std
+    return rule
+
+
+replay(VAR)(_var_std_replay(VAR))
+replay(STD)(_var_std_replay(STD))
+
+
+# -- amax, amin, max(), min() (the extremum kernel) -------------------------------------
+declare(EXTREMUM, "extremum", SAVE_A | SAVE_OUT)
 
 
 def _check_nonempty(x, what, dim):
@@ -422,6 +468,44 @@ def amin(input, dim=None, keepdim=False, **kw):
     return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)
 
 
+@jit(inline="always")
+def extremum_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    # f0 = 0: max()/min() (ties and NaNs split); 1: amax/amin (a NaN result: NaN)
+    cnt = np.zeros(ngroups)
+    for i in range(n):
+        o = u64(gi[i])
+        if x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
+            cnt[o] += 1.0
+    for i in range(n):
+        o = u64(gi[i])
+        if y[o] != y[o] and f0 != 0.0:
+            dx[i] += np.nan
+        elif x[i] == y[o] or (x[i] != x[i] and y[o] != y[o]):
+            dx[i] += g[o] / cnt[o]
+
+
+@differentiable(EXTREMUM)
+def _extremum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    yg = ctx.value(s)._data[gi]
+    xd = ctx.value(a)._data
+    hit = ((xd == yg) | (np.isnan(xd) & np.isnan(yg))).astype(np.float64)
+    cnt = np.bincount(gi, weights=hit, minlength=ngroups)
+    w = hit / np.where(cnt == 0, 1.0, cnt)[gi]
+    if f0 != 0.0:       # amax/amin: a NaN result sends NaN to its whole group (PyTorch)
+        w[np.isnan(yg)] = np.nan
+    return _spread(g, gi, ngroups, n) * Tensor._wrap(w.astype(g.dtype))
+
+
+@replay(EXTREMUM)
+def _extremum_replay(a, axes, ax, shape, name, f0):
+    pick = np.max if name.startswith(("Max", "Amax")) else np.min
+    return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
+
+
+# -- logsumexp --------------------------------------------------------------------
+declare(LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT)
+
+
 def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
     x = input
     if kw:
@@ -442,6 +526,29 @@ def _logsumexp_values(d, axes, keepdim):
         out = special.logsumexp(d, axis=axes, keepdims=keepdim) if d.size else \
             np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, -np.inf, d.dtype)
     return np.asarray(out, d.dtype)
+
+
+@jit(inline="always")
+def logsumexp_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    for i in range(n):
+        o = u64(gi[i])
+        dx[i] += g[o] * math.exp(x[i] - y[o])
+
+
+@differentiable(LOGSUMEXP)
+def _logsumexp_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    return _spread(g, gi, ngroups, n) * _exp(x - gather_flat(ctx.value(s), gi))
+
+
+@replay(LOGSUMEXP)
+def _logsumexp_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
+
+
+# -- softmax, log_softmax ------------------------------------------------------------
+declare(SOFTMAX, "softmax", SAVE_OUT, per_row=True)
+declare(LOG_SOFTMAX, "log_softmax", SAVE_OUT, per_row=True)
 
 
 def _shifted(d, axis):
@@ -465,7 +572,6 @@ def _softmax_args(what, x, dim, dtype, kw):
     if dim is REQUIRED:
         raise TypeError("%s() missing 1 required positional argument: 'dim'" % what)
     if dtype is not None:
-        from ..functions import to_dtype
         x = to_dtype(x, dtype)
     axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
     _check_softmax(x, axes, what)
@@ -516,6 +622,139 @@ def _log_softmax_values(d, ax):
     return np.zeros_like(d)
 
 
+@jit(inline="always")
+def softmax_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    s = np.zeros(ngroups)
+    for i in range(n):
+        s[u64(gi[i])] += g[i] * y[i]
+    for i in range(n):
+        dx[i] += y[i] * (g[i] - s[u64(gi[i])])
+
+
+@jit(inline="always")
+def log_softmax_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    s = np.zeros(ngroups)
+    for i in range(n):
+        s[u64(gi[i])] += g[i]
+    for i in range(n):
+        dx[i] += g[i] - math.exp(y[i]) * s[u64(gi[i])]
+
+
+@jit(inline="always")
+def softmax_forward(x, y, ngroups, k):
+    """Softmax (``k == SOFTMAX``) or log-softmax of ``ngroups`` runs, from x - max as ``_shifted``."""
+    kk = x.size // ngroups
+    for g in range(ngroups):
+        lo = g * kk
+        m = x[lo]
+        for i in range(lo + 1, lo + kk):
+            if x[i] > m or x[i] != x[i]:
+                m = x[i]
+        if not math.isfinite(m):
+            m = 0.0
+        for i in range(lo, lo + kk):
+            y[i] = math.exp(x[i] - m)
+        t = pairwise_sum(y, lo, kk)
+        if k == LOG_SOFTMAX:
+            t = math.log(t)
+            for i in range(lo, lo + kk):
+                y[i] = (x[i] - m) - t
+        else:
+            for i in range(lo, lo + kk):
+                y[i] = y[i] / t
+
+
+@differentiable(SOFTMAX)
+def _softmax_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    y = ctx.value(s)
+    return y * (g - gather_flat(scatter_add(g * y, gi, ngroups), gi))
+
+
+@differentiable(LOG_SOFTMAX)
+def _log_softmax_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    y = ctx.value(s)
+    return g - _exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi)
+
+
+@replay(SOFTMAX)
+def _softmax_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _softmax_values(v[a], ax)
+
+
+@replay(LOG_SOFTMAX)
+def _log_softmax_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _log_softmax_values(v[a], ax)
+
+
+# -- cumsum -----------------------------------------------------------------------
+declare(CUMSUM, "cumsum", per_row=True)
+
+
+def cumsum(input, dim=REQUIRED, *, dtype=None, **kw):
+    """Cumulative sum along ``dim``; an integer or bool input sums in int64
+    (PyTorch), ``dtype=`` casts the input first."""
+    x = input
+    if kw:
+        dim, _ = numpy_names("cumsum", kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError('cumsum() missing 1 required positional arguments: "dim"')
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    d = x._data
+    ax = _wrap_dim(dim, d.ndim)
+    if d.ndim == 0:
+        out = d.astype(np.int64) if d.dtype.kind in "biu" and dtype is None else d.copy()
+        return _record(CUMSUM, x, out, (), "CumsumBackward0")
+    out = np.cumsum(d, axis=ax, dtype=np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype)
+    return _record(CUMSUM, x, out, (ax,), "CumsumBackward0")
+
+
+@jit(inline="always")
+def cumsum_reverse(g, x, y, dx, gi, n, ngroups, K, f0):
+    # each element's adjoint: the sum of g over its row from it to the row's end
+    s = np.zeros(ngroups)
+    for i in range(n - 1, -1, -1):
+        o = u64(gi[i])
+        s[o] += g[i]
+        dx[i] += s[o]
+
+
+@jit(inline="always")
+def cumsum_forward(x, y, ngroups):
+    kk = x.size // ngroups
+    for g in range(ngroups):
+        t = 0.0
+        for i in range(g * kk, (g + 1) * kk):
+            t += x[i]
+            y[i] = t
+
+
+@differentiable(CUMSUM)
+def _cumsum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    return g if ngroups == n else _reverse_cumsum(ctx, s, g, gi, ngroups)
+
+
+def _reverse_cumsum(ctx, s, g, gi, ngroups):
+    """sum of g over each row from each element on: the row's total minus the
+    cumulative sum before the element (tapegrad ops, so differentiable again)."""
+    at = int(ctx.ints[s, _tp.AUX])
+    aux = ctx.aux
+    nd = int(aux[at])
+    shape = tuple(int(v) for v in aux[at + 2:at + 2 + nd])
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    ax = next(d for d in range(nd) if strides[d] == 0)
+    total = gather_flat(scatter_add(g, gi, ngroups), gi)
+    return total - cumsum(g.reshape(shape), ax).reshape(-1) + g
+
+
+@replay(CUMSUM)
+def _cumsum_replay(a, axes, ax, shape, name, f0):
+    if ax is None:
+        return lambda v: v[a].copy().reshape(shape)
+    return lambda v: np.cumsum(v[a], axis=ax).reshape(shape)
+
+
+# -- max(dim), min(dim): a gather of the extrema (shape family) -----------------------
 class MaxMin(tuple):
     """``(values, indices)``, like ``torch.return_types.max``."""
     __slots__ = ()
@@ -562,124 +801,148 @@ def extremum_lin(d, ax, keepdim, largest):
     return idx, lin
 
 
-# -- differentiable reverse (create_graph=True) ----------------------------------------
-from .shape import gather_flat, scatter_add, strided_view   # noqa: E402
+# -- the family kernels: one branch per op ------------------------------------------
+@jit
+def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
+    n = dx.size
+    if n == 0:
+        return
+    if ngroups == 1:
+        if k == SUM or k == MEAN:
+            v = g[0] if k == SUM else g[0] / n
+            for i in range(n):
+                dx[i] += v
+            return
+        gi = np.zeros(n, np.int64)
+    else:
+        gi = strided_map(aux, at)
+    K = n // ngroups
+    if k == SUM:
+        sum_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == MEAN:
+        mean_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == PROD:
+        prod_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == VAR:
+        var_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == STD:
+        std_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == EXTREMUM:
+        extremum_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == LOGSUMEXP:
+        logsumexp_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == SOFTMAX:
+        softmax_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == LOG_SOFTMAX:
+        log_softmax_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
+    elif k == CUMSUM:
+        cumsum_reverse(g, x, y, dx, gi, n, ngroups, K, f0)
 
 
-_F = []
+# The compiled forward of a replay (kernels/forward.py): reductions whose groups are
+# runs of consecutive elements (everything, or the last axes: ``forward_runs``),
+# summed in NumPy's order so that sums replay bit for bit.
+COMPILED_FORWARD = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX, CUMSUM)
 
 
-def _functions():
-    if not _F:
-        from .. import functions
-        _F.append(functions)
-    return _F[0]
+def forward_runs(ngroups, nx, aux, at):
+    """Whether the ``ngroups`` groups of a reduction of ``nx`` elements are runs."""
+    if ngroups == 1:
+        return True
+    return np.array_equal(strided_map_np(aux, at), np.arange(nx) // (nx // ngroups))
 
 
-# ``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi`` maps
-# every input element to its group, gathering spreads a per-group value over the
-# group and scatter-adding sums over it.
-def graph_reverse(ctx, s, k, row, g, f0):
-    F = _functions()
+@jit
+def pairwise_sum(a, lo, n):
+    """``a[lo:lo + n].sum()`` in NumPy's order (its pairwise_sum: blocks of 128 in
+    eight partial sums), so that a replayed sum is bit for bit the eager one."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+        i = 8
+        m = n - n % 8
+        while i < m:
+            j = lo + i
+            r0 += a[j]
+            r1 += a[j + 1]
+            r2 += a[j + 2]
+            r3 += a[j + 3]
+            r4 += a[j + 4]
+            r5 += a[j + 5]
+            r6 += a[j + 6]
+            r7 += a[j + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit
+def reduce_forward(k, x, y, ngroups):
+    """``y`` from ``x`` for a reduction over ``ngroups`` runs (``COMPILED_FORWARD``)."""
+    kk = x.size // ngroups
+    if k == SUM or k == MEAN:
+        for g in range(ngroups):
+            y[g] = pairwise_sum(x, g * kk, kk)
+        if k == MEAN:
+            for g in range(ngroups):
+                y[g] /= kk
+    elif k == CUMSUM:
+        cumsum_forward(x, y, ngroups)
+    else:
+        softmax_forward(x, y, ngroups, k)
+
+
+# -- the family's rules for the Python passes (registry.FAMILY_RULES) -----------------
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
+    """``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi``
+    maps every input element to its group, gathering spreads a per-group value over
+    the group and scatter-adding sums over it (each op's rule is in its section)."""
     a, at, ngroups = row[_tp.A], row[_tp.AUX], row[_tp.PARAM]
     n = ctx.size(a)
     if n == 0 or not ctx.needs(a):
         return []
     gi = ctx.strided_map(at) if ngroups != 1 else np.zeros(n, np.int64)
-    K = n // ngroups
-
-    if k == SOFTMAX:
-        y = ctx.value(s)
-        return [(a, y * (g - gather_flat(scatter_add(g * y, gi, ngroups), gi)))]
-    if k == LOG_SOFTMAX:
-        y = ctx.value(s)
-        return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
-    if ngroups == 1 and (k == SUM or k == MEAN):
-        # one element standing for all n (see differentiable.expand_adjoint)
-        return [(a, g if k == SUM else g / K)]
-    # g spread over each group
-    G = strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
-    if k == SUM:
-        return [(a, G)]
-    if k == MEAN:
-        return [(a, G / K)]
-    x = ctx.value(a)
-    if k == PROD:
-        xd = x._data
-        zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
-        several = zeros.max(initial=0) > 1
-        if several and _tp.state().grad:
-            raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
-                                      "or more zeros is not supported")
-        def product():
-            out = np.ones(ngroups, xd.dtype)
-            np.multiply.at(out, gi, xd)
-            return out
-        y = ctx.value(s, product)        # the product itself (not saved), so its own reverse is used
-        safe = F.where(Tensor._wrap(xd == 0), 1.0, x)
-        others = F.where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
-                         gather_flat(y, gi) / safe)
-        if several:     # (not differentiated further) a group with two zeros: all its products of others are 0
-            others = F.where(Tensor._wrap((xd == 0) & (zeros[gi] > 1)), 0.0, others)
-        return [(a, G * others)]
-    if k == VAR or k == STD:
-        m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
-        if k == VAR:
-            return [(a, G * 2.0 * (x - m) / (K - f0))]
-        Y = gather_flat(ctx.value(s), gi)
-        nz = Tensor._wrap(Y._data != 0)
-        return [(a, F.where(nz, G * (x - m) / ((K - f0) * F.where(nz, Y, 1.0)), 0.0))]
-    if k == EXTREMUM:
-        yg = ctx.value(s)._data[gi]
-        xd = x._data
-        hit = ((xd == yg) | (np.isnan(xd) & np.isnan(yg))).astype(np.float64)
-        cnt = np.bincount(gi, weights=hit, minlength=ngroups)
-        w = hit / np.where(cnt == 0, 1.0, cnt)[gi]
-        if f0 != 0.0:       # amax/amin: a NaN result sends NaN to its whole group (PyTorch)
-            w[np.isnan(yg)] = np.nan
-        return [(a, G * Tensor._wrap(w.astype(g.dtype)))]
-    if k == LOGSUMEXP:
-        return [(a, G * F.exp(x - gather_flat(ctx.value(s), gi)))]
-    raise AssertionError(k)
+    return [(a, _DIFFERENTIABLE[k](ctx, s, a, g, gi, ngroups, n, f0))]
 
 
-def _group_prod(x, gi, ngroups):
-    """Product of each group of the flat tensor ``x`` (differentiable): the groups
-    laid out as the rows of a matrix, by sorting."""
-    order = np.argsort(gi, kind="stable")
-    rows = gather_flat(x, order).reshape(ngroups, -1)
-    return prod(rows, dim=1)
-
-
-# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_prepare(k, row, aux, shape, name, f0):
+def replay_rule(k, row, aux, shape, name, f0, f1):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
     the same array functions the recorders use, on the axes its group descriptor
     gives stride 0, reshaped to the recorded output shape (keepdim or not)."""
-    a = row[_tp.A]
     at = row[_tp.AUX]
     nd = int(aux[at])
     strides = aux[at + 2 + nd:at + 2 + 2 * nd]
     axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
-    ax = axes[0] if axes else None
-    if k == SUM:
-        return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
-    if k == MEAN:
-        return lambda v: _mean_values(v[a], axes, False).reshape(shape)
-    if k == LOGSUMEXP:
-        return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
-    if k == SOFTMAX:
-        return lambda v: _softmax_values(v[a], ax)
-    if k == LOG_SOFTMAX:
-        return lambda v: _log_softmax_values(v[a], ax)
-    if k == PROD:
-        return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
-    if k == EXTREMUM:
-        pick = np.max if name.startswith(("Max", "Amax")) else np.min
-        return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
+    return _REPLAY[k](row[_tp.A], axes, axes[0] if axes else None, shape, name, f0)
 
-    def var_std(v):         # VAR, STD (ddof f0), quiet as the recorders are
-        with np.errstate(invalid="ignore", divide="ignore"):
-            x = v[a]
-            return np.asarray(x.var(axis=axes, ddof=f0) if k == VAR else x.std(axis=axes, ddof=f0)).reshape(shape)
-    return var_std
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    a = ints[e, _tp.A]
+    return (k in COMPILED_FORWARD and sizes[a] > 0
+            and forward_runs(int(ints[e, _tp.PARAM]), int(sizes[a]), aux, int(ints[e, _tp.AUX])))
+
+
+def _exp(x):
+    return UNARY_BY_NAME["exp"].record(x)
+
+
+from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
+
+# a one-element sum, mean or cumsum is its input: the compiled replay of single numbers passes it on
+register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM)), compiled_forward=_compiled_forward))
+for _k, _code in CODES.items():
+    for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"), (_REPLAY, "replay rule (@replay)")):
+        if _k not in _table:
+            raise OpDefinitionError("reduce op %r: no %s in tapegrad/ops/reduce.py" % (OP_NAMES[_code], _piece))

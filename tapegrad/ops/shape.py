@@ -17,7 +17,7 @@ from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_ad
                              strided_scatter_add, u64)
 from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .promotion import promote_types
-from .registry import SHAPE, define, name_id
+from .registry import SHAPE, FamilyRules, define, name_id, register_family
 
 RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
 CODES = {
@@ -959,10 +959,39 @@ def gather_flat(x, idx):
     return gather_linear(x, idx, "IndexBackward0")
 
 
+def to_dtype(x, dtype):
+    """``x`` in ``dtype`` (``Tensor.to``): a float result is a recorded copy
+    (``ToCopyBackward0``), an integer or bool one does not require grad."""
+    dt = np.dtype(dtype)
+    if dt == x.dtype:
+        return x
+    out = x._data.astype(dt)
+    if dt.kind != "f":
+        return Tensor._wrap(out)
+    return _record(RESHAPE, x, out, "ToCopyBackward0")
+
+
+_EXPAND = {}
+
+
+def expand_adjoint(g, n):
+    """An adjoint of one element standing for that value at all ``n`` elements of
+    its slot (the reverse of a full sum or mean leaves it so, which saves the
+    elementwise rules after it from working on ``n`` copies), made explicit."""
+    if g.numel() == n:
+        return g
+    words = _EXPAND.get(n)
+    if words is None:
+        if len(_EXPAND) > 1024:
+            _EXPAND.clear()
+        words = _EXPAND[n] = np.array((1, 0, n, 0), np.int64)
+    return strided_view(g, words)
+
+
 # -- differentiable reverse (create_graph=True) ----------------------------------------
 # The same rules as ``shape_reverse``, written with tapegrad's own ops on flat
 # adjoints, so that the gradient they produce is itself recorded.
-def graph_reverse(ctx, s, k, row, g):
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
     aux = ctx.aux
     if k == RESHAPE:
@@ -1019,7 +1048,7 @@ def _overlaps(shape, strides):
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
 def _replay_flat(k, row, vals, aux, shape):
     """The value of shape entry ``row`` (other than a reshape or a gather, see
-    ``replay_prepare``) recomputed from its inputs' values, on the flat (C-order)
+    ``replay_rule``) recomputed from its inputs' values, on the flat (C-order)
     elements as the reverse kernels see them."""
     at = row[_tp.AUX]
     if k == CAT:
@@ -1065,7 +1094,7 @@ def _replay_flat(k, row, vals, aux, shape):
     raise NotImplementedError("replay of shape kernel %d" % k)
 
 
-def replay_prepare(k, row, aux, shape):
+def replay_rule(k, row, aux, shape, name, f0, f1):
     """An entry's forward again (tapegrad.replay), as a function of the slot values,
     with its index arrays bound once."""
     a = row[_tp.A]
@@ -1076,3 +1105,12 @@ def replay_prepare(k, row, aux, shape):
         idx = aux[row[_tp.AUX]:row[_tp.AUX] + n].copy()
         return lambda v: np.take(v[a], idx).reshape(shape)
     return lambda v: _replay_flat(k, row, v, aux, shape)
+
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    return k in COMPILED_FORWARD and e not in live     # (indices from the arguments: Python's)
+
+
+register_family(SHAPE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                   scalar_replay=frozenset((RESHAPE, STRIDED, GATHER)),
+                                   compiled_forward=_compiled_forward))
