@@ -551,7 +551,7 @@ class Recording:
             if family(code) == SHAPE and s in self.live:
                 prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
                 continue
-            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes[s], self.names[s],
+            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes.get(s), self.names[s],
                                                              f0[s], f1[s])
             prog.append((s, f, self.sources.get(s)))
         self.program = prog
