@@ -39,11 +39,8 @@ from . import tape as _tp
 from .kernels import forward as _kf
 from .kernels import sweep as _ks
 from .ops import elementwise as _ew
-from .ops import linalg as _la
-from .ops import reduce as _rd
 from .ops import shape as _sh
-from .ops.registry import (BINARY, CONST, EXT, FAMILY_RULES, GRAD_FN_NAMES, LEAF, LINALG, META_END, REDUCE, SHAPE,
-                           UNARY, family, index)
+from .ops.registry import CONST, EXT, FAMILY_RULES, GRAD_FN_NAMES, LEAF, META_END, SHAPE, family, index
 from .tensor import Tensor
 
 FORMAT_VERSION = 1

@@ -2,7 +2,6 @@
 error names the op and the missing or unknown piece, so no compiled path is
 silently switched off), every family registers its rules in the registry, and
 every opcode of the registry is exercised by the op tests (tests/test_ops.py)."""
-import math
 import os
 import shutil
 import subprocess

@@ -15,11 +15,8 @@ import numpy as np
 from .. import tape as _tp
 from ..kernels.index import strided_map_np
 from ..ops import elementwise as _ew
-from ..ops import linalg as _la
-from ..ops import reduce as _rd
 from ..ops import shape as _sh
-from ..ops.registry import (BINARY, CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, family,
-                            index, name_id)
+from ..ops.registry import CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, family, index, name_id
 from ..tensor import Tensor
 from . import engine
 from .grad_mode import set_grad_enabled
