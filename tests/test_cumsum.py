@@ -48,11 +48,12 @@ def test_dtypes():
 
 def test_errors():
     x = tg.tensor(X)
-    with pytest.raises(IndexError, match=r"^Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)$"):
+    out_of_range = r"^Dimension out of range \(expected to be in range of \[%d, %d\], but got %d\)$"
+    with pytest.raises(IndexError, match=out_of_range % (-2, 1, 2)):
         tg.cumsum(x, 2)
-    with pytest.raises(IndexError, match=r"^Dimension out of range \(expected to be in range of \[-2, 1\], but got -3\)$"):
+    with pytest.raises(IndexError, match=out_of_range % (-2, 1, -3)):
         x.cumsum(-3)
-    with pytest.raises(IndexError, match=r"^Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)$"):
+    with pytest.raises(IndexError, match=out_of_range % (-1, 0, 1)):
         tg.cumsum(tg.tensor(3.0), 1)
     with pytest.raises(TypeError, match=r'^cumsum\(\) missing 1 required positional arguments: "dim"$'):
         tg.cumsum(x)

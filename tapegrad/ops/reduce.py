@@ -885,6 +885,7 @@ from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
 register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                     scalar_replay=frozenset((SUM, MEAN, CUMSUM)), compiled_forward=_compiled_forward))
 for _k, _code in CODES.items():
-    for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"), (_REPLAY, "replay rule (@replay)")):
+    for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"),
+                           (_REPLAY, "replay rule (@replay)")):
         if _k not in _table:
             raise OpDefinitionError("reduce op %r: no %s in tapegrad/ops/reduce.py" % (OP_NAMES[_code], _piece))
