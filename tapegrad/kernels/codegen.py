@@ -15,6 +15,8 @@ import os
 import sys
 import tempfile
 
+import numpy as np
+
 from ..ops.elementwise import BINARY_OPS, GRAPH_FUNCTIONS, UNARY_OPS
 from ..ops.registry import OpDefinitionError
 
@@ -136,7 +138,7 @@ def _calls(tree):
     return called, read
 
 
-def _check_expr(op, what, text, variables, functions, known):
+def _check_expr(op, what, text, variables, namespaces):
     where = "elementwise op %r: its %s %r" % (op.name, what, text)
     if not isinstance(text, str) or not text.strip():
         raise OpDefinitionError("elementwise op %r: its %s is missing (a column of its row in "
@@ -148,12 +150,13 @@ def _check_expr(op, what, text, variables, functions, known):
     called, read = _calls(tree)
     for name in sorted(read - set(variables) - {"np"}):
         raise OpDefinitionError("%s reads %r, which is not one of %s" % (where, name, ", ".join(variables)))
-    for name in sorted(called):
-        if name not in functions:
-            raise OpDefinitionError("%s calls %s(), which %s" % (where, name, known))
+    for functions, known in namespaces:        # (each namespace the expression is evaluated in)
+        for name in sorted(called):
+            if name not in functions:
+                raise OpDefinitionError("%s calls %s(), which %s" % (where, name, known))
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "np" \
-                and not hasattr(__import__("numpy"), n.attr):
+                and not hasattr(np, n.attr):
             raise OpDefinitionError("%s calls np.%s, which NumPy does not have" % (where, n.attr))
     return called
 
@@ -177,11 +180,11 @@ def check_row(op):
     variables = UNARY_VARIABLES if unary else BINARY_VARIABLES
     used = set()
     for what, rule in rules:
-        used |= _check_expr(op, what, rule, variables, _KERNEL_FUNCTIONS, _KERNELS_KNOW)
-        _check_expr(op, what, rule, variables, GRAPH_FUNCTIONS, _GRAPH_KNOWS)
+        used |= _check_expr(op, what, rule, variables,
+                            ((_KERNEL_FUNCTIONS, _KERNELS_KNOW), (GRAPH_FUNCTIONS, _GRAPH_KNOWS)))
     used |= _check_expr(op, "one-float forward (scalar)", getattr(op, "scalar", None),
-                        UNARY_SCALAR_VARIABLES if unary else BINARY_SCALAR_VARIABLES, _KERNEL_FUNCTIONS,
-                        _KERNELS_KNOW)
+                        UNARY_SCALAR_VARIABLES if unary else BINARY_SCALAR_VARIABLES,
+                        ((_KERNEL_FUNCTIONS, _KERNELS_KNOW),))
     return used & _MATH - set(HELPERS) - set(BUILTINS)
 
 
