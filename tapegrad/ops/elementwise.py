@@ -1,10 +1,13 @@
 """Elementwise operations: one line per op.
 
-Each row gives the op's name, its grad_fn name, its forward (a NumPy function)
-and its reverse rule as an expression.  The reverse expressions are compiled into
-the Numba sweep by ``tapegrad.kernels.codegen``; the names an expression uses
-decide what the tape keeps for the reverse pass (``x``/``a``/``b``: inputs, ``y``:
-the output), so an op that needs nothing saves nothing.
+Each row gives the op's name, its grad_fn name, its forward (a NumPy function),
+its reverse rule as an expression and its forward on one float as an expression
+(the compiled replay of single numbers).  ``tapegrad.kernels.codegen`` checks
+every row at import (``check_row``: an ``OpDefinitionError`` names the op and the
+missing or unknown piece) and compiles the expressions into the Numba kernels; the
+names a reverse rule uses decide what the tape keeps for the reverse pass
+(``x``/``a``/``b``: inputs, ``y``: the output), so an op that needs nothing saves
+nothing.  The same rules, evaluated over tensors, are the differentiable reverse.
 
 Unary rules see ``g`` (the output's adjoint), ``x``, ``y`` and the scalar
 parameters ``p``, ``q``; binary rules see ``g``, ``a``, ``b``, ``c`` (the
