@@ -44,6 +44,29 @@ def test_gradient_compiled_and_interpreted(mode, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", ["never", "always"])
+def test_gradient_where_the_denominator_is_zero_or_infinite(mode, monkeypatch):
+    # PyTorch's: 0 where a * a + b * b is 0, also when it underflows; an infinite a gives (0, nan)
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    a = tg.tensor([1e-200, 0.0, 1e-200, np.inf], requires_grad=True)
+    b = tg.tensor([1e-200, 1e-200, 0.0, 1.0], requires_grad=True)
+    tg.atan2(a, b).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(b.grad.numpy(), [0.0, 0.0, 0.0, np.nan])
+
+
+def test_gradient_where_the_denominator_is_zero_matches_torch():
+    torch = pytest.importorskip("torch")
+    av, bv = [1e-200, 0.0, 1e-200, np.inf, 0.0], [1e-200, 1e-200, 0.0, 1.0, 0.0]
+    a, b = tg.tensor(av, requires_grad=True), tg.tensor(bv, requires_grad=True)
+    at = torch.tensor(av, dtype=torch.float64, requires_grad=True)
+    bt = torch.tensor(bv, dtype=torch.float64, requires_grad=True)
+    tg.atan2(a, b).sum().backward()
+    torch.atan2(at, bt).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), at.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), bt.grad.numpy())
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
 def test_broadcast_gradient(mode, monkeypatch):
     monkeypatch.setattr(engine, "INTERPRET", [mode])
     a = tg.tensor([[1.0], [2.0]], requires_grad=True)

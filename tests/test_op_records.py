@@ -66,6 +66,10 @@ def test_a_rule_reading_another_kinds_variable_or_not_parsing_names_it():
     with pytest.raises(OpDefinitionError, match=r"^elementwise op 'twice': its one-float forward \(scalar\) 'y \+ y' "
                                                  r"reads 'y', which is not one of x, p, q$"):
         codegen.check_row(Unary("twice", "MulBackward0", np.add, "g * 2.0", "y + y"))
+    # NumPy is the compiled kernels' name, not the differentiable reverse's: a reverse rule cannot use it
+    with pytest.raises(OpDefinitionError, match=r"^elementwise op 'trunc': its reverse rule 'g \* np.zeros\(1\)' reads "
+                                                 r"'np', which is not one of g, x, y, p, q$"):
+        codegen.check_row(Unary("trunc", "TruncBackward0", np.trunc, "g * np.zeros(1)", "np.trunc(x)"))
     with pytest.raises(OpDefinitionError, match=r"^elementwise op 'twice': its reverse rule 'g \*' is not a Python "
                                                  r"expression"):
         codegen.check_row(Unary("twice", "MulBackward0", np.add, "g *", "x + x"))

@@ -138,7 +138,7 @@ def _calls(tree):
     return called, read
 
 
-def _check_expr(op, what, text, variables, namespaces):
+def _check_expr(op, what, text, variables, namespaces, modules=()):
     where = "elementwise op %r: its %s %r" % (op.name, what, text)
     if not isinstance(text, str) or not text.strip():
         raise OpDefinitionError("elementwise op %r: its %s is missing (a column of its row in "
@@ -148,14 +148,14 @@ def _check_expr(op, what, text, variables, namespaces):
     except SyntaxError as e:
         raise OpDefinitionError("%s is not a Python expression (%s)" % (where, e.msg)) from None
     called, read = _calls(tree)
-    for name in sorted(read - set(variables) - {"np"}):
+    for name in sorted(read - set(variables) - set(modules)):
         raise OpDefinitionError("%s reads %r, which is not one of %s" % (where, name, ", ".join(variables)))
     for functions, known in namespaces:        # (each namespace the expression is evaluated in)
         for name in sorted(called):
             if name not in functions:
                 raise OpDefinitionError("%s calls %s(), which %s" % (where, name, known))
     for n in ast.walk(tree):
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "np" \
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "np" and "np" in modules \
                 and not hasattr(np, n.attr):
             raise OpDefinitionError("%s calls np.%s, which NumPy does not have" % (where, n.attr))
     return called
@@ -184,7 +184,7 @@ def check_row(op):
                             ((_KERNEL_FUNCTIONS, _KERNELS_KNOW), (GRAPH_FUNCTIONS, _GRAPH_KNOWS)))
     used |= _check_expr(op, "one-float forward (scalar)", getattr(op, "scalar", None),
                         UNARY_SCALAR_VARIABLES if unary else BINARY_SCALAR_VARIABLES,
-                        ((_KERNEL_FUNCTIONS, _KERNELS_KNOW),))
+                        ((_KERNEL_FUNCTIONS, _KERNELS_KNOW),), modules=("np",))
     return used & _MATH - set(HELPERS) - set(BUILTINS)
 
 

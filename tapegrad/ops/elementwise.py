@@ -226,10 +226,11 @@ BINARY_OPS = [
     # div(rounding_mode="trunc" / "floor") of floats: a step function, zero gradient (PyTorch)
     Binary("div_trunc", "DivBackward2",     _div_trunc,  "0.0 * g", "0.0 * g", "np.trunc(a / b)"),
     Binary("div_floor", "DivBackward2",     _div_floor,  "0.0 * g", "0.0 * g", "a // b"),
-    # at (0, 0) PyTorch's gradient is 0 for both (not 0/0)
+    # PyTorch's: 0 where a * a + b * b is 0 (at (0, 0), and where it underflows), not 0/0
     Binary("atan2",    "Atan2Backward0",    _atan2,
-           "g * b / where((a == 0.0) and (b == 0.0), 1.0, a * a + b * b)",
-           "-g * a / where((a == 0.0) and (b == 0.0), 1.0, a * a + b * b)", "atan2(a, b)"),
+           "where(a * a + b * b == 0.0, 0.0, g * b / where(a * a + b * b == 0.0, 1.0, a * a + b * b))",
+           "where(a * a + b * b == 0.0, 0.0, -g * a / where(a * a + b * b == 0.0, 1.0, a * a + b * b))",
+           "atan2(a, b)"),
 ]
 
 
