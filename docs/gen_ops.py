@@ -29,9 +29,10 @@ import tapegrad as tg  # noqa: E402
 from tapegrad import tape as _tape  # noqa: E402
 from tapegrad.ops import reduce as _rd  # noqa: E402
 from tapegrad.ops import shape as _sh  # noqa: E402
-from tapegrad.ops.elementwise import NUMBER_FORWARD, SCALAR_FORWARD  # noqa: E402
-from tapegrad.ops.registry import (BINARY, FAMILY_NAMES, LINALG, META, OP_NAMES, REDUCE,  # noqa: E402
-                                   SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY)
+from tapegrad.ops.elementwise import NUMBER_FORWARD  # noqa: E402
+from tapegrad.ops.registry import (BINARY, FAMILY_NAMES, FAMILY_RULES, LINALG, META, OP_NAMES,  # noqa: E402
+                                   REDUCE, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY, family,
+                                   index)
 
 # Helpers that are importable from a public namespace but are not operations.
 NOT_OPS = {"name_id", "commit_inplace", "zero_grads", "label_flags"}
@@ -61,7 +62,7 @@ def saves_text(code):
     with only input a or only input b needing one (``registry.SAVES_BY_RG``)."""
     both, a_only, b_only, _ = SAVES_BY_RG[code]
     text = _mask_text(both)
-    if code >> 6 == BINARY or code >> 6 == LINALG:
+    if family(code) == BINARY or family(code) == LINALG:
         if a_only != both or b_only != both:
             text += " (only a needs a gradient: %s; only b: %s)" % (_mask_text(a_only), _mask_text(b_only))
     return text
@@ -69,13 +70,11 @@ def saves_text(code):
 
 def replay_forward_text(code):
     """How a replay computes this entry when the compiled kernels are loaded."""
-    fam, k = code >> 6, code & 63
+    fam, k = family(code), index(code)
     arena = (fam in (UNARY, BINARY, LINALG)
              or (fam == REDUCE and k in _rd.COMPILED_FORWARD)
              or (fam == SHAPE and k in _sh.COMPILED_FORWARD))
-    scalar = (fam in (UNARY, BINARY) and OP_NAMES[code] in SCALAR_FORWARD
-              or fam == REDUCE and k in (_rd.SUM, _rd.MEAN)
-              or fam == SHAPE and k in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER))
+    scalar = k in FAMILY_RULES[fam].scalar_replay
     if fam == REDUCE and arena:
         arena_text = "compiled (groups of consecutive elements)"
     elif fam == SHAPE and arena:
@@ -90,7 +89,7 @@ def registry_table():
              "| replay of single numbers | single-number eager path |",
              "|---|---|---|---|---|---|---|---|"]
     for code in sorted(OP_NAMES):
-        fam = code >> 6
+        fam = family(code)
         if fam == META:
             continue
         name = OP_NAMES[code]
@@ -146,7 +145,7 @@ def _entries_since(T, n0):
     ops = []
     for e in range(n0, T.n):
         code = struct.unpack_from("q", T.buf, e * _tape.ESIZE)[0]
-        if code >> 6 != META:
+        if family(code) != META:
             ops.append(OP_NAMES[code])
     return ops
 

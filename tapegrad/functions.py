@@ -260,6 +260,24 @@ def minimum(input, other):
     return _binary(_B["minimum"], _tensor(input), _tensor(other, input))
 
 
+def _public_binary(op, name, method=False):
+    """``tg.<name>(input, other)`` (or the method) of a row naming its public names
+    (``Binary(..., public=...)`` in ops/elementwise.py): two tensors, as PyTorch's."""
+    def f(input, other):
+        for pos, v, arg in ((1, input, "input"), (2, other, "other")):
+            if not isinstance(v, Tensor):
+                raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                                % (name, arg, pos - method, type(v).__name__))
+        return op.record(input, other)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = "Elementwise %s (reverse: ``%s``, ``%s``)." % (op.name, op.rule_a, op.rule_b)
+    return f
+
+
+atan2 = _public_binary(_B["atan2"], "atan2")
+arctan2 = _public_binary(_B["atan2"], "arctan2")
+
+
 def where(condition, input, other):
     x, y = input, other
     c = _tensor(condition)
@@ -345,14 +363,7 @@ def clone(input):
     return _sh._record(_sh.RESHAPE, input, input._data.copy(), "CloneBackward0")
 
 
-def to_dtype(x, dtype):
-    dt = np.dtype(dtype)
-    if dt == x.dtype:
-        return x
-    out = x._data.astype(dt)
-    if dt.kind != "f":
-        return Tensor._wrap(out)
-    return _sh._record(_sh.RESHAPE, x, out, "ToCopyBackward0")
+to_dtype = _sh.to_dtype
 
 
 # -- reductions and shape ops (re-exported) ----------------------------------------
@@ -366,6 +377,7 @@ amin = _rd.amin
 logsumexp = _rd.logsumexp
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
+cumsum = _rd.cumsum
 def reshape(input, shape):
     return _sh.reshape(input, shape)
 
@@ -779,6 +791,9 @@ class _TensorMethods:
     logsumexp = logsumexp
     softmax = softmax
     log_softmax = log_softmax
+    cumsum = cumsum
+    atan2 = _public_binary(_B["atan2"], "atan2", True)
+    arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     reshape = _reshape_m
     view = _view
     flatten = flatten

@@ -44,6 +44,7 @@ UNARY = {
     "relu": (tg.relu, dict(away=0.1)),
     "sign": (tg.sign, dict(away=0.1)),
     "floor": (tg.floor, dict(away=0.1)),
+    "round": (tg.round, dict(away=0.1)),
     "clamp": (lambda x: x.clamp(-0.5, 0.7), {}),
     "clamp_min": (lambda x: x.clamp(min=0.1), {}),
     "add_s": (lambda x: x + 3.0, {}),
@@ -83,6 +84,9 @@ BINARY = {
     "maximum": (tg.maximum, {}),
     "minimum": (tg.minimum, {}),
     "where": (lambda a, b: tg.where(a > 0, a, b), {}),
+    "atan2": (tg.atan2, dict(away=0.3)),
+    "div_trunc": (lambda a, b: tg.div(a, b, rounding_mode="trunc"), dict(positive=True)),
+    "div_floor": (lambda a, b: tg.div(a, b, rounding_mode="floor"), dict(positive=True)),
 }
 PAIRS = [((), ()), ((4,), (4,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), ()),
          ((2, 3, 4), (3, 1)), ((1,), (3,))]
@@ -116,6 +120,8 @@ REDUCTIONS = {
     "amax": lambda x: x.amax(1),
     "logsumexp": lambda x: tg.logsumexp(x, 1),
     "logsumexp01": lambda x: tg.logsumexp(x, (0, 2)),
+    "cumsum1": lambda x: x.cumsum(1),
+    "cumsum-1": lambda x: x.cumsum(-1),
 }
 
 
@@ -157,6 +163,29 @@ SHAPE_OPS = {
 def test_shape_gradcheck(name):
     x = leaf(2, 3, 4)
     assert tg.autograd.gradcheck(SHAPE_OPS[name], (x,))
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+def test_shape_gradgradcheck(name):
+    # the differentiable reverse of views and gathers records their scatters (strided_scatter, scatter_add)
+    x = leaf(2, 3, 4)
+    assert tg.autograd.gradgradcheck(lambda t: SHAPE_OPS[name](t) * t.sum(), (x,))
+
+
+def grad_of_cube(x):
+    """``x.grad`` of ``sum(x ** 3)`` by ``backward(create_graph=True)``: a recorded copy of the adjoint."""
+    with pytest.warns(UserWarning, match="reference cycle"):       # (PyTorch's warning, as in PyTorch)
+        (x ** 3).sum().backward(create_graph=True)
+    return x.grad
+
+
+def test_backward_create_graph_grad_is_differentiable():
+    x = leaf(4)
+    g = grad_of_cube(x)
+    assert g.requires_grad and g.grad_fn.name() == "CopyBackwards"     # (torch::autograd::CopyBackwards)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * x.detach().numpy() ** 2, rtol=1e-15)
+    (h,) = tg.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), 6 * x.detach().numpy(), rtol=1e-15)
 
 
 MATMUL = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
@@ -221,7 +250,7 @@ def test_unary_matches_torch(name):
     w = rng.standard_normal(y.shape)
     (y * tg.tensor(w)).sum().backward()
     xt = torch.tensor(x.detach().numpy(), requires_grad=True)
-    fnt = {"floor": torch.floor, "sign": torch.sign, "sigmoid": torch.sigmoid, "relu": torch.relu,
+    fnt = {"floor": torch.floor, "round": torch.round, "sign": torch.sign, "sigmoid": torch.sigmoid, "relu": torch.relu,
            "abs": torch.abs, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "expm1": torch.expm1,
            "sqrt": torch.sqrt, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh}
     yt = fnt[name](xt) if name in fnt else fn(xt)

@@ -420,7 +420,7 @@ def test_div_rounding_replays():
 
 @pytest.mark.parametrize("mode", ["floor", "trunc"])
 def test_div_rounding_replays_single_numbers(mode):
-    # a tape of single numbers replays in its own compiled loop (SCALAR_FORWARD)
+    # a tape of single numbers replays in its own compiled loop (the rows' one-float forwards)
     import math
     f = tg.compile(lambda x, y: tg.div(x, y, rounding_mode=mode) * x + tg.div(x, 0.7, rounding_mode=mode))
     for v, d in ((3.5, 2.0), (-3.5, 2.0), (7.25, 2.0), (-0.5, 2.0), (1.0, 0.1), (3.5, 2.0)):

@@ -83,6 +83,8 @@ DEVIATIONS = {
     "torch.logsumexp": _REQUIRED_DIM,
     "Tensor.logsumexp": _REQUIRED_DIM,
     "torch.unsqueeze": _REQUIRED_DIM,
+    "torch.cumsum": _REQUIRED_DIM,
+    "Tensor.cumsum": _SHARED % ("cumsum", "cumsum") + " (dtype positional in the method), and " + _REQUIRED_DIM,
     "Tensor.unsqueeze": _REQUIRED_DIM,
     "torch.squeeze": "PyTorch documents squeeze(input, dim) but accepts squeeze(input) (dim=None), as tapegrad",
     "torch.max": "max(input, dim=None, keepdim=False): the elementwise overload max(input, other) is reached by "

@@ -2,7 +2,7 @@
 
 The same walk as the compiled sweep (``walk``), in Python: the reached entries
 from the newest to the oldest, each one's reverse rule applied with tapegrad's own
-operations (every op family's ``graph_reverse``, next to its compiled kernel),
+operations (every op family's ``differentiable_reverse``, next to its compiled kernel),
 so the gradient is itself recorded (on a new tape) and can be differentiated
 again, to any order.  Adjoints are flat tensors, like the compiled kernels' slots;
 the values an entry saved come in as flat tensors tied to their slot, so
@@ -15,10 +15,8 @@ import numpy as np
 from .. import tape as _tp
 from ..kernels.index import strided_map_np
 from ..ops import elementwise as _ew
-from ..ops import linalg as _la
-from ..ops import reduce as _rd
 from ..ops import shape as _sh
-from ..ops.registry import BINARY, CONST, GRAD_FN_NAMES, LEAF, LINALG, REDUCE, SHAPE, UNARY, name_id
+from ..ops.registry import CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, family, index, name_id
 from ..tensor import Tensor
 from . import walk
 from .grad_mode import set_grad_enabled
@@ -33,7 +31,7 @@ _OP, _SIZE, _VERSION, _F0, _F1, _VAL = _tp.OP, _tp.SIZE, _tp.VERSION, _tp.F0, _t
 
 
 class _Context:
-    """What an op's ``graph_reverse`` may ask about the tape being walked."""
+    """What an op's ``differentiable_reverse`` may ask about the tape being walked."""
     __slots__ = ("T", "ints", "flts", "aux", "reach", "_values", "_maps")
 
     def __init__(self, T, ints, flts, reach):
@@ -213,20 +211,10 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
         if stops and (s in T.hooks or s in T.retained):
             g = adj[s] = walk.at_stop(T, s, expand_adjoint(g, ctx.size(s)), A)
         code = row[_OP]
-        family, k = code >> 6, code & 63
-        if family == UNARY or family == BINARY:
-            parts = _ew.graph_reverse(ctx, s, family, k, row, f0, f1, g)
-        else:
-            if g.numel() != row[_SIZE]:     # these families index the adjoint: all elements made explicit
-                g = expand_adjoint(g, row[_SIZE])
-            if family == REDUCE:
-                parts = _rd.graph_reverse(ctx, s, k, row, g, f0)
-            elif family == SHAPE:
-                parts = _sh.graph_reverse(ctx, s, k, row, g)
-            elif family == LINALG:
-                parts = _la.graph_reverse(ctx, s, k, row, g)
-            else:
-                raise AssertionError(code)
+        rules = FAMILY_RULES[family(code)]
+        if rules.expands_adjoint and g.numel() != row[_SIZE]:     # (it indexes the adjoint: all elements explicit)
+            g = expand_adjoint(g, row[_SIZE])
+        parts = rules.differentiable_reverse(ctx, s, index(code), row, f0, f1, g)
         for i, r in parts:
             if check:
                 _check_finite(T, s, row, i, r)

@@ -13,11 +13,10 @@ Each family's kernel stands next to its reverse: ``unary_forward`` and
 import numpy as np
 
 from .._jit import address_as_pointer, jit, numba
-from ..ops import reduce as _rd
-from ..ops import shape as _sh
 from ..ops.linalg import linalg_forward
 from ..ops.reduce import reduce_forward
-from ..ops.registry import BINARY, LINALG, META_END, REDUCE, SHAPE, UNARY
+from ..ops.registry import (BINARY, FAMILY_RULES, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, REDUCE, SHAPE, UNARY,
+                            family, index)
 from ..ops.shape import shape_forward
 from ..tape import A, AUX, B, C, F0, F1, OP, PARAM, VAL
 from .sweep import _gen
@@ -33,14 +32,9 @@ def forward_known(ints, sizes, aux, live):
     known = np.zeros(n, np.uint8)
     for e in range(n):
         op = int(ints[e, OP])
-        fam, k = op >> 6, op & 63
-        if fam in (UNARY, BINARY, LINALG):
-            known[e] = 1
-        elif fam == REDUCE:         # groups of consecutive elements: NumPy's own summation order
-            known[e] = (k in _rd.COMPILED_FORWARD and sizes[ints[e, A]] > 0
-                        and _rd.forward_runs(int(ints[e, PARAM]), int(sizes[ints[e, A]]), aux, int(ints[e, AUX])))
-        elif fam == SHAPE:
-            known[e] = k in _sh.COMPILED_FORWARD and e not in live
+        rules = FAMILY_RULES.get(family(op))        # (none for meta entries)
+        if rules is not None:
+            known[e] = rules.compiled_forward(index(op), ints, e, sizes, aux, live)
     return known
 
 
@@ -66,8 +60,8 @@ def replay_forward(ints, flts, sizes, vaddr, aux, known, start):
             continue
         if not known[e]:
             return e
-        fam = op >> 6
-        k = op & 63
+        fam = op >> FAMILY_SHIFT
+        k = op & INDEX_MASK
         a = ints[e, A]
         at = ints[e, AUX]
         i1 = ints[e, PARAM]

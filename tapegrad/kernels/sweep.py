@@ -19,7 +19,8 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..ops.registry import BINARY, CONST, EXT, LINALG, META_END, OPCODES, REDUCE, SAVES_BY_RG, SHAPE, UNARY
+from ..ops.registry import (BINARY, CONST, EXT, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
+                            SAVES_BY_RG, SHAPE, UNARY, index)
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from .index import slot_view, strided_scatter_add
@@ -31,14 +32,14 @@ binary_reverse = _gen.binary_reverse
 replay_scalar = _gen.replay_scalar     # tapegrad.replay: a tape of single numbers, forward
 sweep_scalar = _gen.sweep_scalar       # ... and reverse
 
-ADD = OPCODES["add"] & 63
-SUB = OPCODES["sub"] & 63
+ADD = index(OPCODES["add"])
+SUB = index(OPCODES["sub"])
 
 # What an entry keeps (bits: 1 input a, 2 b, 4 c, 8 output), by opcode and by which
 # of its inputs need a gradient: bit 0 input a, bit 1 input b (a constant's slot is
 # the one kind of input that does not).  ``mark`` and ``free_saved`` compute those
 # bits inline (a helper kernel would load Numba when they run as Python).
-SAVES_TABLE = np.zeros((6 << 6, 4), np.int64)
+SAVES_TABLE = np.zeros((6 << FAMILY_SHIFT, 4), np.int64)
 for _code, _masks in SAVES_BY_RG.items():
     SAVES_TABLE[_code] = _masks
 
@@ -152,7 +153,7 @@ def address(a):
 @jit
 def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
     """Returns (process, reach, needval, error entry or -1, mask of the processed
-    entries' families: bit ``op >> 6``, see ``run_for``)."""
+    entries' families: bit ``op >> FAMILY_SHIFT``, see ``run_for``)."""
     n = ints.shape[0]
     reach = np.zeros(n, np.uint8)
     process = np.zeros(n, np.uint8)
@@ -212,7 +213,7 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
         if freed[e]:
             return process, reach, needval, e, fams
         process[e] = 1
-        fams |= 1 << (op >> 6)
+        fams |= 1 << (op >> FAMILY_SHIFT)
         a = ints[e, A]
         b = ints[e, B]
         sv = saves[op, (1 if a >= 0 and ints[a, OP] != CONST else 0) | (2 if b >= 0 and ints[b, OP] != CONST else 0)]
@@ -288,8 +289,8 @@ def _make_run(fams):
             if not process[e]:
                 continue
             op = ints[e, OP]
-            fam = op >> 6
-            k = op & 63
+            fam = op >> FAMILY_SHIFT
+            k = op & INDEX_MASK
             a = ints[e, A]
             b = ints[e, B]
             c = ints[e, C]

@@ -1,10 +1,13 @@
 """Elementwise operations: one line per op.
 
-Each row gives the op's name, its grad_fn name, its forward (a NumPy function)
-and its reverse rule as an expression.  The reverse expressions are compiled into
-the Numba sweep by ``tapegrad.kernels.codegen``; the names an expression uses
-decide what the tape keeps for the reverse pass (``x``/``a``/``b``: inputs, ``y``:
-the output), so an op that needs nothing saves nothing.
+Each row gives the op's name, its grad_fn name, its forward (a NumPy function),
+its reverse rule as an expression and its forward on one float as an expression
+(the compiled replay of single numbers).  ``tapegrad.kernels.codegen`` checks
+every row at import (``check_row``: an ``OpDefinitionError`` names the op and the
+missing or unknown piece) and compiles the expressions into the Numba kernels; the
+names a reverse rule uses decide what the tape keeps for the reverse pass
+(``x``/``a``/``b``: inputs, ``y``: the output), so an op that needs nothing saves
+nothing.  The same rules, evaluated over tensors, are the differentiable reverse.
 
 Unary rules see ``g`` (the output's adjoint), ``x``, ``y`` and the scalar
 parameters ``p``, ``q``; binary rules see ``g``, ``a``, ``b``, ``c`` (the
@@ -22,23 +25,29 @@ from .registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
 
 
 class Unary:
-    __slots__ = ("name", "grad_fn", "forward", "rule", "nparams", "code", "saves", "nm", "record", "graph",
-                 "number")
+    """One unary op: its name, grad_fn name, NumPy forward, reverse rule (an
+    expression in ``g, x, y, p, q``) and its forward on one float (an expression in
+    ``x, p, q``, the compiled replay of single numbers)."""
+    __slots__ = ("name", "grad_fn", "forward", "rule", "scalar", "nparams", "code", "saves", "nm", "record",
+                 "graph", "number")
 
-    def __init__(self, name, grad_fn, forward, rule, nparams=0, saves_anyway=False, number=None):
-        self.name, self.grad_fn, self.forward, self.rule = name, grad_fn, forward, rule
+    def __init__(self, name, grad_fn, forward, rule, scalar, nparams=0, saves_anyway=False, number=None):
+        self.name, self.grad_fn, self.forward, self.rule, self.scalar = name, grad_fn, forward, rule, scalar
         self.nparams = nparams
         self.saves = SAVE_MARKER if saves_anyway else 0
         self.number = number        # the forward on one Python float (see the comment on UNARY_OPS), or None
 
 
 class Binary:
-    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "code", "saves", "reads", "nm", "record", "graph",
-                 "operator", "number")
+    """One binary op: as ``Unary``, with a reverse rule for each input (expressions in
+    ``g, a, b, c, y``; ``c`` is where's condition) and the one-float forward in
+    ``a, b, c``."""
+    __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "scalar", "code", "saves", "reads", "nm",
+                 "record", "graph", "operator", "number")
 
-    def __init__(self, name, grad_fn, forward, rule_a, rule_b, number=None):
+    def __init__(self, name, grad_fn, forward, rule_a, rule_b, scalar, number=None):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
-        self.rule_a, self.rule_b = rule_a, rule_b
+        self.rule_a, self.rule_b, self.scalar = rule_a, rule_b, scalar
         self.number = number
 
 
@@ -132,6 +141,13 @@ def _div_trunc(a, b):
         return np.trunc(np.divide(a, b))
 
 
+def _atan2(a, b):
+    # (a and b have one dtype here; integers and bools give the default float, as in PyTorch)
+    if a.dtype.kind != "f":
+        a, b = a.astype(DEFAULT), b.astype(DEFAULT)
+    return np.arctan2(a, b)
+
+
 def _div_floor(a, b):
     # NumPy's floor division of floats is PyTorch's (and Python's): 1.0 // 0.1 is 9
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -150,76 +166,72 @@ def _swapped(f):
 
 
 UNARY_OPS = [
-    #     name        grad_fn             forward       reverse
-    Unary("neg",      "NegBackward0",     np.negative,  "-g", number=_operator.neg),
-    Unary("abs",      "AbsBackward0",     np.abs,       "g * sign(x)", number=abs),
-    Unary("exp",      "ExpBackward0",     np.exp,       "g * y"),
-    Unary("log",      "LogBackward0",     np.log,       "g / x"),
-    Unary("log1p",    "Log1PBackward0",   np.log1p,     "g / (1.0 + x)"),
-    Unary("expm1",    "Expm1Backward0",   np.expm1,     "g * (y + 1.0)"),
-    Unary("sqrt",     "SqrtBackward0",    np.sqrt,      "g / (2.0 * y)", number=_math.sqrt),
-    Unary("sin",      "SinBackward0",     np.sin,       "g * cos(x)", number=_math.sin),
-    Unary("cos",      "CosBackward0",     np.cos,       "-g * sin(x)", number=_math.cos),
-    Unary("tan",      "TanBackward0",     np.tan,       "g * (1.0 + y * y)"),
-    Unary("tanh",     "TanhBackward0",    np.tanh,      "g * (1.0 - y * y)"),
-    Unary("sigmoid",  "SigmoidBackward0", expit,        "g * y * (1.0 - y)"),
-    Unary("relu",     "ReluBackward0",    _relu,        "where(x <= 0.0, 0.0, g)"),
-    Unary("sign",     "SignBackward0",    _sign,        "0.0 * g"),
-    Unary("floor",    "FloorBackward0",   np.floor,     "0.0 * g"),
-    Unary("round",    "RoundBackward0",   np.round,     "0.0 * g"),
-    Unary("clamp",    "ClampBackward1",   _clamp,       "where((x >= p) and (x <= q), g, 0.0)", nparams=2),
+    #     name        grad_fn             forward       reverse                 forward on one float
+    Unary("neg",      "NegBackward0",     np.negative,  "-g",                   "-x", number=_operator.neg),
+    Unary("abs",      "AbsBackward0",     np.abs,       "g * sign(x)",          "abs(x)", number=abs),
+    Unary("exp",      "ExpBackward0",     np.exp,       "g * y",                "exp(x)"),
+    Unary("log",      "LogBackward0",     np.log,       "g / x",                "log(x)"),
+    Unary("log1p",    "Log1PBackward0",   np.log1p,     "g / (1.0 + x)",        "log1p(x)"),
+    Unary("expm1",    "Expm1Backward0",   np.expm1,     "g * (y + 1.0)",        "expm1(x)"),
+    Unary("sqrt",     "SqrtBackward0",    np.sqrt,      "g / (2.0 * y)",        "sqrt(x)", number=_math.sqrt),
+    Unary("sin",      "SinBackward0",     np.sin,       "g * cos(x)",           "sin(x)", number=_math.sin),
+    Unary("cos",      "CosBackward0",     np.cos,       "-g * sin(x)",          "cos(x)", number=_math.cos),
+    Unary("tan",      "TanBackward0",     np.tan,       "g * (1.0 + y * y)",    "tan(x)"),
+    Unary("tanh",     "TanhBackward0",    np.tanh,      "g * (1.0 - y * y)",    "tanh(x)"),
+    Unary("sigmoid",  "SigmoidBackward0", expit,        "g * y * (1.0 - y)",    "1.0 / (1.0 + exp(-x))"),
+    Unary("relu",     "ReluBackward0",    _relu,        "where(x <= 0.0, 0.0, g)", "mx(x, 0.0)"),
+    Unary("sign",     "SignBackward0",    _sign,        "0.0 * g",              "sign(x)"),
+    Unary("floor",    "FloorBackward0",   np.floor,     "0.0 * g",              "np.floor(x)"),
+    Unary("round",    "RoundBackward0",   np.round,     "0.0 * g",              "np.rint(x)"),
+    Unary("clamp",    "ClampBackward1",   _clamp,       "where((x >= p) and (x <= q), g, 0.0)", "mn(mx(x, p), q)",
+          nparams=2),
     # Python-scalar operands ride in the parameter p
-    Unary("add_s",    "AddBackward0",     np.add,       "g", nparams=1, number=_operator.add),
-    Unary("mul_s",    "MulBackward0",     np.multiply,  "g * p", nparams=1, saves_anyway=True, number=_operator.mul),
-    Unary("div_s",    "DivBackward0",     np.divide,    "g / p", nparams=1, saves_anyway=True,
+    Unary("add_s",    "AddBackward0",     np.add,       "g",                    "x + p", nparams=1,
+          number=_operator.add),
+    Unary("mul_s",    "MulBackward0",     np.multiply,  "g * p",                "x * p", nparams=1, saves_anyway=True,
+          number=_operator.mul),
+    Unary("div_s",    "DivBackward0",     np.divide,    "g / p",                "x / p", nparams=1, saves_anyway=True,
           number=_operator.truediv),
-    Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g", nparams=1, number=_swapped(_operator.sub)),
-    Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)", nparams=1,
+    Unary("rsub_s",   "RsubBackward1",    _rsub,        "-g",                   "p - x", nparams=1,
+          number=_swapped(_operator.sub)),
+    Unary("rdiv_s",   "DivBackward0",     _rdiv,        "-g * p / (x * x)",     "p / x", nparams=1,
           number=_swapped(_operator.truediv)),
-    Unary("pow_s",    "PowBackward0",     _pow,         "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", nparams=1),
-    Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))", nparams=1),
-    Unary("copy",     "CloneBackward0",   np.copy,      "g"),
+    Unary("pow_s",    "PowBackward0",     _pow,         "where(p == 0.0, 0.0, g * p * ipow(x, p - 1.0))", "ipow(x, p)",
+          nparams=1),
+    Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))",
+          "p ** x", nparams=1),
+    Unary("copy",     "CloneBackward0",   np.copy,      "g",                    "x"),
 ]
 
 BINARY_OPS = [
-    #      name        grad_fn              forward      reverse for a, reverse for b
-    Binary("add",      "AddBackward0",      np.add,      "g", "g", number=_operator.add),
-    Binary("sub",      "SubBackward0",      np.subtract, "g", "-g", number=_operator.sub),
-    Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a", number=_operator.mul),
-    Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)", number=_operator.truediv),
+    #      name        grad_fn              forward      reverse for a, reverse for b, forward on one float each
+    Binary("add",      "AddBackward0",      np.add,      "g", "g", "a + b", number=_operator.add),
+    Binary("sub",      "SubBackward0",      np.subtract, "g", "-g", "a - b", number=_operator.sub),
+    Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a", "a * b", number=_operator.mul),
+    Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)", "a / b",
+           number=_operator.truediv),
     Binary("pow",      "PowBackward1",      _power,
            "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
-           "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))"),
+           "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))", "a ** b"),
     # (written as PyTorch's masks, so a nan operand passes the gradient to both)
     Binary("maximum",  "MaximumBackward0",  np.maximum,
            "where(a < b, 0.0, where(a == b, 0.5 * g, g))",
-           "where(b < a, 0.0, where(a == b, 0.5 * g, g))"),
+           "where(b < a, 0.0, where(a == b, 0.5 * g, g))", "mx(a, b)"),
     Binary("minimum",  "MinimumBackward0",  np.minimum,
            "where(a > b, 0.0, where(a == b, 0.5 * g, g))",
-           "where(b > a, 0.0, where(a == b, 0.5 * g, g))"),
+           "where(b > a, 0.0, where(a == b, 0.5 * g, g))", "mn(a, b)"),
     # where(c, a, b): the condition c is a third (constant) input
-    Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)"),
+    Binary("where",    "WhereBackward0",    _where,      "where(c != 0.0, g, 0.0)", "where(c != 0.0, 0.0, g)",
+           "where(c != 0.0, a, b)"),
     # div(rounding_mode="trunc" / "floor") of floats: a step function, zero gradient (PyTorch)
-    Binary("div_trunc", "DivBackward2",     _div_trunc,  "0.0 * g", "0.0 * g"),
-    Binary("div_floor", "DivBackward2",     _div_floor,  "0.0 * g", "0.0 * g"),
+    Binary("div_trunc", "DivBackward2",     _div_trunc,  "0.0 * g", "0.0 * g", "np.trunc(a / b)"),
+    Binary("div_floor", "DivBackward2",     _div_floor,  "0.0 * g", "0.0 * g", "a // b"),
+    # PyTorch's: 0 where a * a + b * b is 0 (at (0, 0), and where it underflows), not 0/0
+    Binary("atan2",    "Atan2Backward0",    _atan2,
+           "where(a * a + b * b == 0.0, 0.0, g * b / where(a * a + b * b == 0.0, 1.0, a * a + b * b))",
+           "where(a * a + b * b == 0.0, 0.0, -g * a / where(a * a + b * b == 0.0, 1.0, a * a + b * b))",
+           "atan2(a, b)"),
 ]
-
-
-# The forward again, for one element at a time: the compiled replay of tapes whose
-# values are all single numbers (``tapegrad.kernels.codegen`` turns these into one
-# Numba function per family).  ``mx``/``mn`` are NumPy's NaN-propagating maximum and
-# minimum.
-SCALAR_FORWARD = {
-    "neg": "-x", "abs": "abs(x)", "exp": "exp(x)", "log": "log(x)", "log1p": "log1p(x)",
-    "expm1": "expm1(x)", "sqrt": "sqrt(x)", "sin": "sin(x)", "cos": "cos(x)", "tan": "tan(x)",
-    "tanh": "tanh(x)", "sigmoid": "1.0 / (1.0 + exp(-x))", "relu": "mx(x, 0.0)", "sign": "sign(x)",
-    "floor": "np.floor(x)", "round": "np.rint(x)", "clamp": "mn(mx(x, p), q)",
-    "add_s": "x + p", "mul_s": "x * p", "div_s": "x / p", "rsub_s": "p - x", "rdiv_s": "p / x",
-    "pow_s": "ipow(x, p)", "rpow_s": "p ** x", "copy": "x",
-    "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "a ** b",
-    "maximum": "mx(a, b)", "minimum": "mn(a, b)", "where": "where(c != 0.0, a, b)",
-    "div_trunc": "np.trunc(a / b)", "div_floor": "a // b",
-}
 
 
 NUMBER_FORWARD = {op.name: op.number for op in UNARY_OPS + BINARY_OPS if op.number is not None}
@@ -730,11 +742,54 @@ def binary(op, a, b, c=None, name=-1):
 # -- differentiable reverse (create_graph=True) ----------------------------------------
 # The same rule strings, evaluated with tapegrad's own operations on tensors, so
 # the gradient is recorded and can be differentiated again.  Conditions are not
-# differentiated (``and`` becomes ``&`` on boolean tensors).
-from .shape import gather_flat, scatter_add     # noqa: E402
+# differentiated (``and`` becomes ``&`` on boolean tensors).  A rule may call
+# ``where``, ``ipow`` and any unary op of the table by its name (on a number, the
+# NumPy function of that name: a rule may apply it to a parameter);
+# ``kernels.codegen.check_row`` refuses a rule calling anything else.
+from .registry import UNARY as _UNARY_FAMILY, BINARY as _BINARY_FAMILY, FamilyRules, register_family  # noqa: E402
+from .shape import expand_adjoint, gather_flat, scatter_add     # noqa: E402
 
 
-_GRAPH_NS = {}     # the names rules use, bound to tensor functions on first use
+def _operand(v, like):
+    """A rule's number operand of ``where`` as a tensor of ``like``'s dtype."""
+    if isinstance(v, Tensor):
+        return v
+    return Tensor._const(np.asarray(v, with_number(like.dtype, v)))
+
+
+def tensor_where(cond, a, b):
+    """where() of a rule: ``cond`` a bool tensor or a Python bool, ``a``/``b`` tensors or numbers."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    like = a if isinstance(a, Tensor) else b
+    return BINARY_BY_NAME["where"].record(_operand(a, like), _operand(b, like), cond)
+
+
+def _ipow_rule(v, e):
+    if isinstance(e, Tensor):
+        return BINARY_BY_NAME["pow"].record(v, e)
+    if type(e) is float and e == 1.0 and isinstance(v, Tensor):
+        return _pow1(v)
+    return UNARY_BY_NAME["pow_s"].record(v, e)
+
+
+def _tensor_or_number(op):
+    number = getattr(np, op.name, op.forward)
+
+    def f(v, *args):
+        return op.record(v, *args) if isinstance(v, Tensor) else number(v, *args)
+    f.__name__ = op.name
+    return f
+
+
+_GRAPH_NS = {op.name: _tensor_or_number(op) for op in UNARY_OPS}
+_GRAPH_NS.update(where=tensor_where, ipow=_ipow_rule)
+GRAPH_FUNCTIONS = frozenset(_GRAPH_NS)      # what a rule may call
+
+
+def _graph_ns():
+    """The names rules are evaluated with (the differentiable reverse)."""
+    return _GRAPH_NS
 
 
 def _graph_rule(rule, params):
@@ -746,26 +801,6 @@ for _op in UNARY_OPS:
     _op.graph = _graph_rule(_op.rule, "g, x, y, p, q")
 for _op in BINARY_OPS:
     _op.graph = (_graph_rule(_op.rule_a, "g, a, b, c, y"), _graph_rule(_op.rule_b, "g, a, b, c, y"))
-
-
-def _graph_ns():
-    if "where" not in _GRAPH_NS:
-        from .. import functions as F
-
-        def where(cond, a, b):
-            if isinstance(cond, (bool, np.bool_)):
-                return a if cond else b
-            return F.where(cond, a, b)
-        def either(tensor_fn, number_fn):      # a rule may apply a function to a parameter
-            return lambda v, *a: tensor_fn(v, *a) if isinstance(v, Tensor) else number_fn(v, *a)
-        def ipow(v, e):
-            if type(e) is float and e == 1.0 and isinstance(v, Tensor):
-                return _pow1(v)
-            return F.pow(v, e)
-        _GRAPH_NS.update(where=where, sign=either(F.sign, np.sign), sin=either(F.sin, np.sin),
-                         cos=either(F.cos, np.cos), log=either(F.log, np.log), exp=either(F.exp, np.exp),
-                         ipow=ipow)
-    return _GRAPH_NS
 
 
 def _pow1(x):
@@ -785,11 +820,6 @@ def _pow1(x):
     return Tensor._recorded(out, T, o, x._ver)
 
 
-def _expand_adjoint(g, n):
-    from ..autograd.differentiable import expand_adjoint
-    return expand_adjoint(g, n)
-
-
 def _adjoint(r, g):
     """A rule's result as a tensor of g's size (a rule may fold to a number)."""
     if isinstance(r, Tensor):
@@ -797,17 +827,17 @@ def _adjoint(r, g):
     return Tensor._wrap(np.full(g._data.shape, r, g.dtype))
 
 
-def graph_reverse(ctx, s, family, k, row, f0, f1, g):
-    if "where" not in _GRAPH_NS:
-        _graph_ns()
-    if family == UNARY:
-        op = UNARY_OPS[k]
-        a = row[_tp.A]
-        if not ctx.needs(a):
-            return []
-        x = ctx.value(a) if op.saves & 1 else None
-        y = ctx.value(s) if op.saves & 8 else None
-        return [(a, _adjoint(op.graph(g, x, y, f0, f1), g))]
+def unary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
+    op = UNARY_OPS[k]
+    a = row[_tp.A]
+    if not ctx.needs(a):
+        return []
+    x = ctx.value(a) if op.saves & 1 else None
+    y = ctx.value(s) if op.saves & 8 else None
+    return [(a, _adjoint(op.graph(g, x, y, f0, f1), g))]
+
+
+def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
     op = BINARY_OPS[k]
     ins = (row[_tp.A], row[_tp.B], row[_tp.C])
     i0, bits = row[_tp.AUX], row[_tp.PARAM]
@@ -838,7 +868,7 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
         size, n_out = ctx.size(sl), row[_tp.SIZE]
         if size != n_out or maps[j] is not None:
             if r.numel() != n_out:      # one element standing for the whole output: made explicit
-                r = _expand_adjoint(r, n_out)
+                r = expand_adjoint(r, n_out)
             if maps[j] is not None:
                 r = scatter_add(r, maps[j], size)
             else:                       # a one-element operand broadcast over the output
@@ -848,19 +878,21 @@ def graph_reverse(ctx, s, family, k, row, f0, f1, g):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_prepare(family, k, row, f0, f1):
+def unary_replay_rule(k, row, aux, shape, name, f0, f1):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
     the recorder's NumPy call with the entry's constants bound once."""
-    if family == UNARY:
-        op = UNARY_OPS[k]
-        a, fwd, n = row[_tp.A], op.forward, op.nparams
-        if n == 0:
-            return lambda v: np.asarray(fwd(v[a]))
-        if op.name in _CONST_OPERAND:
-            return lambda v: np.asarray(fwd(v[a], _constant(f0, v[a].dtype)))
-        if n == 1:
-            return lambda v: np.asarray(fwd(v[a], f0))
-        return lambda v: np.asarray(fwd(v[a], f0, f1))
+    op = UNARY_OPS[k]
+    a, fwd, n = row[_tp.A], op.forward, op.nparams
+    if n == 0:
+        return lambda v: np.asarray(fwd(v[a]))
+    if op.name in _CONST_OPERAND:
+        return lambda v: np.asarray(fwd(v[a], _constant(f0, v[a].dtype)))
+    if n == 1:
+        return lambda v: np.asarray(fwd(v[a], f0))
+    return lambda v: np.asarray(fwd(v[a], f0, f1))
+
+
+def binary_replay_rule(k, row, aux, shape, name, f0, f1):
     op = BINARY_OPS[k]
     a, b, c, fwd = row[_tp.A], row[_tp.B], row[_tp.C], op.forward
 
@@ -870,3 +902,16 @@ def replay_prepare(family, k, row, f0, f1):
             ad, bd = _promote(ad, bd)
         return np.asarray(fwd(ad, bd) if c < 0 else fwd(v[c], ad, bd))
     return f
+
+
+def _always(k, ints, e, sizes, aux, live):
+    return True
+
+
+# Every elementwise op has a compiled reverse, a compiled replay of arrays and of
+# single numbers (the kernels generated from the rows).
+register_family(_UNARY_FAMILY, FamilyRules(unary_differentiable_reverse, unary_replay_rule, expands_adjoint=False,
+                                           scalar_replay=frozenset(range(len(UNARY_OPS))), compiled_forward=_always))
+register_family(_BINARY_FAMILY, FamilyRules(binary_differentiable_reverse, binary_replay_rule, expands_adjoint=False,
+                                            scalar_replay=frozenset(range(len(BINARY_OPS))),
+                                            compiled_forward=_always))

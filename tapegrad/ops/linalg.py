@@ -10,7 +10,7 @@ from .. import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
 from ..tensor import Tensor
 from .promotion import torch_name
-from .registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, define, name_id
+from .registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
 
 # dA = G @ B^T reads b, dB = A^T @ G reads a: each kept only when the other needs a gradient
 MATMUL = define(LINALG, 0, "matmul", reads=(SAVE_B, SAVE_A))
@@ -241,7 +241,7 @@ def bmm(input, mat2):
 # -- differentiable reverse (create_graph=True) ----------------------------------------
 # ``linalg_reverse`` with tapegrad's own ops: dA = G @ B^T, dB = A^T @ G per batch,
 # batches gathered from / scatter-added to the operands that were broadcast.
-def graph_reverse(ctx, s, k, row, g):
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     from .shape import gather_flat, scatter_add, transpose
     a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
     aux = ctx.aux
@@ -284,6 +284,14 @@ def graph_reverse(ctx, s, k, row, g):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_prepare(k, row):
+def replay_rule(k, row, aux, shape, name, f0, f1):
     a, b = row[_tp.A], row[_tp.B]
     return lambda v: np.asarray(np.matmul(v[a], v[b]))
+
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    return True
+
+
+register_family(LINALG, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                    scalar_replay=frozenset(), compiled_forward=_compiled_forward))

@@ -1,12 +1,20 @@
-"""Reductions and normalisations along dimensions.
+"""Reductions, normalisations and scans along dimensions.
 
 Every op here maps each input element to a group (the output element it reduces
-into, or its softmax row) through one strided descriptor, so a single kernel
-serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in max/min/amax split
-the gradient evenly (PyTorch's full-reduction rule); a NaN maximum sends it to
-the NaNs for max()/min() and makes it NaN for amax/amin, as in PyTorch;
-``max(dim)`` returns indices and gives the whole gradient to them (see
+into, or its row for softmax and cumsum) through one strided descriptor, so a
+single kernel serves any ``dim`` (int or tuple) and ``keepdim``.  Ties in
+max/min/amax split the gradient evenly (PyTorch's full-reduction rule); a NaN
+maximum sends it to the NaNs for max()/min() and makes it NaN for amax/amin, as in
+PyTorch; ``max(dim)`` returns indices and gives the whole gradient to them (see
 ``max_dim``).  prod's gradient follows PyTorch's too (NaN and inf included).
+
+The file has one section per op (``# -- sum --``...): its declaration (opcode,
+what it saves, whether its groups are rows), its public function, its
+differentiable reverse and its replay rule.  The family's shared pieces come
+first; last the family kernels, where each op's compiled reverse is its branch
+of ``reduce_reverse`` (one function: a function per op, even inlined, made the
+cold compile of ``python -m tapegrad warmup`` about 5% longer), and the family's
+registration.
 """
 import math
 
@@ -19,25 +27,646 @@ from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, 
 from ..tensor import Tensor, _wrap_dim
 from .promotion import DEFAULT, torch_name
 from ._args import REQUIRED, numpy_names
-from .registry import REDUCE, define, name_id, SAVE_A, SAVE_OUT
+from .registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError, define,
+                       name_id, register_family)
+from .shape import gather_flat, scatter_add, strided_view, to_dtype
 
-# kernel index, op name, what the reverse reads
-SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX = range(9)
-CODES = {
-    SUM: define(REDUCE, SUM, "sum"),
-    MEAN: define(REDUCE, MEAN, "mean"),
-    PROD: define(REDUCE, PROD, "prod", SAVE_A),
-    VAR: define(REDUCE, VAR, "var", SAVE_A),
-    STD: define(REDUCE, STD, "std", SAVE_A | SAVE_OUT),
-    EXTREMUM: define(REDUCE, EXTREMUM, "extremum", SAVE_A | SAVE_OUT),
-    LOGSUMEXP: define(REDUCE, LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT),
-    SOFTMAX: define(REDUCE, SOFTMAX, "softmax", SAVE_OUT),
-    LOG_SOFTMAX: define(REDUCE, LOG_SOFTMAX, "log_softmax", SAVE_OUT),
-}
+# kernel indices (the branches of ``reduce_reverse``)
+SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM = range(10)
+
+# -- the family's shared pieces ------------------------------------------------
+CODES = {}              # kernel index -> opcode
+PER_ROW = set()         # ops whose output has the input's shape: a group is a row along ``dim``
+_DIFFERENTIABLE = {}    # kernel index -> differentiable reverse (see ``differentiable_reverse``)
+_REPLAY = {}            # kernel index -> replay rule (see ``replay_rule``)
 
 
+def declare(k, name, saves=0, per_row=False):
+    """Kernel ``k``'s opcode, with what its entries keep for the reverse pass
+    (``SAVE_A``: the input, ``SAVE_OUT``: the output; ``_record`` reads it back)."""
+    CODES[k] = define(REDUCE, k, name, saves)
+    if per_row:
+        PER_ROW.add(k)
+    return CODES[k]
+
+
+def differentiable(k):
+    """Register ``f(ctx, s, a, g, gi, ngroups, n, f0)``, the adjoint of input ``a``
+    for the flat adjoint ``g`` of entry ``s``, with tapegrad's own ops (``gi``: the
+    group of each input element)."""
+    def register(f):
+        _DIFFERENTIABLE[k] = f
+        return f
+    return register
+
+
+def replay(k):
+    """Register ``f(a, axes, ax, shape, name, f0)``: the entry's forward as a
+    function of the slot values (``axes``: the reduced axes, ``ax`` the first)."""
+    def register(f):
+        _REPLAY[k] = f
+        return f
+    return register
+
+
+def normalize_dims(dim, ndim):
+    """``dim`` (None, int, or tuple) as a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if ndim == 0:
+        dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+        for d in dims:
+            _wrap_dim(d, 0)
+        if len(dims) > 1:
+            _repeated(dims, 0)
+        return ()
+    if isinstance(dim, (list, tuple)):
+        if len(dim) == 0:
+            return tuple(range(ndim))
+        axes = {_wrap_dim(d, ndim) for d in dim}
+        if len(axes) != len(dim):
+            _repeated(dim, ndim)
+        return tuple(sorted(axes))
+    return (_wrap_dim(dim, ndim),)
+
+
+def _repeated(dims, ndim):
+    seen = set()
+    for d in dims:
+        w = _wrap_dim(d, ndim)
+        if w in seen:
+            raise RuntimeError("dim %d appears multiple times in the list of dims" % w)
+        seen.add(w)
+
+
+_GROUPS = {}
+
+
+def _groups(shape, axes):
+    key = (shape, axes)
+    w = _GROUPS.get(key)
+    if w is None:
+        w = _GROUPS[key] = np.array(_group_words(shape, axes), np.int64)
+    return w
+
+
+def _group_words(shape, axes):
+    kept = [shape[d] for d in range(len(shape)) if d not in axes]
+    ks = c_strides(kept)
+    st, j = [], 0
+    for d in range(len(shape)):
+        if d in axes:
+            st.append(0)
+        else:
+            st.append(ks[j])
+            j += 1
+    return descriptor(shape, st)
+
+
+def _record(kind, x, out, axes, name, f0=0.0):
+    """Record op ``kind`` of ``x`` along ``axes`` (its group descriptor in aux), keeping
+    what ``declare`` said it saves."""
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    if not x._rg or not _tp.state().grad:
+        return Tensor._wrap(out)
+    T = _tp.current()
+    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    code = CODES[kind]
+    saves = SAVES_BY_RG[code][0]
+    if saves & SAVE_A:
+        T.vals[s] = x._data
+    d = x._data
+    if kind in PER_ROW:
+        ngroups = d.size // (d.shape[axes[0]] if axes else 1) if d.size else 0
+    else:
+        ngroups = out.size
+    at = T.aux_append(_groups(d.shape, axes))     # also records the input's shape
+    ver = [0]
+    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, bool(saves & SAVE_OUT), ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def _spread(g, gi, ngroups, n):
+    """The flat per-group adjoint ``g`` spread over each group's elements."""
+    return strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
+
+
+def _name(base, dim):
+    return base + ("Backward0" if dim is None else "Backward1")
+
+
+def _count(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+# -- sum --------------------------------------------------------------------------
+declare(SUM, "sum")
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("sum", kw, dim, keepdim)
+    axes = normalize_dims(dim, x.ndim)
+    d = x._data
+    out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
+    if d.dtype.kind in "biu" and dtype is None:       # (uint8 too: NumPy sums it as uint64)
+        out = out.astype(np.int64)
+    return _record(SUM, x, out, axes, _name("Sum", dim))
+
+
+@differentiable(SUM)
+def _sum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == 1:        # one element standing for all n (see shape.expand_adjoint)
+        return g
+    return gather_flat(g, gi)
+
+
+@replay(SUM)
+def _sum_replay(a, axes, ax, shape, name, f0):
+    return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
+
+
+# -- mean -------------------------------------------------------------------------
+declare(MEAN, "mean")
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("mean", kw, dim, keepdim)
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    axes = normalize_dims(dim, x.ndim)
+    if not x.dtype.kind == "f":
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+                           "point or complex dtype. Got: %s" % torch_name(x.dtype))
+    return _record(MEAN, x, _mean_values(x._data, axes, keepdim), axes, _name("Mean", dim))
+
+
+def _mean_values(d, axes, keepdim):
+    if d.size:
+        out = d.sum(axis=axes, keepdims=keepdim) / _count(d.shape, axes)
+    else:       # the mean of nothing is nan (PyTorch), without NumPy's warning
+        out = np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
+    return np.asarray(out, d.dtype)
+
+
+@differentiable(MEAN)
+def _mean_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == 1:        # (as sum's)
+        return g / n
+    return gather_flat(g, gi) / (n // ngroups)
+
+
+@replay(MEAN)
+def _mean_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _mean_values(v[a], axes, False).reshape(shape)
+
+
+# -- prod -------------------------------------------------------------------------
+declare(PROD, "prod", SAVE_A)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("prod", kw, dim, keepdim)
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    axes = normalize_dims(dim, x.ndim)
+    d = x._data
+    out = d.prod(axis=axes, keepdims=keepdim, dtype=np.int64 if d.dtype.kind in "biu" else None)
+    return _record(PROD, x, out, axes, _name("Prod", dim), 1.0 if dim is None else 0.0)
+
+
+@differentiable(PROD)
+def _prod_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    xd = x._data
+    zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
+    several = zeros.max(initial=0) > 1
+    if several and _tp.state().grad:
+        raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
+                                  "or more zeros is not supported")
+
+    def product():
+        out = np.ones(ngroups, xd.dtype)
+        np.multiply.at(out, gi, xd)
+        return out
+    y = ctx.value(s, product)        # the product itself (not saved), so its own reverse is used
+    safe = tensor_where(Tensor._wrap(xd == 0), 1.0, x)
+    others = tensor_where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
+                   gather_flat(y, gi) / safe)
+    if several:     # (not differentiated further) a group with two zeros: all its products of others are 0
+        others = tensor_where(Tensor._wrap((xd == 0) & (zeros[gi] > 1)), 0.0, others)
+    return _spread(g, gi, ngroups, n) * others
+
+
+def _group_prod(x, gi, ngroups):
+    """Product of each group of the flat tensor ``x`` (differentiable): the groups
+    laid out as the rows of a matrix, by sorting."""
+    order = np.argsort(gi, kind="stable")
+    rows = gather_flat(x, order).reshape(ngroups, -1)
+    return prod(rows, dim=1)
+
+
+@replay(PROD)
+def _prod_replay(a, axes, ax, shape, name, f0):
+    return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
+
+
+# -- var, std ---------------------------------------------------------------------
+declare(VAR, "var", SAVE_A)
+declare(STD, "std", SAVE_A | SAVE_OUT)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return float(correction)
+    return 1.0 if unbiased in (None, True) else 0.0
+
+
+def _check_float(x):
+    if x.dtype.kind != "f":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+
+
+def _var_std(kind, what, input, dim, unbiased, keepdim, correction, kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names(what, kw, dim, keepdim)
+    _check_float(x)
+    axes = normalize_dims(dim, x.ndim)
+    c = _correction(unbiased, correction)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim) if kind == VAR else \
+            x._data.std(axis=axes, ddof=c, keepdims=keepdim)
+    return _record(kind, x, out, axes, "VarBackward0" if kind == VAR else "StdBackward0", c)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+    return _var_std(VAR, "var", input, dim, unbiased, keepdim, correction, kw)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+    return _var_std(STD, "std", input, dim, unbiased, keepdim, correction, kw)
+
+
+@differentiable(VAR)
+def _var_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    K = n // ngroups
+    m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
+    return _spread(g, gi, ngroups, n) * 2.0 * (x - m) / (K - f0)
+
+
+@differentiable(STD)
+def _std_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    K = n // ngroups
+    m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
+    Y = gather_flat(ctx.value(s), gi)
+    nz = Tensor._wrap(Y._data != 0)
+    return tensor_where(nz, _spread(g, gi, ngroups, n) * (x - m) / ((K - f0) * tensor_where(nz, Y, 1.0)), 0.0)
+
+
+def _var_std_replay(k):
+    def rule(a, axes, ax, shape, name, f0):
+        def var_std(v):         # ddof f0, quiet as the recorders are
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = v[a]
+                return np.asarray(x.var(axis=axes, ddof=f0) if k == VAR else x.std(axis=axes, ddof=f0)).reshape(shape)
+        return var_std
+    return rule
+
+
+replay(VAR)(_var_std_replay(VAR))
+replay(STD)(_var_std_replay(STD))
+
+
+# -- amax, amin, max(), min() (the extremum kernel) -------------------------------------
+declare(EXTREMUM, "extremum", SAVE_A | SAVE_OUT)
+
+
+def _check_nonempty(x, what, dim):
+    if x._data.size == 0:
+        if dim is None:
+            raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument." % what)
+        for a in normalize_dims(dim, x.ndim):
+            if x.shape[a] == 0:
+                raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, a))
+
+
+def amax(input, dim=None, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("amax", kw, dim, keepdim)
+    axes = normalize_dims(None if dim == () else dim, x.ndim)
+    _check_nonempty(x, "amax", axes)
+    return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0", 1.0)
+
+
+def amin(input, dim=None, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("amin", kw, dim, keepdim)
+    axes = normalize_dims(None if dim == () else dim, x.ndim)
+    _check_nonempty(x, "amin", axes)
+    return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)
+
+
+@differentiable(EXTREMUM)
+def _extremum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    yg = ctx.value(s)._data[gi]
+    xd = ctx.value(a)._data
+    hit = ((xd == yg) | (np.isnan(xd) & np.isnan(yg))).astype(np.float64)
+    cnt = np.bincount(gi, weights=hit, minlength=ngroups)
+    w = hit / np.where(cnt == 0, 1.0, cnt)[gi]
+    if f0 != 0.0:       # amax/amin: a NaN result sends NaN to its whole group (PyTorch)
+        w[np.isnan(yg)] = np.nan
+    return _spread(g, gi, ngroups, n) * Tensor._wrap(w.astype(g.dtype))
+
+
+@replay(EXTREMUM)
+def _extremum_replay(a, axes, ax, shape, name, f0):
+    pick = np.max if name.startswith(("Max", "Amax")) else np.min
+    return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
+
+
+# -- logsumexp --------------------------------------------------------------------
+declare(LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT)
+
+
+def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
+    x = input
+    if kw:
+        dim, keepdim = numpy_names("logsumexp", kw, dim, keepdim, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError("logsumexp() missing 1 required positional argument: 'dim'")
+    axes = normalize_dims(dim, x.ndim)
+    if x.dtype.kind != "f":         # (an integer tensor's is computed in the default dtype)
+        x = Tensor._wrap(x._data.astype(DEFAULT))
+    return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
+
+
+def _logsumexp_values(d, axes, keepdim):
+    if d.ndim == 0:     # the log-sum-exp of one number is the number
+        out = d.astype(np.result_type(d.dtype, np.float32))
+    else:
+        from scipy import special      # (imported on first use: 0.2 s)
+        out = special.logsumexp(d, axis=axes, keepdims=keepdim) if d.size else \
+            np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, -np.inf, d.dtype)
+    return np.asarray(out, d.dtype)
+
+
+@differentiable(LOGSUMEXP)
+def _logsumexp_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    x = ctx.value(a)
+    return _spread(g, gi, ngroups, n) * _exp(x - gather_flat(ctx.value(s), gi))
+
+
+@replay(LOGSUMEXP)
+def _logsumexp_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
+
+
+# -- softmax, log_softmax ------------------------------------------------------------
+declare(SOFTMAX, "softmax", SAVE_OUT, per_row=True)
+declare(LOG_SOFTMAX, "log_softmax", SAVE_OUT, per_row=True)
+
+
+def _shifted(d, axis):
+    """``d - max(d)`` along ``axis`` (a row of -inf stays -inf, not nan)."""
+    m = d.max(axis=axis, keepdims=True)
+    if not np.isfinite(m).all():
+        m[~np.isfinite(m)] = 0.0
+    return d - m
+
+
+def _check_softmax(x, axes, what):
+    if x.dtype.kind != "f":
+        last = "lastdim_" if not axes or axes[0] == x.ndim - 1 else ""
+        raise NotImplementedError("\"%s_%skernel_impl\" not implemented for '%s'" % (what, last, torch_name(x.dtype)))
+
+
+def _softmax_args(what, x, dim, dtype, kw):
+    """(input in ``dtype``, axes) of softmax / log_softmax, with PyTorch's errors."""
+    if kw:
+        dim, _ = numpy_names(what, kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError("%s() missing 1 required positional argument: 'dim'" % what)
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
+    _check_softmax(x, axes, what)
+    return x, axes
+
+
+def softmax(input, dim=REQUIRED, dtype=None, **kw):
+    x, axes = _softmax_args("softmax", input, dim, dtype, kw)
+    return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
+
+
+def _by_rows(k, d, ax):
+    """Softmax or log-softmax of float64 rows (the last axis, contiguous) in one call
+    of the replay's kernel, once the kernels are loaded, for up to 1,024 elements;
+    else None.  Small: NumPy's seven calls cost most of the op (64x10: 30 us against
+    18); from about 1,000 elements NumPy's SIMD exp wins (64x64: 56 us against 95)."""
+    if not (_jit.READY[0] and d.size <= 1024 and d.dtype == np.float64 and ax == d.ndim - 1
+            and d.flags.c_contiguous):
+        return None
+    y = np.empty(d.shape)
+    reduce_forward(k, d.reshape(-1), y.reshape(-1), d.size // d.shape[-1])
+    return y
+
+
+def _softmax_values(d, ax):
+    if d.ndim and d.size:
+        y = _by_rows(SOFTMAX, d, ax)
+        if y is not None:
+            return y
+        e = np.exp(_shifted(d, ax))
+        return e / e.sum(axis=ax, keepdims=True)
+    return np.ones_like(d)
+
+
+def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
+    x, axes = _softmax_args("log_softmax", input, dim, dtype, kw)
+    return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
+                   "LogSoftmaxBackward0")
+
+
+def _log_softmax_values(d, ax):
+    if d.ndim and d.size:
+        y = _by_rows(LOG_SOFTMAX, d, ax)
+        if y is not None:
+            return y
+        s = _shifted(d, ax)
+        return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
+    return np.zeros_like(d)
+
+
+@jit(inline="always")
+def softmax_forward(x, y, ngroups, k):
+    """Softmax (``k == SOFTMAX``) or log-softmax of ``ngroups`` runs, from x - max as ``_shifted``."""
+    kk = x.size // ngroups
+    for g in range(ngroups):
+        lo = g * kk
+        m = x[lo]
+        for i in range(lo + 1, lo + kk):
+            if x[i] > m or x[i] != x[i]:
+                m = x[i]
+        if not math.isfinite(m):
+            m = 0.0
+        for i in range(lo, lo + kk):
+            y[i] = math.exp(x[i] - m)
+        t = pairwise_sum(y, lo, kk)
+        if k == LOG_SOFTMAX:
+            t = math.log(t)
+            for i in range(lo, lo + kk):
+                y[i] = (x[i] - m) - t
+        else:
+            for i in range(lo, lo + kk):
+                y[i] = y[i] / t
+
+
+@differentiable(SOFTMAX)
+def _softmax_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    y = ctx.value(s)
+    return y * (g - gather_flat(scatter_add(g * y, gi, ngroups), gi))
+
+
+@differentiable(LOG_SOFTMAX)
+def _log_softmax_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    y = ctx.value(s)
+    return g - _exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi)
+
+
+@replay(SOFTMAX)
+def _softmax_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _softmax_values(v[a], ax)
+
+
+@replay(LOG_SOFTMAX)
+def _log_softmax_replay(a, axes, ax, shape, name, f0):
+    return lambda v: _log_softmax_values(v[a], ax)
+
+
+# -- cumsum -----------------------------------------------------------------------
+declare(CUMSUM, "cumsum", per_row=True)
+
+
+def cumsum(input, dim=REQUIRED, *, dtype=None, **kw):
+    """Cumulative sum along ``dim``; an integer or bool input sums in int64
+    (PyTorch), ``dtype=`` casts the input first."""
+    x = input
+    if kw:
+        dim, _ = numpy_names("cumsum", kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError('cumsum() missing 1 required positional arguments: "dim"')
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    d = x._data
+    ax = _wrap_dim(dim, d.ndim)
+    if d.ndim == 0:
+        out = d.astype(np.int64) if d.dtype.kind in "biu" and dtype is None else d.copy()
+        return _record(CUMSUM, x, out, (), "CumsumBackward0")
+    out = np.cumsum(d, axis=ax, dtype=np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype)
+    return _record(CUMSUM, x, out, (ax,), "CumsumBackward0")
+
+
+@jit(inline="always")
+def cumsum_forward(x, y, ngroups):
+    kk = x.size // ngroups
+    for g in range(ngroups):
+        t = 0.0
+        for i in range(g * kk, (g + 1) * kk):
+            t += x[i]
+            y[i] = t
+
+
+@differentiable(CUMSUM)
+def _cumsum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    return g if ngroups == n else _reverse_cumsum(ctx, s, g, gi, ngroups)
+
+
+def _reverse_cumsum(ctx, s, g, gi, ngroups):
+    """sum of g over each row from each element on: the row's total minus the
+    cumulative sum before the element (tapegrad ops, so differentiable again)."""
+    at = int(ctx.ints[s, _tp.AUX])
+    aux = ctx.aux
+    nd = int(aux[at])
+    shape = tuple(int(v) for v in aux[at + 2:at + 2 + nd])
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    ax = next(d for d in range(nd) if strides[d] == 0)
+    total = gather_flat(scatter_add(g, gi, ngroups), gi)
+    return total - cumsum(g.reshape(shape), ax).reshape(-1) + g
+
+
+@replay(CUMSUM)
+def _cumsum_replay(a, axes, ax, shape, name, f0):
+    if ax is None:
+        return lambda v: v[a].copy().reshape(shape)
+    return lambda v: np.cumsum(v[a], axis=ax).reshape(shape)
+
+
+# -- max(dim), min(dim): a gather of the extrema (shape family) -----------------------
+class MaxMin(tuple):
+    """``(values, indices)``, like ``torch.return_types.max``."""
+    __slots__ = ()
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max_dim(x, dim, keepdim=False, largest=True):
+    """max/min along one dim: values and first-occurrence indices; the gradient goes
+    entirely to the returned index (PyTorch)."""
+    from .shape import gather_linear
+    ax = _wrap_dim(dim, x.ndim)
+    what = "max" if largest else "min"
+    d = x._data
+    if d.ndim and d.shape[ax] == 0:
+        raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax))
+    idx, lin = extremum_lin(d, ax, keepdim, largest)
+    values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
+    if _tp.recording[0]:            # (a replay picks the elements again)
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.picked(x, values, ax, keepdim, largest)
+    return MaxMin((values, Tensor._wrap(idx)))
+
+
+def extremum_lin(d, ax, keepdim, largest):
+    """(indices along ``ax``, flat indices into ``d``) of its first maxima (minima)."""
+    if d.ndim == 0:
+        idx = np.zeros((), np.int64)
+    else:
+        idx = (d.argmax(axis=ax) if largest else d.argmin(axis=ax)).astype(np.int64)
+        idx = np.expand_dims(idx, ax)
+    lin = np.arange(d.size, dtype=np.int64).reshape(d.shape)
+    lin = np.take_along_axis(lin, idx, axis=ax) if d.ndim else lin
+    if not keepdim and d.ndim:
+        idx = np.squeeze(idx, ax)
+        lin = np.squeeze(lin, ax)
+    return idx, lin
+
+
+# -- the family kernels: one branch per op ------------------------------------------
 @jit
 def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
+    """Add the adjoint of input ``x`` to ``dx`` for entry output ``y`` with adjoint
+    ``g`` (``gi``: the group of each input element, from the descriptor ``aux[at:]``)."""
     n = dx.size
     if n == 0:
         return
@@ -123,12 +752,18 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
             s[u64(gi[i])] += g[i]
         for i in range(n):
             dx[i] += g[i] - math.exp(y[i]) * s[u64(gi[i])]
+    elif k == CUMSUM:
+        s = np.zeros(ngroups)
+        for i in range(n - 1, -1, -1):
+            o = u64(gi[i])
+            s[o] += g[i]
+            dx[i] += s[o]
 
 
-# -- the compiled forward of a replay (kernels/forward.py) -------------------------
-# Reductions whose groups are runs of consecutive elements (everything, or the last
-# axes: ``forward_runs``), summed in NumPy's order so that sums replay bit for bit.
-COMPILED_FORWARD = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX)
+# The compiled forward of a replay (kernels/forward.py): reductions whose groups are
+# runs of consecutive elements (everything, or the last axes: ``forward_runs``),
+# summed in NumPy's order so that sums replay bit for bit.
+COMPILED_FORWARD = (SUM, MEAN, SOFTMAX, LOG_SOFTMAX, CUMSUM)
 
 
 def forward_runs(ngroups, nx, aux, at):
@@ -183,482 +818,53 @@ def reduce_forward(k, x, y, ngroups):
         if k == MEAN:
             for g in range(ngroups):
                 y[g] /= kk
-        return
-    for g in range(ngroups):     # SOFTMAX, LOG_SOFTMAX, from x - max as ``_shifted``
-        lo = g * kk
-        m = x[lo]
-        for i in range(lo + 1, lo + kk):
-            if x[i] > m or x[i] != x[i]:
-                m = x[i]
-        if not math.isfinite(m):
-            m = 0.0
-        for i in range(lo, lo + kk):
-            y[i] = math.exp(x[i] - m)
-        t = pairwise_sum(y, lo, kk)
-        if k == LOG_SOFTMAX:
-            t = math.log(t)
-            for i in range(lo, lo + kk):
-                y[i] = (x[i] - m) - t
-        else:
-            for i in range(lo, lo + kk):
-                y[i] = y[i] / t
-
-
-# -- forward and recording -----------------------------------------------------
-def normalize_dims(dim, ndim):
-    """``dim`` (None, int, or tuple) as a sorted tuple of non-negative axes."""
-    if dim is None:
-        return tuple(range(ndim))
-    if ndim == 0:
-        dims = dim if isinstance(dim, (list, tuple)) else (dim,)
-        for d in dims:
-            _wrap_dim(d, 0)
-        if len(dims) > 1:
-            _repeated(dims, 0)
-        return ()
-    if isinstance(dim, (list, tuple)):
-        if len(dim) == 0:
-            return tuple(range(ndim))
-        axes = {_wrap_dim(d, ndim) for d in dim}
-        if len(axes) != len(dim):
-            _repeated(dim, ndim)
-        return tuple(sorted(axes))
-    return (_wrap_dim(dim, ndim),)
-
-
-def _repeated(dims, ndim):
-    seen = set()
-    for d in dims:
-        w = _wrap_dim(d, ndim)
-        if w in seen:
-            raise RuntimeError("dim %d appears multiple times in the list of dims" % w)
-        seen.add(w)
-
-
-_GROUPS = {}
-
-
-def _groups(shape, axes):
-    key = (shape, axes)
-    w = _GROUPS.get(key)
-    if w is None:
-        w = _GROUPS[key] = np.array(_group_words(shape, axes), np.int64)
-    return w
-
-
-def _group_words(shape, axes):
-    kept = [shape[d] for d in range(len(shape)) if d not in axes]
-    ks = c_strides(kept)
-    st, j = [], 0
-    for d in range(len(shape)):
-        if d in axes:
-            st.append(0)
-        else:
-            st.append(ks[j])
-            j += 1
-    return descriptor(shape, st)
-
-
-def _record(kind, x, out, axes, name, f0=0.0):
-    out = out if type(out) is np.ndarray else np.asarray(out)
-    if not x._rg or not _tp.state().grad:
-        return Tensor._wrap(out)
-    T = _tp.current()
-    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
-    code = CODES[kind]
-    if kind in (PROD, VAR, STD, EXTREMUM, LOGSUMEXP):
-        T.vals[s] = x._data
-    d = x._data
-    if kind in (SOFTMAX, LOG_SOFTMAX):
-        ngroups = d.size // (d.shape[axes[0]] if axes else 1) if d.size else 0
+    elif k == CUMSUM:
+        cumsum_forward(x, y, ngroups)
     else:
-        ngroups = out.size
-    at = T.aux_append(_groups(d.shape, axes))     # also records the input's shape
-    ver = [0]
-    keep_out = kind in (STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX)
-    o = T.new_slot(code, s, -1, -1, at, ngroups, name_id(name), f0, 0.0, out, keep_out, ver)
-    return Tensor._recorded(out, T, o, ver)
+        softmax_forward(x, y, ngroups, k)
 
 
-def _name(base, dim):
-    return base + ("Backward0" if dim is None else "Backward1")
-
-
-def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("sum", kw, dim, keepdim)
-    axes = normalize_dims(dim, x.ndim)
-    d = x._data
-    out = d.sum(axis=axes, keepdims=keepdim, dtype=dtype)
-    if d.dtype.kind in "biu" and dtype is None:       # (uint8 too: NumPy sums it as uint64)
-        out = out.astype(np.int64)
-    return _record(SUM, x, out, axes, _name("Sum", dim))
-
-
-def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("mean", kw, dim, keepdim)
-    if dtype is not None:
-        from ..functions import to_dtype
-        x = to_dtype(x, dtype)
-    axes = normalize_dims(dim, x.ndim)
-    if not x.dtype.kind == "f":
-        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
-                           "point or complex dtype. Got: %s" % torch_name(x.dtype))
-    return _record(MEAN, x, _mean_values(x._data, axes, keepdim), axes, _name("Mean", dim))
-
-
-def _mean_values(d, axes, keepdim):
-    if d.size:
-        out = d.sum(axis=axes, keepdims=keepdim) / _count(d.shape, axes)
-    else:       # the mean of nothing is nan (PyTorch), without NumPy's warning
-        out = np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, np.nan, d.dtype)
-    return np.asarray(out, d.dtype)
-
-
-def _count(shape, axes):
-    n = 1
-    for a in axes:
-        n *= shape[a]
-    return n
-
-
-def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("prod", kw, dim, keepdim)
-    if dtype is not None:
-        from ..functions import to_dtype
-        x = to_dtype(x, dtype)
-    axes = normalize_dims(dim, x.ndim)
-    d = x._data
-    out = d.prod(axis=axes, keepdims=keepdim, dtype=np.int64 if d.dtype.kind in "biu" else None)
-    return _record(PROD, x, out, axes, _name("Prod", dim), 1.0 if dim is None else 0.0)
-
-
-def _correction(unbiased, correction):
-    if correction is not None:
-        return float(correction)
-    return 1.0 if unbiased in (None, True) else 0.0
-
-
-def _check_float(x):
-    if x.dtype.kind != "f":
-        raise RuntimeError("std and var only support floating point and complex dtypes")
-
-
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("var", kw, dim, keepdim)
-    _check_float(x)
-    axes = normalize_dims(dim, x.ndim)
-    c = _correction(unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim)
-    return _record(VAR, x, out, axes, "VarBackward0", c)
-
-
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("std", kw, dim, keepdim)
-    _check_float(x)
-    axes = normalize_dims(dim, x.ndim)
-    c = _correction(unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = x._data.std(axis=axes, ddof=c, keepdims=keepdim)
-    return _record(STD, x, out, axes, "StdBackward0", c)
-
-
-def _check_nonempty(x, what, dim):
-    if x._data.size == 0:
-        if dim is None:
-            raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. "
-                               "Specify the reduction dim with the 'dim' argument." % what)
-        for a in normalize_dims(dim, x.ndim):
-            if x.shape[a] == 0:
-                raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, a))
-
-
-def amax(input, dim=None, keepdim=False, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("amax", kw, dim, keepdim)
-    axes = normalize_dims(None if dim == () else dim, x.ndim)
-    _check_nonempty(x, "amax", axes)
-    return _record(EXTREMUM, x, x._data.max(axis=axes, keepdims=keepdim), axes, "AmaxBackward0", 1.0)
-
-
-def amin(input, dim=None, keepdim=False, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("amin", kw, dim, keepdim)
-    axes = normalize_dims(None if dim == () else dim, x.ndim)
-    _check_nonempty(x, "amin", axes)
-    return _record(EXTREMUM, x, x._data.min(axis=axes, keepdims=keepdim), axes, "AminBackward0", 1.0)
-
-
-def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
-    x = input
-    if kw:
-        dim, keepdim = numpy_names("logsumexp", kw, dim, keepdim, REQUIRED)
-    if dim is REQUIRED:
-        raise TypeError("logsumexp() missing 1 required positional argument: 'dim'")
-    axes = normalize_dims(dim, x.ndim)
-    if x.dtype.kind != "f":         # (an integer tensor's is computed in the default dtype)
-        x = Tensor._wrap(x._data.astype(DEFAULT))
-    return _record(LOGSUMEXP, x, _logsumexp_values(x._data, axes, keepdim), axes, "LogsumexpBackward0")
-
-
-def _logsumexp_values(d, axes, keepdim):
-    if d.ndim == 0:     # the log-sum-exp of one number is the number
-        out = d.astype(np.result_type(d.dtype, np.float32))
-    else:
-        from scipy import special      # (imported on first use: 0.2 s)
-        out = special.logsumexp(d, axis=axes, keepdims=keepdim) if d.size else \
-            np.full(np.sum(d, axis=axes, keepdims=keepdim).shape, -np.inf, d.dtype)
-    return np.asarray(out, d.dtype)
-
-
-def _shifted(d, axis):
-    """``d - max(d)`` along ``axis`` (a row of -inf stays -inf, not nan)."""
-    m = d.max(axis=axis, keepdims=True)
-    if not np.isfinite(m).all():
-        m[~np.isfinite(m)] = 0.0
-    return d - m
-
-
-def _check_softmax(x, axes, what):
-    if x.dtype.kind != "f":
-        last = "lastdim_" if not axes or axes[0] == x.ndim - 1 else ""
-        raise NotImplementedError("\"%s_%skernel_impl\" not implemented for '%s'" % (what, last, torch_name(x.dtype)))
-
-
-def _softmax_args(what, x, dim, dtype, kw):
-    """(input in ``dtype``, axes) of softmax / log_softmax, with PyTorch's errors."""
-    if kw:
-        dim, _ = numpy_names(what, kw, dim, None, REQUIRED)
-    if dim is REQUIRED:
-        raise TypeError("%s() missing 1 required positional argument: 'dim'" % what)
-    if dtype is not None:
-        from ..functions import to_dtype
-        x = to_dtype(x, dtype)
-    axes = (_wrap_dim(dim, x.ndim),) if x.ndim else (_wrap_dim(dim, 0) and ())
-    _check_softmax(x, axes, what)
-    return x, axes
-
-
-def softmax(input, dim=REQUIRED, dtype=None, **kw):
-    x, axes = _softmax_args("softmax", input, dim, dtype, kw)
-    return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
-
-
-def _by_rows(k, d, ax):
-    """Softmax or log-softmax of float64 rows (the last axis, contiguous) in one call
-    of the replay's kernel, once the kernels are loaded, for up to 1,024 elements;
-    else None.  Small: NumPy's seven calls cost most of the op (64x10: 30 us against
-    18); from about 1,000 elements NumPy's SIMD exp wins (64x64: 56 us against 95)."""
-    if not (_jit.READY[0] and d.size <= 1024 and d.dtype == np.float64 and ax == d.ndim - 1
-            and d.flags.c_contiguous):
-        return None
-    y = np.empty(d.shape)
-    reduce_forward(k, d.reshape(-1), y.reshape(-1), d.size // d.shape[-1])
-    return y
-
-
-def _softmax_values(d, ax):
-    if d.ndim and d.size:
-        y = _by_rows(SOFTMAX, d, ax)
-        if y is not None:
-            return y
-        e = np.exp(_shifted(d, ax))
-        return e / e.sum(axis=ax, keepdims=True)
-    return np.ones_like(d)
-
-
-def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
-    x, axes = _softmax_args("log_softmax", input, dim, dtype, kw)
-    return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
-                   "LogSoftmaxBackward0")
-
-
-def _log_softmax_values(d, ax):
-    if d.ndim and d.size:
-        y = _by_rows(LOG_SOFTMAX, d, ax)
-        if y is not None:
-            return y
-        s = _shifted(d, ax)
-        return s - np.log(np.exp(s).sum(axis=ax, keepdims=True))
-    return np.zeros_like(d)
-
-
-class MaxMin(tuple):
-    """``(values, indices)``, like ``torch.return_types.max``."""
-    __slots__ = ()
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
-
-def max_dim(x, dim, keepdim=False, largest=True):
-    """max/min along one dim: values and first-occurrence indices; the gradient goes
-    entirely to the returned index (PyTorch)."""
-    from .shape import gather_linear
-    ax = _wrap_dim(dim, x.ndim)
-    what = "max" if largest else "min"
-    d = x._data
-    if d.ndim and d.shape[ax] == 0:
-        raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (what, ax))
-    idx, lin = extremum_lin(d, ax, keepdim, largest)
-    values = gather_linear(x, lin, "MaxBackward0" if largest else "MinBackward0")
-    if _tp.recording[0]:            # (a replay picks the elements again)
-        rec = _tp.state().rec
-        if rec is not None:
-            rec.picked(x, values, ax, keepdim, largest)
-    return MaxMin((values, Tensor._wrap(idx)))
-
-
-def extremum_lin(d, ax, keepdim, largest):
-    """(indices along ``ax``, flat indices into ``d``) of its first maxima (minima)."""
-    if d.ndim == 0:
-        idx = np.zeros((), np.int64)
-    else:
-        idx = (d.argmax(axis=ax) if largest else d.argmin(axis=ax)).astype(np.int64)
-        idx = np.expand_dims(idx, ax)
-    lin = np.arange(d.size, dtype=np.int64).reshape(d.shape)
-    lin = np.take_along_axis(lin, idx, axis=ax) if d.ndim else lin
-    if not keepdim and d.ndim:
-        idx = np.squeeze(idx, ax)
-        lin = np.squeeze(lin, ax)
-    return idx, lin
-
-
-# -- differentiable reverse (create_graph=True) ----------------------------------------
-from .shape import gather_flat, scatter_add, strided_view   # noqa: E402
-
-
-_F = []
-
-
-def _functions():
-    if not _F:
-        from .. import functions
-        _F.append(functions)
-    return _F[0]
-
-
-# ``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi`` maps
-# every input element to its group, gathering spreads a per-group value over the
-# group and scatter-adding sums over it.
-def graph_reverse(ctx, s, k, row, g, f0):
-    F = _functions()
+# -- the family's rules for the Python passes (registry.FAMILY_RULES) -----------------
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
+    """``reduce_reverse`` written with tapegrad's own ops on flat adjoints: ``gi``
+    maps every input element to its group, gathering spreads a per-group value over
+    the group and scatter-adding sums over it (each op's rule is in its section)."""
     a, at, ngroups = row[_tp.A], row[_tp.AUX], row[_tp.PARAM]
     n = ctx.size(a)
     if n == 0 or not ctx.needs(a):
         return []
     gi = ctx.strided_map(at) if ngroups != 1 else np.zeros(n, np.int64)
-    K = n // ngroups
-
-    if k == SOFTMAX:
-        y = ctx.value(s)
-        return [(a, y * (g - gather_flat(scatter_add(g * y, gi, ngroups), gi)))]
-    if k == LOG_SOFTMAX:
-        y = ctx.value(s)
-        return [(a, g - F.exp(y) * gather_flat(scatter_add(g, gi, ngroups), gi))]
-    if ngroups == 1 and (k == SUM or k == MEAN):
-        # one element standing for all n (see differentiable.expand_adjoint)
-        return [(a, g if k == SUM else g / K)]
-    # g spread over each group
-    G = strided_view(g, np.array((1, 0, n, 0), np.int64)) if ngroups == 1 else gather_flat(g, gi)
-    if k == SUM:
-        return [(a, G)]
-    if k == MEAN:
-        return [(a, G / K)]
-    x = ctx.value(a)
-    if k == PROD:
-        xd = x._data
-        zeros = np.bincount(gi, weights=(xd == 0), minlength=ngroups)
-        several = zeros.max(initial=0) > 1
-        if several and _tp.state().grad:
-            raise NotImplementedError("tapegrad: create_graph=True through prod() of a group that holds two "
-                                      "or more zeros is not supported")
-        def product():
-            out = np.ones(ngroups, xd.dtype)
-            np.multiply.at(out, gi, xd)
-            return out
-        y = ctx.value(s, product)        # the product itself (not saved), so its own reverse is used
-        safe = F.where(Tensor._wrap(xd == 0), 1.0, x)
-        others = F.where(Tensor._wrap(xd == 0), gather_flat(_group_prod(safe, gi, ngroups), gi),
-                         gather_flat(y, gi) / safe)
-        if several:     # (not differentiated further) a group with two zeros: all its products of others are 0
-            others = F.where(Tensor._wrap((xd == 0) & (zeros[gi] > 1)), 0.0, others)
-        return [(a, G * others)]
-    if k == VAR or k == STD:
-        m = gather_flat(scatter_add(x, gi, ngroups), gi) / K
-        if k == VAR:
-            return [(a, G * 2.0 * (x - m) / (K - f0))]
-        Y = gather_flat(ctx.value(s), gi)
-        nz = Tensor._wrap(Y._data != 0)
-        return [(a, F.where(nz, G * (x - m) / ((K - f0) * F.where(nz, Y, 1.0)), 0.0))]
-    if k == EXTREMUM:
-        yg = ctx.value(s)._data[gi]
-        xd = x._data
-        hit = ((xd == yg) | (np.isnan(xd) & np.isnan(yg))).astype(np.float64)
-        cnt = np.bincount(gi, weights=hit, minlength=ngroups)
-        w = hit / np.where(cnt == 0, 1.0, cnt)[gi]
-        if f0 != 0.0:       # amax/amin: a NaN result sends NaN to its whole group (PyTorch)
-            w[np.isnan(yg)] = np.nan
-        return [(a, G * Tensor._wrap(w.astype(g.dtype)))]
-    if k == LOGSUMEXP:
-        return [(a, G * F.exp(x - gather_flat(ctx.value(s), gi)))]
-    raise AssertionError(k)
+    return [(a, _DIFFERENTIABLE[k](ctx, s, a, g, gi, ngroups, n, f0))]
 
 
-def _group_prod(x, gi, ngroups):
-    """Product of each group of the flat tensor ``x`` (differentiable): the groups
-    laid out as the rows of a matrix, by sorting."""
-    order = np.argsort(gi, kind="stable")
-    rows = gather_flat(x, order).reshape(ngroups, -1)
-    return prod(rows, dim=1)
-
-
-# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def replay_prepare(k, row, aux, shape, name, f0):
+def replay_rule(k, row, aux, shape, name, f0, f1):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
     the same array functions the recorders use, on the axes its group descriptor
     gives stride 0, reshaped to the recorded output shape (keepdim or not)."""
-    a = row[_tp.A]
     at = row[_tp.AUX]
     nd = int(aux[at])
     strides = aux[at + 2 + nd:at + 2 + 2 * nd]
     axes = tuple(int(d) for d in range(nd) if strides[d] == 0)
-    ax = axes[0] if axes else None
-    if k == SUM:
-        return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
-    if k == MEAN:
-        return lambda v: _mean_values(v[a], axes, False).reshape(shape)
-    if k == LOGSUMEXP:
-        return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
-    if k == SOFTMAX:
-        return lambda v: _softmax_values(v[a], ax)
-    if k == LOG_SOFTMAX:
-        return lambda v: _log_softmax_values(v[a], ax)
-    if k == PROD:
-        return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
-    if k == EXTREMUM:
-        pick = np.max if name.startswith(("Max", "Amax")) else np.min
-        return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
+    return _REPLAY[k](row[_tp.A], axes, axes[0] if axes else None, shape, name, f0)
 
-    def var_std(v):         # VAR, STD (ddof f0), quiet as the recorders are
-        with np.errstate(invalid="ignore", divide="ignore"):
-            x = v[a]
-            return np.asarray(x.var(axis=axes, ddof=f0) if k == VAR else x.std(axis=axes, ddof=f0)).reshape(shape)
-    return var_std
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    a = ints[e, _tp.A]
+    return (k in COMPILED_FORWARD and sizes[a] > 0
+            and forward_runs(int(ints[e, _tp.PARAM]), int(sizes[a]), aux, int(ints[e, _tp.AUX])))
+
+
+def _exp(x):
+    return UNARY_BY_NAME["exp"].record(x)
+
+
+from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
+
+# a one-element sum, mean or cumsum is its input: the compiled replay of single numbers passes it on
+register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM)), compiled_forward=_compiled_forward))
+for _k, _code in CODES.items():
+    for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"),
+                           (_REPLAY, "replay rule (@replay)")):
+        if _k not in _table:
+            raise OpDefinitionError("reduce op %r: no %s in tapegrad/ops/reduce.py" % (OP_NAMES[_code], _piece))

@@ -9,19 +9,24 @@ names share one kernel (``x * 2`` and ``x / 2`` are both the scalar-multiply
 kernel) and one name can cover several kernels.
 """
 
+from typing import Callable, NamedTuple
+
 META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
 FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
 META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
 
+FAMILY_SHIFT, INDEX_MASK = 6, 63     # compiled code writes ``op >> FAMILY_SHIFT``, ``op & INDEX_MASK`` (folded)
+
+
 def family(op):
-    """The family of an opcode (``UNARY``...); plain arithmetic, so Numba compiles it too."""
-    return op >> 6
+    """The family of an opcode (``UNARY``...)."""
+    return op >> FAMILY_SHIFT
 
 
 def index(op):
     """An opcode's index inside its family, the branch of the family's kernel."""
-    return op & 63
+    return op & INDEX_MASK
 
 OPCODES = {}        # op name -> opcode
 OP_NAMES = {}       # opcode -> op name
@@ -72,3 +77,39 @@ def name_id(grad_fn_name):
 LEAF = define(META, 0, "leaf")
 CONST = define(META, 1, "const")
 EXT = define(META, 2, "ext")
+
+
+class OpDefinitionError(Exception):
+    """An op's record lacks a piece or names something unknown (raised at import,
+    naming the op and the piece)."""
+
+
+class FamilyRules(NamedTuple):
+    """What the Python passes need of an op family, one lookup per entry
+    (``FAMILY_RULES[family(op)]``); each family module registers its own at import.
+
+    ``differentiable_reverse(ctx, s, k, row, f0, f1, g)``: the (input slot, adjoint
+    tensor) pairs of entry ``s`` (kernel index ``k``) for the adjoint ``g``, with
+    tapegrad's own ops (create_graph, and the interpreted backward);
+    ``expands_adjoint``: ``g`` is made explicit first when one element stands for
+    the whole slot (families that index the adjoint).
+    ``replay_rule(k, row, aux, shape, name, f0, f1)``: the entry's forward as a
+    function of the slot values (``tapegrad.replay``).
+    ``scalar_replay``: the kernel indices the compiled replay of single numbers
+    computes (``kernels.codegen``'s ``replay_scalar``).
+    ``compiled_forward(k, ints, e, sizes, aux, live)``: whether the compiled replay
+    of arrays (``kernels.forward``) computes entry ``e``."""
+    differentiable_reverse: Callable
+    replay_rule: Callable
+    expands_adjoint: bool
+    scalar_replay: frozenset
+    compiled_forward: Callable
+
+
+FAMILY_RULES = {}       # family -> FamilyRules
+
+
+def register_family(fam, rules):
+    if fam in FAMILY_RULES:
+        raise OpDefinitionError("the %s family registered twice" % FAMILY_NAMES[fam])
+    FAMILY_RULES[fam] = rules

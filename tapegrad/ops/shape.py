@@ -19,7 +19,7 @@ from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
 from .promotion import promote_types
 from ._args import numpy_names
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
-from .registry import SHAPE, define, name_id
+from .registry import OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id, register_family
 
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
@@ -940,47 +940,204 @@ def gather_flat(x, idx):
     return gather_linear(x, idx, "IndexBackward0")
 
 
-# -- differentiable reverse (create_graph=True) ----------------------------------------
-# The same rules as ``shape_reverse``, written with tapegrad's own ops on flat
-# adjoints, so that the gradient they produce is itself recorded.
-def graph_reverse(ctx, s, k, row, g):
+def to_dtype(x, dtype):
+    """``x`` in ``dtype`` (``Tensor.to``): a float result is a recorded copy
+    (``ToCopyBackward0``), an integer or bool one does not require grad."""
+    dt = np.dtype(dtype)
+    if dt == x.dtype:
+        return x
+    out = x._data.astype(dt)
+    if dt.kind != "f":
+        return Tensor._wrap(out)
+    return _record(RESHAPE, x, out, "ToCopyBackward0")
+
+
+_EXPAND = {}
+
+
+def expand_adjoint(g, n):
+    """An adjoint of one element standing for that value at all ``n`` elements of
+    its slot (the reverse of a full sum or mean leaves it so, which saves the
+    elementwise rules after it from working on ``n`` copies), made explicit."""
+    if g.numel() == n:
+        return g
+    words = _EXPAND.get(n)
+    if words is None:
+        if len(_EXPAND) > 1024:
+            _EXPAND.clear()
+        words = _EXPAND[n] = np.array((1, 0, n, 0), np.int64)
+    return strided_view(g, words)
+
+
+# -- the rules of the Python passes, one section per kernel ----------------------------
+# Each kernel's differentiable reverse (create_graph=True: the rule of ``shape_reverse``
+# written with tapegrad's own ops on flat adjoints, so that the gradient it produces is
+# itself recorded) and its replay rule (the entry's forward again from its inputs'
+# values, on the flat C-order elements as the kernels see them).
+_DIFFERENTIABLE = {}    # kernel -> f(ctx, s, row, g): [(input slot, adjoint)]
+_REPLAY = {}            # kernel -> f(row, aux, shape): a function of the slot values
+
+
+def _rules(k):
+    def register(differentiable, replay):
+        _DIFFERENTIABLE[k], _REPLAY[k] = differentiable, replay
+    return register
+
+
+def _flat_input(row, vals):
+    return np.ascontiguousarray(vals[row[_tp.A]]).reshape(-1)
+
+
+# -- reshape (also clone and the float casts) --
+def _reshape_differentiable(ctx, s, row, g):
+    return [(row[_tp.A], g)]
+
+
+def _reshape_replay(row, aux, shape):
+    a = row[_tp.A]
+    return lambda v: v[a].reshape(shape)
+
+
+_rules(RESHAPE)(_reshape_differentiable, _reshape_replay)
+
+
+# -- strided (views: slices, transpose, expand...) --
+def _strided_differentiable(ctx, s, row, g):
+    a = row[_tp.A]
+    return [(a, strided_scatter(g, _words(ctx.aux, row[_tp.AUX]), ctx.size(a)))]
+
+
+def _strided_values(row, vals, aux, shape):
+    words = _words(aux, row[_tp.AUX])
+    flat = _flat_input(row, vals)
+    if not flat.size:
+        return np.zeros(shape, flat.dtype)
+    out = _as_view(flat, words)
+    if _geometry(words)[3]:
+        out = out.view()
+        out.flags.writeable = False
+    return out.reshape(shape)
+
+
+_rules(STRIDED)(_strided_differentiable, lambda row, aux, shape: lambda v: _strided_values(row, v, aux, shape))
+
+
+# -- strided_scatter (the reverse of a view, recorded by create_graph) --
+def _strided_scatter_differentiable(ctx, s, row, g):
+    return [(row[_tp.A], strided_view(g, _words(ctx.aux, row[_tp.AUX])))]
+
+
+def _strided_scatter_values(row, vals, aux, shape):
+    words = _words(aux, row[_tp.AUX])
+    flat = _flat_input(row, vals)
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.zeros(n, flat.dtype)
+    if flat.size:
+        if not _geometry(words)[3]:
+            v = _as_view(out, words)
+            v[...] = flat.reshape(v.shape)
+        else:
+            out += np.bincount(strided_map_np(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
+    return out.reshape(shape)
+
+
+_rules(STRIDED_SCATTER)(_strided_scatter_differentiable,
+                        lambda row, aux, shape: lambda v: _strided_scatter_values(row, v, aux, shape))
+
+
+# -- gather (index arrays, max along a dim) --
+def _gather_differentiable(ctx, s, row, g):
+    a, at = row[_tp.A], row[_tp.AUX]
+    return [(a, scatter_add(g, ctx.aux[at:at + g.numel()], ctx.size(a)))]
+
+
+def _gather_replay(row, aux, shape):
+    a = row[_tp.A]
+    n = int(np.prod(shape, dtype=np.int64))
+    idx = aux[row[_tp.AUX]:row[_tp.AUX] + n].copy()        # (the index array bound once)
+    return lambda v: np.take(v[a], idx).reshape(shape)
+
+
+_rules(GATHER)(_gather_differentiable, _gather_replay)
+
+
+# -- scatter_add (the reverse of a gather, recorded by create_graph) --
+def _scatter_add_differentiable(ctx, s, row, g):
+    a, at = row[_tp.A], row[_tp.AUX]
+    return [(a, gather_flat(g, ctx.aux[at:at + ctx.size(a)]))]
+
+
+def _scatter_add_values(row, vals, aux, shape):
+    at = row[_tp.AUX]
+    flat = _flat_input(row, vals)
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.bincount(aux[at:at + flat.size], weights=flat, minlength=n) if flat.size else np.zeros(n)
+    return out.astype(flat.dtype, copy=False).reshape(shape)
+
+
+_rules(SCATTER_ADD)(_scatter_add_differentiable,
+                    lambda row, aux, shape: lambda v: _scatter_add_values(row, v, aux, shape))
+
+
+# -- setitem (CopySlices: input a overwritten at ``lin`` by elements ``vmap`` of input b) --
+def _setitem_differentiable(ctx, s, row, g):
     a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
     aux = ctx.aux
-    if k == RESHAPE:
-        return [(a, g)]
-    if k == STRIDED:
-        return [(a, strided_scatter(g, _words(aux, at), ctx.size(a)))]
-    if k == STRIDED_SCATTER:
-        return [(a, strided_view(g, _words(aux, at)))]
-    if k == GATHER:
-        return [(a, scatter_add(g, aux[at:at + g.numel()], ctx.size(a)))]
-    if k == SCATTER_ADD:
-        return [(a, gather_flat(g, aux[at:at + ctx.size(a)]))]
-    if k == SETITEM:
-        r = int(aux[at])
-        lin, vmap = aux[at + 1:at + 1 + r], aux[at + 1 + r:at + 1 + 2 * r]
-        out = []
-        if ctx.needs(a):
-            keep = np.ones(g.numel(), g.dtype)
-            keep[lin] = 0
-            out.append((a, g * Tensor._wrap(keep)))
-        if ctx.needs(b):
-            out.append((b, scatter_add(gather_flat(g, lin), vmap, ctx.size(b))))
-        return out
-    if k == CAT:
-        m = int(aux[at])
-        outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
-        out = []
-        for j in range(m):
-            sj = int(aux[at + 1 + j])
-            if not ctx.needs(sj):
-                continue
-            inner, off = int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j])
-            idx = (np.arange(outer, dtype=np.int64)[:, None] * total + off
-                   + np.arange(inner, dtype=np.int64)).ravel()
-            out.append((sj, gather_flat(g, idx)))
-        return out
-    raise AssertionError(k)
+    r = int(aux[at])
+    lin, vmap = aux[at + 1:at + 1 + r], aux[at + 1 + r:at + 1 + 2 * r]
+    out = []
+    if ctx.needs(a):
+        keep = np.ones(g.numel(), g.dtype)
+        keep[lin] = 0
+        out.append((a, g * Tensor._wrap(keep)))
+    if ctx.needs(b):
+        out.append((b, scatter_add(gather_flat(g, lin), vmap, ctx.size(b))))
+    return out
+
+
+def _setitem_values(row, vals, aux, shape):
+    at = row[_tp.AUX]
+    r = int(aux[at])
+    out = _flat_input(row, vals).copy()
+    v = np.ascontiguousarray(vals[row[_tp.B]]).reshape(-1)
+    out[aux[at + 1:at + 1 + r]] = v[aux[at + 1 + r:at + 1 + 2 * r]]
+    return out.reshape(shape)
+
+
+_rules(SETITEM)(_setitem_differentiable, lambda row, aux, shape: lambda v: _setitem_values(row, v, aux, shape))
+
+
+# -- cat (and stack): the inputs listed in aux (``VARIADIC``) --
+def _cat_differentiable(ctx, s, row, g):
+    at = row[_tp.AUX]
+    aux = ctx.aux
+    m = int(aux[at])
+    outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
+    out = []
+    for j in range(m):
+        sj = int(aux[at + 1 + j])
+        if not ctx.needs(sj):
+            continue
+        inner, off = int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j])
+        idx = (np.arange(outer, dtype=np.int64)[:, None] * total + off
+               + np.arange(inner, dtype=np.int64)).ravel()
+        out.append((sj, gather_flat(g, idx)))
+    return out
+
+
+def _cat_values(row, vals, aux, shape):
+    at = row[_tp.AUX]
+    m = int(aux[at])
+    outer = int(aux[at + 1 + m])
+    parts = [vals[int(aux[at + 1 + j])] for j in range(m)]
+    if any(p.size for p in parts):
+        out = np.concatenate([p.reshape(outer, -1) if outer else p.reshape(0, p.size) for p in parts], axis=1)
+    else:
+        out = np.concatenate([p.reshape(-1) for p in parts])
+    return out.reshape(shape)
+
+
+_rules(CAT)(_cat_differentiable, lambda row, aux, shape: lambda v: _cat_values(row, v, aux, shape))
 
 
 def _overlaps(shape, strides):
@@ -997,63 +1154,24 @@ def _overlaps(shape, strides):
     return False
 
 
-# -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def _replay_flat(k, row, vals, aux, shape):
-    """The value of shape entry ``row`` (other than a reshape or a gather, see
-    ``replay_prepare``) recomputed from its inputs' values, on the flat (C-order)
-    elements as the reverse kernels see them."""
-    at = row[_tp.AUX]
-    if k == CAT:
-        m = int(aux[at])
-        outer = int(aux[at + 1 + m])
-        parts = [vals[int(aux[at + 1 + j])] for j in range(m)]
-        if any(p.size for p in parts):
-            out = np.concatenate([p.reshape(outer, -1) if outer else p.reshape(0, p.size) for p in parts], axis=1)
-        else:
-            out = np.concatenate([p.reshape(-1) for p in parts])
-        return out.reshape(shape)
-    x = vals[row[_tp.A]]
-    flat = np.ascontiguousarray(x).reshape(-1)
-    n = int(np.prod(shape, dtype=np.int64))
-    if k == STRIDED:
-        words = _words(aux, at)
-        if not flat.size:
-            return np.zeros(shape, flat.dtype)
-        out = _as_view(flat, words)
-        if _geometry(words)[3]:
-            out = out.view()
-            out.flags.writeable = False
-        return out.reshape(shape)
-    if k == SETITEM:
-        r = int(aux[at])
-        out = flat.copy()
-        v = np.ascontiguousarray(vals[row[_tp.B]]).reshape(-1)
-        out[aux[at + 1:at + 1 + r]] = v[aux[at + 1 + r:at + 1 + 2 * r]]
-        return out.reshape(shape)
-    if k == SCATTER_ADD:
-        out = np.bincount(aux[at:at + flat.size], weights=flat, minlength=n) if flat.size else np.zeros(n)
-        return out.astype(flat.dtype, copy=False).reshape(shape)
-    if k == STRIDED_SCATTER:
-        words = _words(aux, at)
-        out = np.zeros(n, flat.dtype)
-        if flat.size:
-            if not _geometry(words)[3]:
-                v = _as_view(out, words)
-                v[...] = flat.reshape(v.shape)
-            else:
-                out += np.bincount(strided_map_np(words, 0), weights=flat, minlength=n).astype(flat.dtype, copy=False)
-        return out.reshape(shape)
-    raise NotImplementedError("replay of shape kernel %d" % k)
+# -- the family's rules (registry.FAMILY_RULES) --------------------------------------
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
+    return _DIFFERENTIABLE[k](ctx, s, row, g)
 
 
-def replay_prepare(k, row, aux, shape):
+def replay_rule(k, row, aux, shape, name, f0, f1):
     """An entry's forward again (tapegrad.replay), as a function of the slot values,
     with its index arrays bound once."""
-    a = row[_tp.A]
-    if k == RESHAPE:
-        return lambda v: v[a].reshape(shape)
-    if k == GATHER:
-        n = int(np.prod(shape, dtype=np.int64))
-        idx = aux[row[_tp.AUX]:row[_tp.AUX] + n].copy()
-        return lambda v: np.take(v[a], idx).reshape(shape)
-    return lambda v: _replay_flat(k, row, v, aux, shape)
+    return _REPLAY[k](row, aux, shape)
+
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    return k in COMPILED_FORWARD and e not in live     # (indices from the arguments: Python's)
+
+
+for _k, _code in CODES.items():
+    if _k not in _DIFFERENTIABLE:
+        raise OpDefinitionError("shape op %r: no rules (_rules) in tapegrad/ops/shape.py" % OP_NAMES[_code])
+register_family(SHAPE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                   scalar_replay=frozenset((RESHAPE, STRIDED, GATHER)),
+                                   compiled_forward=_compiled_forward))

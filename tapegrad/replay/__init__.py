@@ -19,7 +19,7 @@ the recording *not replayable*: ``tg.compile`` then always runs the function
 eagerly for that signature and ``tg.record`` raises, so a replay is never wrong.
 
 A replay (``Recording.forward``) recomputes every entry from its inputs with the
-family's ``replay_prepare`` (the same NumPy call the recorder made), checks the
+family's ``replay_rule`` (the same NumPy call the recorder made), checks the
 guards, and builds a sealed tape over the new values: the ordinary compiled
 reverse sweep then differentiates it, accumulating into the live leaves.
 

@@ -4,7 +4,7 @@
 three ways, chosen once per recording from the values of a Python replay, which
 the others must reproduce:
 
-* Python (``_forward_python``): each entry's family ``replay_prepare`` (the NumPy
+* Python (``_forward_python``): each entry's family ``replay_rule`` (the NumPy
   call the recorder made), one call per entry, values in a list (``_Vals``);
 * scalar (``_forward_scalar``): a tape whose every value is one float64 number, in
   one compiled call (``kernels.sweep.replay_scalar``) that writes the values into
@@ -23,10 +23,8 @@ from .. import tape as _tp
 from ..kernels import forward as _kf
 from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
-from ..ops import linalg as _la
-from ..ops import reduce as _rd
 from ..ops import shape as _sh
-from ..ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
+from ..ops.registry import FAMILY_RULES, SHAPE, family, index
 from .session import _Rerecord, _live_lin, _pair_gather
 
 
@@ -66,12 +64,8 @@ class Forward:
         if self.live or any(v.size != 1 or v.dtype != np.float64 for v in vals):
             return
         for s, row in enumerate(self.rows):
-            fam, k = row[_tp.OP] >> 6, row[_tp.OP] & 63
-            if fam == REDUCE and k not in (_rd.SUM, _rd.MEAN):
-                return
-            if fam == SHAPE and k not in (_sh.RESHAPE, _sh.STRIDED, _sh.GATHER):
-                return
-            if fam == LINALG:
+            rules = FAMILY_RULES.get(family(row[_tp.OP]))     # (none for meta entries: their values are given)
+            if rules is not None and index(row[_tp.OP]) not in rules.scalar_replay:
                 return
         self.shapes_all = [v.shape for v in vals]
         self.scalar = True
@@ -90,20 +84,12 @@ class Forward:
         aux, f0, f1 = self.aux, self.f0, self.f1
         for s, row in enumerate(self.rows):
             code = row[_tp.OP]
-            fam, k = code >> 6, code & 63
-            if fam == UNARY or fam == BINARY:
-                f = _ew.replay_prepare(fam, k, row, f0[s], f1[s])
-            elif fam == SHAPE and s in self.live:
+            rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
+            if family(code) == SHAPE and s in self.live:
                 prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
                 continue
-            elif fam == SHAPE:
-                f = _sh.replay_prepare(k, row, aux, self.shapes[s])
-            elif fam == REDUCE:
-                f = _rd.replay_prepare(k, row, aux, self.shapes[s], self.names[s], f0[s])
-            elif fam == LINALG:
-                f = _la.replay_prepare(k, row)
-            else:
-                f = None
+            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes.get(s), self.names[s],
+                                                             f0[s], f1[s])
             prog.append((s, f, self.sources.get(s)))
         self.program = prog
 
