@@ -21,51 +21,11 @@ from .autograd import engine as _engine
 from . import tape as _tp
 from . import tensor as _tensor_mod
 from .tensor import NumberTensor, Tensor
+from .tensor import _SCALARS, _Unsupported, _bad_array, _is_scalar, _overflow
+from .tensor import to_operand as _tensor
 
-_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
 _NM = {k: _name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
                               "ToCopyBackward0", "AddBackward0", "MulBackward0")}
-
-
-class _Unsupported(TypeError):
-    """Data that is neither a tensor, a numeric array nor a number (``_arith`` turns it
-    into Python's "unsupported operand type(s)" error)."""
-
-
-def _tensor(v, like=None):
-    if isinstance(v, Tensor):
-        return v
-    if isinstance(v, np.ndarray):
-        if v.dtype.kind not in "biuf":
-            _bad_array(v)
-        return Tensor._const(v)
-    # a number with a tensor takes the dtype PyTorch computes the pair in (it stays
-    # the weaker operand: int32 with 2 is int32, int32 with 2.5 the default float)
-    dt = _pr.with_number(like.dtype, v) if (isinstance(like, Tensor) and _is_scalar(v)) else None
-    try:
-        arr = np.asarray(v, dtype=dt)
-    except OverflowError:
-        if dt is None:
-            raise
-        raise _overflow(dt) from None
-    except (TypeError, ValueError):
-        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__) from None
-    if arr.dtype.kind not in "biuf":
-        if arr.dtype.kind == "c":
-            _bad_array(arr)
-        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__)
-    return Tensor._const(arr)
-
-
-def _bad_array(arr):
-    """PyTorch's refusal of a NumPy array it cannot hold (tapegrad also refuses complex)."""
-    if arr.dtype.kind == "c":
-        raise TypeError("tapegrad does not support complex tensors")
-    raise TypeError(_tensor_mod.unsupported_array_msg(arr.dtype))
-
-
-def _is_scalar(v):
-    return isinstance(v, _SCALARS) and not isinstance(v, np.ndarray)
 
 
 # -- arithmetic -------------------------------------------------------------------
@@ -327,12 +287,6 @@ def _clamp_integral(x, lo, hi):
     except OverflowError:
         raise _overflow(dt) from None
     return Tensor._wrap(np.asarray(out, dt))
-
-
-def _overflow(dt):
-    return RuntimeError("value cannot be converted to type %s without overflow"
-                        % {"int32": "int", "int64": "int64_t", "int16": "int16_t", "int8": "int8_t",
-                           "uint8": "uint8_t"}.get(dt.name, dt.name))
 
 
 def _u(name):

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import tape as _tp
 from .tape import recording as _recording
+from .ops import promotion as _pr
 from .ops.promotion import infer_dtype
 from .ops.registry import GRAD_FN_NAMES
 
@@ -781,3 +782,57 @@ def _format_array(arr):
     width = max(len(one(v)) for v in shown)
     return np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
                            formatter={"float_kind": lambda v: one(v).rjust(width)})
+
+
+# -- operands -----------------------------------------------------------------------
+# What an op accepts besides a Tensor: a numeric NumPy array or a Python/NumPy number.
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)    # (no complex: tapegrad has none)
+
+
+class _Unsupported(TypeError):
+    """Data that is neither a tensor, a numeric array nor a number (``_arith`` turns it
+    into Python's "unsupported operand type(s)" error)."""
+
+
+def to_operand(v, like=None):
+    """``v`` as a tensor operand of an op: itself, or a constant (a number takes the
+    dtype PyTorch computes it in with ``like``)."""
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind not in "biuf":
+            _bad_array(v)
+        return Tensor._const(v)
+    # a number with a tensor takes the dtype PyTorch computes the pair in (it stays
+    # the weaker operand: int32 with 2 is int32, int32 with 2.5 the default float)
+    dt = _pr.with_number(like.dtype, v) if (isinstance(like, Tensor) and _is_scalar(v)) else None
+    try:
+        arr = np.asarray(v, dtype=dt)
+    except OverflowError:
+        if dt is None:
+            raise
+        raise _overflow(dt) from None
+    except (TypeError, ValueError):
+        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__) from None
+    if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind == "c":
+            _bad_array(arr)
+        raise _Unsupported("expected a Tensor, a number or a numeric array, got %s" % type(v).__name__)
+    return Tensor._const(arr)
+
+
+def _bad_array(arr):
+    """PyTorch's refusal of a NumPy array it cannot hold (tapegrad also refuses complex)."""
+    if arr.dtype.kind == "c":
+        raise TypeError("tapegrad does not support complex tensors")
+    raise TypeError(unsupported_array_msg(arr.dtype))
+
+
+def _is_scalar(v):
+    return isinstance(v, _SCALARS) and not isinstance(v, np.ndarray)
+
+
+def _overflow(dt):
+    return RuntimeError("value cannot be converted to type %s without overflow"
+                        % {"int32": "int", "int64": "int64_t", "int16": "int16_t", "int8": "int8_t",
+                           "uint8": "uint8_t"}.get(dt.name, dt.name))

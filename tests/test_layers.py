@@ -1,13 +1,10 @@
-"""tapegrad's modules sit on floors, and an import points down (issue 17, item 1).
+"""tapegrad's modules sit on floors, and an import points down (docs/architecture.md).
 
 The imports of every module, at module level and inside functions, are read with the
 standard library's ``ast`` (nothing is imported).  ``FLOORS`` places each module on
-its floor (the target layout of the architecture review, 6.1): an import may point to
-a lower floor, or sideways on the same floor (inside ``ops/`` only in ``OPS_ORDER``),
-never up, and no imports may form a cycle.  The imports that still break the rule are
-listed in ``EXPECTED``, each with the step of the review (3.1's kind) that removes
-it: the test fails on a new one, naming it, and on a listed one that is gone, so the
-list only shrinks.
+its floor: an import may point to a lower floor, or sideways on the same floor (inside
+``ops/`` only to an earlier module of ``OPS_ORDER``), never up, and no imports may form
+a cycle.  The test fails on any import against that, naming the two modules and the line.
 """
 import ast
 import collections
@@ -77,12 +74,6 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg"]
-
-# (importer, imported): what removes it.  Kinds as in the architecture review, 3.1.
-EXPECTED = {
-    # B. a recorder calls up into the public functions: _tensor -> tensor.as_tensor
-    ("tapegrad.ops.linalg", "tapegrad.functions"): "B",
-}
 
 
 def module_name(path, root):
@@ -186,12 +177,9 @@ def test_only_the_package_facade_imports_replay():
     assert importers == {"tapegrad"}, "the core reports to a recording through state().rec, not by import"
 
 
-def test_no_new_upward_import_or_cycle():
+def test_no_upward_import_and_no_cycle():
     bad = violations(EDGES, FLOORS, OPS_ORDER)
-    new = sorted(v for k, v in bad.items() if k not in EXPECTED)
-    assert not new, "imports against the floors:\n" + "\n".join(new)
-    gone = sorted("%s -> %s" % k for k in EXPECTED if k not in bad)
-    assert not gone, "no longer against the floors, remove from EXPECTED:\n" + "\n".join(gone)
+    assert not bad, "imports against the floors:\n" + "\n".join(sorted(bad.values()))
 
 
 def test_module_level_imports_have_no_cycle():
@@ -199,10 +187,8 @@ def test_module_level_imports_have_no_cycle():
     assert components(module_level) == []
 
 
-def test_the_cycles_left_are_made_by_the_expected_imports():
-    # removing the listed imports leaves no cycle at all
-    rest = [e for e in EDGES if e not in EXPECTED]
-    assert components(rest) == []
+def test_no_cycle_at_all():
+    assert components(list(EDGES)) == []
 
 
 def test_import_graph_reads_every_kind_of_import(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
-from ..tensor import Tensor
+from ..tensor import Tensor, to_operand
 from .promotion import torch_name
 from .registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
 
@@ -117,8 +117,7 @@ def _check_dtypes(a, b):
 def matmul(input, other):
     x, y = input, other
     if not isinstance(y, Tensor):
-        from ..functions import _tensor
-        y = _tensor(y)
+        y = to_operand(y)
     a, b = x._data, y._data
     if (a.dtype is not _F64 or b.dtype is not _F64) and a.ndim and b.ndim:
         _check_dtypes(a, b)
