@@ -233,7 +233,7 @@ class TapeCost:
     """What one op adds to the tape when it is applied in the middle of a graph (to
     non-leaf (r, c) inputs ``u = x + w``, ``v = x - w`` with ``n`` elements): entries,
     bytes of the values it makes the tape keep for backward, entry bytes
-    (``tg.tape.ESIZE`` each) and bytes of auxiliary parameters (shapes, indices)."""
+    (``tg.core.tape.ESIZE`` each) and bytes of auxiliary parameters (shapes, indices)."""
     params = (list(_OPS), [256, 65_536])
     param_names = ["op", "n"]
 
@@ -241,7 +241,7 @@ class TapeCost:
         r, c = _side(n)
         x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
         w = tg.tensor(_data(r * c, 1).reshape(r, c), requires_grad=True)
-        tg.tape.rotate()                # a fresh tape: only these entries are on it
+        tg.core.tape.rotate()                # a fresh tape: only these entries are on it
         u, v = x + w, x - w
         T = u._tape
         before = _tape_stats(T)
@@ -275,24 +275,24 @@ def _tape_stats(T):
         if v is not None and id(v) not in seen:
             seen.add(id(v))
             saved += v.nbytes
-    return {"entries": T.n, "saved_bytes": saved, "entry_bytes": T.n * tg.tape.ESIZE, "aux_bytes": 8 * T.aux_len}
+    return {"entries": T.n, "saved_bytes": saved, "entry_bytes": T.n * tg.core.tape.ESIZE, "aux_bytes": 8 * T.aux_len}
 
 
 class LiveTape:
-    """``tg.tape.memory_stats()`` after recording the sweep's recurrence (``length`` steps on
+    """``tg.core.tape.memory_stats()`` after recording the sweep's recurrence (``length`` steps on
     256 elements) without calling backward: what a recorded graph holds."""
     params = [64, 1024]
     param_names = ["length"]
 
     def setup(self, length):
-        tg.tape.rotate()
+        tg.core.tape.rotate()
         x = tg.tensor(_data(256), requires_grad=True)
         w = tg.tensor(_data(256, 1), requires_grad=True)
         y = x
         for _ in range(length):
             y = tg.sin(y) * w + tg.cos(y) * 0.5
         self.y = y
-        self.stats = tg.tape.memory_stats()
+        self.stats = tg.core.tape.memory_stats()
 
     def track_entries(self, length):
         return self.stats["entries"]

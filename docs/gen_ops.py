@@ -4,7 +4,7 @@
     python docs/gen_ops.py --check    # exit 1 if docs/ops.md is out of date
 
 The page is derived, not written: the tape operations come from the opcode registry
-(``tapegrad.ops.registry``) and the families' compiled-forward lists; the public
+(``tapegrad.core.registry``) and the families' compiled-forward lists; the public
 names from the namespaces themselves (``tg``, ``tg.Tensor``, ``tg.nn.functional``,
 ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
 calls it on small example tensors (the first argument pattern that works) and reads
@@ -26,13 +26,12 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
-from tapegrad import tape as _tape  # noqa: E402
+from tapegrad.core import tape as _tape  # noqa: E402
 from tapegrad.ops import reduce as _rd  # noqa: E402
 from tapegrad.ops import shape as _sh  # noqa: E402
 from tapegrad.ops.elementwise import NUMBER_FORWARD  # noqa: E402
-from tapegrad.ops.registry import (BINARY, FAMILY_NAMES, FAMILY_RULES, LINALG, META, OP_NAMES,  # noqa: E402
-                                   REDUCE, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY, family,
-                                   index)
+from tapegrad.core.registry import (BINARY, FAMILY_NAMES, FAMILY_RULES, LINALG, META, OP_NAMES, REDUCE, SAVE_A,
+                                    SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY, family, index)
 
 # Helpers that are importable from a public namespace but are not operations.
 NOT_OPS = {"name_id", "commit_inplace", "zero_grads", "label_flags"}

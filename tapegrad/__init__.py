@@ -18,18 +18,18 @@ from .functions import (abs, add, amax, amin, argmax, argmin, bmm, broadcast_to,
                         logsumexp, matmul, max, maximum, mean, min, minimum, mm, mul, mv, neg, permute, pow,
                         prod, relu, reshape, round, sigmoid, sign, sin, softmax, sqrt, squeeze, stack, std, sub,
                         sum, t, tan, tanh, transpose, unsqueeze, var, where)
-from . import tape as _tape
+from .core import tape as _tape
 from .replay import NotReplayable, RecordedTape, TapeDivergence, compile, load_tape, record  # noqa: F401
 from .profile import profile  # noqa: F401
-from .tape import memory_stats  # noqa: F401
-from .tensor import Tensor, device
-from .tensor import check_device as _check_device
-from .tensor import from_data as _from_data
-from .tensor import unsupported_array_msg as _unsupported_array_msg
+from .core.tape import memory_stats  # noqa: F401
+from .core.tensor import Tensor, device
+from .core.tensor import check_device as _check_device
+from .core.tensor import from_data as _from_data
+from .core.tensor import unsupported_array_msg as _unsupported_array_msg
 
 from ._version import __version__  # noqa: F401
-from . import random as _random
-from .random import manual_seed  # noqa: F401
+from .core import random as _random
+from .core.random import manual_seed  # noqa: F401
 
 float64 = double = np.dtype(np.float64)
 float32 = float = np.dtype(np.float32)
@@ -76,7 +76,7 @@ def _shape(size):
 def _make(arr, requires_grad):
     out = Tensor._const(arr)
     if requires_grad:
-        out._requires_grad(True, creation=True)
+        out._set_requires_grad(True, creation=True)
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import _jit
 from tapegrad.kernels import sweep
-from tapegrad.ops.registry import FAMILY_NAMES
+from tapegrad.core.registry import FAMILY_NAMES
 
 
 def seed_examples():

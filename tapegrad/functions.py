@@ -13,16 +13,16 @@ from .ops.elementwise import BINARY_BY_NAME as _B
 from .ops.elementwise import UNARY_BY_NAME as _U
 from .ops.elementwise import binary as _binary
 from .ops.elementwise import unary as _unary
-from .ops.registry import name_id as _name_id
+from .core.registry import name_id as _name_id
 from .ops._args import numpy_names as _numpy_names
 from .ops import elementwise as _el
-from .ops import promotion as _pr
+from .core import promotion as _pr
 from .autograd import engine as _engine
-from . import tape as _tp
-from . import tensor as _tensor_mod
-from .tensor import NumberTensor, Tensor
-from .tensor import _SCALARS, _Unsupported, _bad_array, _is_scalar, _overflow
-from .tensor import to_operand as _tensor
+from .core import tape as _tp
+from .core import tensor as _tensor_mod
+from .core.tensor import NumberTensor, Tensor
+from .core.tensor import _SCALARS, _Unsupported, _bad_array, _is_scalar, _overflow
+from .core.tensor import to_operand as _tensor
 
 _NM = {k: _name_id(k) for k in ("SubBackward0", "DivBackward0", "PowBackward0", "ClampBackward1",
                               "ToCopyBackward0", "AddBackward0", "MulBackward0")}
@@ -187,7 +187,7 @@ def floor_divide(input, other, *, out=None):
     """``input // other``: ``div(rounding_mode="floor")``.  PyTorch defines no
     derivative for it (its backward raises), so the result does not require grad."""
     r = div(input, other, rounding_mode="floor", out=out)
-    return r.detach() if r._rg else r
+    return r.detach() if r._requires_grad else r
 
 
 def _int_div(ad, bd, mode, input, other):

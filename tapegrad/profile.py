@@ -21,7 +21,7 @@ so a tape freed inside the block is still counted up to its last entries.
 Backward calls reach the profiler through one check in
 ``tapegrad.autograd.engine.run_backward`` (a list that is empty when no profile is
 active), so recording and backward cost nothing extra when profiling is off.
-While a block is active, ``tapegrad.tape._LIVE`` is wrapped to see new tapes, the
+While a block is active, ``tapegrad.core.tape._LIVE`` is wrapped to see new tapes, the
 compiled sweep (whichever variant ``kernels.sweep.run_for`` picks) is timed, and so is the differentiable
 reverse (``create_graph=True``); everything is restored on exit.  Tapes of other
 threads created during the block are counted too.  Profiles nest.
@@ -33,11 +33,11 @@ from time import perf_counter
 import numpy as np
 
 from . import _jit
-from . import tape as _tp
+from .core import tape as _tp
 from .autograd import differentiable as _diff
 from .autograd import engine as _engine
 from .kernels import sweep as _sweep
-from .ops.registry import OP_NAMES
+from .core.registry import OP_NAMES
 
 _ACTIVE = []        # active profile objects, outermost first
 _saved = {}         # what was patched while any profile is active

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import tape as _tp
-from tapegrad.ops.registry import CONST, LEAF
+from tapegrad.core import tape as _tp
+from tapegrad.core.registry import CONST, LEAF
 
 
 def logistic(w, b, X, y):

@@ -24,7 +24,7 @@ CODE = """
     from tapegrad import _background, _jit
     from tapegrad.autograd import engine
     from tapegrad.kernels import sweep as K
-    from tapegrad.ops.registry import SHAPE
+    from tapegrad.core.registry import SHAPE
     _background.ONLY = ["select"]
     engine.INTERPRET_BUDGET_S = 0.0         # (the kernels are wanted from the first backward)
     x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -127,7 +127,7 @@ def test_a_killed_compile_process_leaves_a_usable_cache(tmp_path):
         warnings.simplefilter("error")
         import tapegrad as tg
         from tapegrad.kernels import sweep as K
-        from tapegrad.ops.registry import SHAPE
+        from tapegrad.core.registry import SHAPE
         x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
         x[2].backward()
         r = K.run_for(1 << SHAPE)

@@ -18,7 +18,7 @@ CODE = """
     warnings.simplefilter("always")
     import tapegrad as tg
     from tapegrad.kernels import sweep as K
-    from tapegrad.ops.registry import SHAPE
+    from tapegrad.core.registry import SHAPE
     x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x[1].backward()
     print(x.grad.tolist())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import tape
+from tapegrad.core import tape
 from tapegrad.autograd import engine
-from tapegrad.ops.registry import OPCODES
+from tapegrad.core.registry import OPCODES
 
 X = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
 

@@ -25,7 +25,7 @@ def test_ops_page_lists_the_registry_and_public_names():
     with open(os.path.join(ROOT, "docs", "ops.md"), encoding="utf-8") as f:
         page = f.read()
     import tapegrad as tg
-    from tapegrad.ops.registry import META, OP_NAMES
+    from tapegrad.core.registry import META, OP_NAMES
     for code, name in OP_NAMES.items():
         if code >> 6 != META:
             assert "| `%s` |" % name in page, name

@@ -508,7 +508,7 @@ def test_gradient_graph_reused_after_other_backward():
 
 def test_every_op_on_its_own_tape():
     """tape.rotate() after each operation: the first and second derivatives are unchanged."""
-    from tapegrad import tape as _tp
+    from tapegrad.core import tape as _tp
     p = rng.uniform(-1.0, 1.0, size=6)
 
     def run(rotate):

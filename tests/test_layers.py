@@ -18,12 +18,13 @@ FLOORS = {
     "tapegrad._jit": 0,                 # Numba loading
     "tapegrad._version": 0,
     # 1, the core: entry format, registry, per-thread state, the tape, the Tensor type
-    "tapegrad.tape": 1,
-    "tapegrad.tensor": 1,
-    "tapegrad.random": 1,
-    "tapegrad.ops.registry": 1,         # (core/registry.py in the review's layout)
-    "tapegrad.ops.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
-    "tapegrad.kernels.index": 1,        # slot addressing, strided descriptors (core/descriptors.py)
+    "tapegrad.core": 1,
+    "tapegrad.core.tape": 1,
+    "tapegrad.core.tensor": 1,
+    "tapegrad.core.random": 1,
+    "tapegrad.core.registry": 1,         # (core/registry.py in the review's layout)
+    "tapegrad.core.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
+    "tapegrad.core.descriptors": 1,        # slot addressing, strided descriptors (core/descriptors.py)
     # 2, the op families
     "tapegrad.ops": 2,
     "tapegrad.ops._args": 2,
@@ -221,20 +222,21 @@ def test_import_graph_reads_every_kind_of_import(tmp_path):
 
 @pytest.mark.parametrize("source, expected", [("import tapegrad.replay\n", True),
                                               ("def f():\n    from tapegrad import replay\n", True),
-                                              ("from tapegrad.tape import state\n", False)])
+                                              ("from tapegrad.core.tape import state\n", False)])
 def test_a_replay_import_would_be_found(tmp_path, source, expected):
     pkg = tmp_path / "tapegrad"
     pkg.mkdir()
-    for name in ("__init__", "replay", "tape", "tensor"):
+    (pkg / "core").mkdir()
+    for name in ("__init__", "replay", "core/__init__", "core/tape", "core/tensor"):
         (pkg / (name + ".py")).write_text("")
-    (pkg / "tensor.py").write_text(source)
+    (pkg / "core/tensor.py").write_text(source)
     edges, _ = import_graph(pkg)
-    assert (("tapegrad.tensor", "tapegrad.replay") in edges) == expected
+    assert (("tapegrad.core.tensor", "tapegrad.replay") in edges) == expected
 
 
 # -- the recording observer: how the core reports to a recording without importing it ---
 def _protocol():
-    from tapegrad.tape import RecordingObserver
+    from tapegrad.core.tape import RecordingObserver
     return {k for k in vars(RecordingObserver) if not k.startswith("_")}
 
 
@@ -254,7 +256,7 @@ def test_the_core_calls_only_the_observer_protocol():
 
 def test_the_replay_session_implements_the_whole_protocol():
     from tapegrad.replay import _Session
-    from tapegrad.tape import RecordingObserver
+    from tapegrad.core.tape import RecordingObserver
     methods = {k for k in _protocol() if callable(getattr(RecordingObserver, k))}
     assert len(methods) == 10
     assert {k for k in methods if getattr(_Session, k) is getattr(RecordingObserver, k)} == set()
@@ -267,7 +269,7 @@ class _Log:
         self.events = []
 
     def __getattr__(self, name):
-        from tapegrad.tape import RecordingObserver
+        from tapegrad.core.tape import RecordingObserver
         default = getattr(RecordingObserver(), name)
 
         def note(*args):
@@ -278,7 +280,7 @@ class _Log:
 
 @pytest.fixture
 def observed():
-    from tapegrad import tape
+    from tapegrad.core import tape
     st = tape.state()
     saved = st.rec, st.tape
     log = _Log(tape.Tape())
@@ -321,7 +323,7 @@ def test_every_call_site_reports_to_the_observer(observed):
     observed.events.clear()
     z = w * 2.0
     assert observed.events == [("adopted", w._slot, w)]
-    assert w._slot >= 0 and w._tid == observed.tape.id
+    assert w._slot >= 0 and w._tape_id == observed.tape.id
     observed.events.clear()
     with pytest.raises(RuntimeError, match="Can't call numpy"):    # the plain observer: it really requires grad
         w.numpy()
@@ -359,7 +361,7 @@ def test_every_call_site_reports_to_the_observer(observed):
 
 def test_no_observer_no_report():
     # while no thread records, the call sites stay silent even with an observer set
-    from tapegrad import tape
+    from tapegrad.core import tape
     import tapegrad as tg
     st = tape.state()
     saved = st.rec
@@ -375,7 +377,7 @@ def test_no_observer_no_report():
 
 def test_recording_leaves_tensor_construction_alone():
     import tapegrad as tg
-    from tapegrad.tensor import Tensor
+    from tapegrad.core.tensor import Tensor
     wrap, const = vars(Tensor)["_wrap"], vars(Tensor)["_const"]
     seen = []
 
@@ -405,4 +407,4 @@ def test_grad_fn_works_after_import_tapegrad_alone():
     assert out == ["SumBackward0", "MulBackward0", "torch::autograd::AccumulateGrad", "None", "True", "False"]
     import importlib
     from tapegrad.autograd import graph
-    assert importlib.import_module("tapegrad.tensor").NODE_FOR is graph.node_for    # (tg.tensor is the function)
+    assert importlib.import_module("tapegrad.core.tensor").NODE_FOR is graph.node_for    # (tg.tensor is the function)

@@ -195,7 +195,7 @@ def test_interpreted_semantics_match_the_sweep(monkeypatch):
 @pytest.mark.parametrize("seed", range(20))
 def test_strided_map_in_numpy_matches_the_kernel(seed):
     """``strided_map_np`` (Python callers, no Numba) against the compiled ``strided_map``."""
-    from tapegrad.kernels.index import strided_map, strided_map_np
+    from tapegrad.core.descriptors import strided_map, strided_map_np
     rng = np.random.default_rng(seed)
     nd = int(rng.integers(0, 5))
     shape = rng.integers(0 if seed % 7 == 0 else 1, 5, nd).tolist()

@@ -13,7 +13,7 @@ import tapegrad as tg
 import tapegrad.nn.functional as F
 from tapegrad.autograd import engine, walk
 from tapegrad.kernels import sweep as K
-from tapegrad.ops.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
+from tapegrad.core.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
 
 
 def _run(code, cache_dir):
@@ -26,7 +26,7 @@ def _run(code, cache_dir):
 
 _REPORT = """
     from tapegrad.kernels import sweep as K
-    from tapegrad.ops.registry import LINALG, REDUCE, SHAPE
+    from tapegrad.core.registry import LINALG, REDUCE, SHAPE
     for k in ("unary_reverse", "binary_reverse", "reduce_reverse", "shape_reverse", "linalg_reverse"):
         print(k, len(getattr(K, k).signatures))
     for name, m in (("reduce", 1 << REDUCE), ("shape+linalg", 1 << SHAPE | 1 << LINALG)):

@@ -8,7 +8,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.ops.elementwise import NUMBER_FORWARD
-from tapegrad.tensor import NumberTensor
+from tapegrad.core.tensor import NumberTensor
 
 
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import tape
+from tapegrad.core import tape
 from tapegrad.kernels import codegen
 from tapegrad.ops import elementwise, linalg, reduce, shape
 from tapegrad.ops.elementwise import Binary, Unary
-from tapegrad.ops.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, OPCODES, FamilyRules,
-                                   OpDefinitionError, family)
+from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, OPCODES, FamilyRules,
+                                    OpDefinitionError, family)
 
 import test_ops
 
@@ -108,7 +108,7 @@ def test_import_fails_naming_the_op_when_a_row_names_an_unknown_function(tmp_pat
     r = _import_with_edit(tmp_path, os.path.join("ops", "elementwise.py"), copy_row,
                           copy_row + '\n    Unary("sinh", "SinhBackward0", np.sinh, "g * cosh(x)", "sinh(x)"),')
     assert r.returncode != 0
-    assert ("tapegrad.ops.registry.OpDefinitionError: elementwise op 'sinh': its reverse rule 'g * cosh(x)' calls "
+    assert ("tapegrad.core.registry.OpDefinitionError: elementwise op 'sinh': its reverse rule 'g * cosh(x)' calls "
             "cosh()" in r.stderr)
 
 
@@ -137,7 +137,7 @@ def test_every_family_registers_its_rules_once():
     assert FAMILY_RULES[family(OPCODES["gather"])].replay_rule is shape.replay_rule
     assert FAMILY_RULES[family(OPCODES["atan2"])].differentiable_reverse is elementwise.binary_differentiable_reverse
     with pytest.raises(OpDefinitionError, match="the reduce family registered twice"):
-        tg.ops.registry.register_family(family(OPCODES["sum"]), FAMILY_RULES[family(OPCODES["sum"])])
+        tg.core.registry.register_family(family(OPCODES["sum"]), FAMILY_RULES[family(OPCODES["sum"])])
 
 
 def test_every_reduce_op_has_its_rules_and_declared_saves():

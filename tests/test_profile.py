@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import tape as _tp
+from tapegrad.core import tape as _tp
 from tapegrad.autograd import differentiable, engine
 from tapegrad.kernels import sweep
 from tapegrad.profile import profile
@@ -120,7 +120,7 @@ def test_nested_profiles_and_restored_state():
     assert outer.backward_s >= inner.backward_s > 0
     assert _tp._LIVE is live and sweep.run_for is run_for and differentiable.run_backward is diff
     assert engine.PROFILERS == []
-    assert tg.tape.memory_stats()["tapes"] >= 0        # memory_stats still works
+    assert tg.core.tape.memory_stats()["tapes"] >= 0        # memory_stats still works
 
 
 def test_exception_inside_block_restores():

@@ -377,7 +377,7 @@ def test_tg_Tape_is_a_deprecated_alias_of_RecordedTape():
 def test_replayed_tapes_carry_what_only_replay_needs():
     from tapegrad.replay.replayed import ArraysPlan, NumbersPlan, ReplayedTape
     from tapegrad.replay.session import RecordingTape
-    from tapegrad.tape import Tape, state
+    from tapegrad.core.tape import Tape, state
     assert Tape.plan is None and Tape.shapes is None
     assert not {"scalar", "plan", "vaddr", "arena", "views", "shapes"} & set(Tape.__slots__)
     assert type(tg.tensor([1.0], requires_grad=True).exp()._tape) is Tape

@@ -317,32 +317,32 @@ def test_step_changing_a_kept_weight_raises_in_torch():
 # -- memory ---------------------------------------------------------------------------
 def test_memory_stats_keep_only_the_input_of_a_first_layer():
     gc.collect()
-    base = tg.tape.memory_stats()["saved_bytes"]
+    base = tg.core.tape.memory_stats()["saved_bytes"]
     lin = tg.nn.Linear(8, 16)
     x = tg.tensor(np.ones((32, 8)))
     out = lin(x)
     # x (32 x 8) for the weight's gradient; not the weight, not the bias
-    assert tg.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8
+    assert tg.core.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8
     out.sum().backward()
-    assert tg.tape.memory_stats()["saved_bytes"] == base
+    assert tg.core.tape.memory_stats()["saved_bytes"] == base
     del out
     gc.collect()
     xg = tg.tensor(np.ones((32, 8)), requires_grad=True)
     out = lin(xg)
     # both operands of the product: x and the transposed weight (8 x 16)
-    assert tg.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8 + 8 * 16 * 8
+    assert tg.core.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8 + 8 * 16 * 8
     out.sum().backward()
-    assert tg.tape.memory_stats()["saved_bytes"] == base
+    assert tg.core.tape.memory_stats()["saved_bytes"] == base
 
 
 def test_memory_stats_of_a_product_keep_the_other_operand():
     gc.collect()
-    base = tg.tape.memory_stats()["saved_bytes"]
+    base = tg.core.tape.memory_stats()["saved_bytes"]
     a = tg.ones(1000, requires_grad=True)
     y = a * tg.ones(1000) + tg.ones(1000)      # mul keeps its constant operand; add keeps nothing
-    assert tg.tape.memory_stats()["saved_bytes"] - base == 8000
+    assert tg.core.tape.memory_stats()["saved_bytes"] - base == 8000
     y.sum().backward()
-    assert tg.tape.memory_stats()["saved_bytes"] == base
+    assert tg.core.tape.memory_stats()["saved_bytes"] == base
     np.testing.assert_array_equal(a.grad.numpy(), np.ones(1000))
 
 
@@ -472,9 +472,9 @@ def test_replayed_tape_keeps_what_eager_execution_keeps():
     x = np.ones((32, 8))
     step(x)
     gc.collect()
-    base = tg.tape.memory_stats()["saved_bytes"]
+    base = tg.core.tape.memory_stats()["saved_bytes"]
     out = step(x)                   # a replay: its tape keeps x, not the weight
     assert step.stats.replays == 1
-    assert tg.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8
+    assert tg.core.tape.memory_stats()["saved_bytes"] - base == 32 * 8 * 8
     out.sum().backward()
     np.testing.assert_allclose(lin.weight.grad.numpy(), np.full((16, 8), 32.0))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 LN2 = math.log(2.0)
 

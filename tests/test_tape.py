@@ -13,15 +13,15 @@ import pytest
 
 import tapegrad as tg
 import tapegrad._jit
-from tapegrad.ops.registry import OPCODES
+from tapegrad.core.registry import OPCODES
 
 SECOND_MSG = "Trying to backward through the graph a second time"
 
 
 def _new_tape():
     """Force the thread onto a fresh tape (what every backward does)."""
-    tg.tape.rotate()
-    return tg.tape.current()
+    tg.core.tape.rotate()
+    return tg.core.tape.current()
 
 
 # ----------------------------------------------------------------------------
@@ -30,11 +30,11 @@ def _new_tape():
 def test_backward_then_reuse_intermediate_on_new_tape():
     x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
     y = x * 2
-    t1 = tg.tape.current()
+    t1 = tg.core.tape.current()
     y.sum().backward(retain_graph=True)
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
     z = (y * 3).sum()
-    assert tg.tape.current() is not t1          # backward rotated the tape
+    assert tg.core.tape.current() is not t1          # backward rotated the tape
     z.backward()
     np.testing.assert_array_equal(x.grad.numpy(), [8.0, 8.0, 8.0])
 
@@ -57,19 +57,19 @@ def test_one_graph_over_four_tapes_single_backward():
     x = tg.tensor(xv, requires_grad=True)
     ids = []
     a = x * 2
-    ids.append(tg.tape.current().id)
+    ids.append(tg.core.tape.current().id)
     _new_tape()
     b = a.sin()
-    ids.append(tg.tape.current().id)
+    ids.append(tg.core.tape.current().id)
     _new_tape()
     c = b * x                                      # x is a leaf on this tape too
-    ids.append(tg.tape.current().id)
+    ids.append(tg.core.tape.current().id)
     _new_tape()
     loss = c.sum()
-    ids.append(tg.tape.current().id)
+    ids.append(tg.core.tape.current().id)
     assert len(set(ids)) == 4
     # the newest tape imported c from an older tape as an EXT entry
-    ent = tg.tape.current().entries()
+    ent = tg.core.tape.current().entries()
     assert ent["op"][0] == OPCODES["ext"]
     loss.backward()
     expected = 2 * np.cos(2 * xv) * xv + np.sin(2 * xv)
@@ -217,14 +217,14 @@ def test_hooks_and_retain_grad_on_older_tape():
 
 
 def test_automatic_rotation_of_long_tapes(monkeypatch):
-    monkeypatch.setattr(tg.tape, "ROTATE_ENTRIES", 16)
+    monkeypatch.setattr(tg.core.tape, "ROTATE_ENTRIES", 16)
     xv = np.array([0.2, 0.4])
     x = tg.tensor(xv, requires_grad=True)
     first = _new_tape()
     y = x
     for _ in range(50):
         y = (y * 1.01 + 0.5).sin()
-    last = tg.tape.current()
+    last = tg.core.tape.current()
     assert last.id - first.id >= 8                     # 150 entries over 16-entry tapes
     assert len(first) <= 17
     y.sum().backward()
@@ -259,13 +259,13 @@ def test_inplace_add_on_tensor_from_older_tape_terminates():
     code = ("import tapegrad as tg, numpy as np\n"
             "x = tg.tensor([1.0, 2.0], requires_grad=True)\n"
             "y = x.sin()\n"                      # saves its input, not its output
-            "tg.tape.rotate()\n"
+            "tg.core.tape.rotate()\n"
             "y.add_(1)\n"
             "y.sum().backward()\n"
             "print(x.grad.tolist())\n"
             "x = tg.tensor([1.0, 2.0], requires_grad=True)\n"
             "y = x.exp()\n"                      # saves its output: add_ must be an error
-            "tg.tape.rotate()\n"
+            "tg.core.tape.rotate()\n"
             "y.add_(1)\n"
             "try:\n"
             "    y.sum().backward()\n"
@@ -310,9 +310,9 @@ def test_training_loop_frees_tapes_and_memory_is_bounded():
         for it in range(3000):
             pred = X @ W + b
             loss = ((pred - Y) ** 2).mean()
-            lens.append(len(tg.tape.current()))
+            lens.append(len(tg.core.tape.current()))
             if it == 10:
-                early = weakref.ref(tg.tape.current())
+                early = weakref.ref(tg.core.tape.current())
             if first_loss is None:
                 first_loss = loss.item()
             W.grad = None
@@ -361,7 +361,7 @@ def test_training_loop_with_data_updates_frees_tapes():
     try:
         for it in range(300):
             loss = ((X @ W + b - Y) ** 2).mean()
-            refs.append(weakref.ref(tg.tape.current()))
+            refs.append(weakref.ref(tg.core.tape.current()))
             W.grad = None
             b.grad = None
             loss.backward()
@@ -396,7 +396,7 @@ def test_tape_freed_when_last_tensor_dies():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     y = x * 3
     z = y.sin()
-    ref = weakref.ref(tg.tape.current())
+    ref = weakref.ref(tg.core.tape.current())
     _new_tape()
     del y
     assert ref() is not None          # z still holds it
@@ -407,7 +407,7 @@ def test_tape_freed_when_last_tensor_dies():
 def test_older_tape_kept_alive_by_newer_tape_import():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     y = x * 3
-    old = weakref.ref(tg.tape.current())
+    old = weakref.ref(tg.core.tape.current())
     _new_tape()
     z = (y * 2).sum()
     del y
@@ -425,7 +425,7 @@ def test_tape_entries_are_inspectable():
     t = _new_tape()
     x = tg.tensor([0.5, 1.0, 1.5], requires_grad=True)
     y = (x * 2).sin()
-    assert tg.tape.current() is t
+    assert tg.core.tape.current() is t
     assert len(t) == 3
     e = t.entries()
     assert set(e) >= {"op", "a", "b", "c", "i0", "i1", "name", "size", "f0", "f1"}
@@ -491,18 +491,18 @@ def test_grad_mode_is_thread_local():
 
 
 def test_tape_is_per_thread():
-    main_tape = tg.tape.current()
+    main_tape = tg.core.tape.current()
     seen = {}
 
     def f():
-        seen["tape"] = tg.tape.current()
+        seen["tape"] = tg.core.tape.current()
         seen["x"] = (tg.ones(2, requires_grad=True) * 2).sum()
 
     th = threading.Thread(target=f)
     th.start()
     th.join()
     assert seen["tape"] is not main_tape
-    assert tg.tape.current() is main_tape
+    assert tg.core.tape.current() is main_tape
     seen["x"].backward()                           # backward from another thread's tape
 
 
@@ -752,7 +752,7 @@ def test_empty_through_elementwise_and_tapes():
 def test_inputs_imported_at_the_end_of_the_buffer(before):
     """A binary op whose inputs are new to the tape appends their entries first; when
     they take the buffer's last free entries, the op's own entry must still fit."""
-    tg.tape.rotate()
+    tg.core.tape.rotate()
     x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
     y = x * 1.0
     for _ in range(before - 2):

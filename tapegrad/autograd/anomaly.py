@@ -7,7 +7,7 @@ raises, naming the operation and the line that recorded it.
 """
 import warnings
 
-from .. import tape as _tp
+from ..core import tape as _tp
 
 
 def is_anomaly_enabled():

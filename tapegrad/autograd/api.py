@@ -5,8 +5,8 @@ import warnings
 
 import numpy as np
 
-from .. import tape as _tp
-from ..tensor import Tensor, from_data
+from ..core import tape as _tp
+from ..core.tensor import Tensor, from_data
 from . import differentiable, engine, walk
 
 
@@ -127,7 +127,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if t._tape is None:
             to_leaf(t, g)
             continue
-        x = t._extra()
+        x = t._extras()
         x.retains = True            # a non-leaf named in inputs= shows its .grad
         if graph:
             x.grad = g if x.grad is None else x.grad + g

@@ -12,12 +12,12 @@ import warnings
 
 import numpy as np
 
-from .. import tape as _tp
-from ..kernels.index import strided_map_np
+from ..core import tape as _tp
+from ..core.descriptors import strided_map_np
 from ..ops import elementwise as _ew
 from ..ops import shape as _sh
-from ..ops.registry import CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, family, index, name_id
-from ..tensor import Tensor
+from ..core.registry import CONST, FAMILY_RULES, GRAD_FN_NAMES, LEAF, family, index, name_id
+from ..core.tensor import Tensor
 from . import walk
 from .grad_mode import set_grad_enabled
 
@@ -76,8 +76,8 @@ class _Context:
             if op == CONST:
                 t = Tensor._wrap(v)
             else:
-                t = Tensor._recorded(v, T, s, T.vobj[s])
-                t._sver = int(self.ints[s, _VERSION])
+                t = Tensor._recorded(v, T, s, T.versions[s])
+                t._slot_version = int(self.ints[s, _VERSION])
         self._values[s] = t
         return t
 
@@ -108,7 +108,7 @@ def as_shape(t, shape):
     if t._tape is None:
         return t.reshape(shape)
     a = Tensor._recorded(t._data.reshape(shape), t._tape, t._slot, t._ver)
-    a._sver = t._sver
+    a._slot_version = t._slot_version
     return a
 
 
@@ -174,8 +174,8 @@ class _Adjoints:
 
     def target(self, g, t):
         gt = as_shape(g, t.shape)
-        if t._tape is None and t._x is not None and t._x.hooks:
-            gt = walk.apply_hooks(t._x.hooks, gt if self.record else _private(gt))
+        if t._tape is None and t._extra is not None and t._extra.hooks:
+            gt = walk.apply_hooks(t._extra.hooks, gt if self.record else _private(gt))
         if gt.dtype != t.dtype:
             gt = gt.to(t.dtype)
         return gt
@@ -186,7 +186,7 @@ class _Adjoints:
         return as_shape(walk.apply_hooks(hooks, as_shape(g, shape)), (g.numel(),))
 
     def retain(self, t, g):
-        x = t._extra()
+        x = t._extras()
         gt = as_shape(g, t.shape)
         if x.grad is None:
             x.grad = _COPY(gt, name=_CLONE_NAME) if gt.requires_grad else Tensor._wrap(gt._data.copy())
@@ -255,7 +255,7 @@ _CLONE_NAME = name_id("CloneBackward0")
 def accumulate_grad(leaf, g, owned=False):
     """``leaf.grad`` += g, out of place and recorded (PyTorch's AccumulateGrad in
     grad mode: the first gradient is a copy with grad_fn CopyBackwards)."""
-    x = leaf._extra()
+    x = leaf._extras()
     g = as_shape(g, leaf.shape)
     if g.dtype != leaf.dtype:
         g = g.to(leaf.dtype)

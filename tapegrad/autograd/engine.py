@@ -25,9 +25,9 @@ import numpy as np
 
 from .. import _background
 from .. import _jit
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..kernels import sweep as K
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from . import differentiable, walk
 from .walk import free as _free, mark     # (the names the replay-only code of _sweep_tape calls)
 
@@ -66,8 +66,8 @@ class _Slots:
 
     @staticmethod
     def target(g, t):
-        if t._tape is None and t._x is not None and t._x.hooks:
-            return walk.hooks_on_array(t._x.hooks, g, t.shape, t.dtype)._data
+        if t._tape is None and t._extra is not None and t._extra.hooks:
+            return walk.hooks_on_array(t._extra.hooks, g, t.shape, t.dtype)._data
         return g.reshape(t.shape).astype(t.dtype)
 
     @staticmethod
@@ -78,7 +78,7 @@ class _Slots:
     @staticmethod
     def retain(t, view):
         g = view.reshape(t.shape).astype(t.dtype)
-        x = t._extra()
+        x = t._extras()
         # out of place, as PyTorch's retain_grad: an earlier y.grad keeps its value
         x.grad = Tensor._wrap(g) if x.grad is None else Tensor._wrap(x.grad._data + g)
 

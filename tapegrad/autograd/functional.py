@@ -21,7 +21,7 @@ Differences from PyTorch:
 import numpy as np
 
 from ..ops.shape import stack
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .api import grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
@@ -32,7 +32,7 @@ def _zeros(shape, dtype, requires_grad=False):
     """``tg.zeros`` (the package's creation functions sit a floor above this one)."""
     out = Tensor._const(np.zeros(shape, dtype))
     if requires_grad:
-        out._requires_grad(True, creation=True)
+        out._set_requires_grad(True, creation=True)
     return out
 
 

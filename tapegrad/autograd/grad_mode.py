@@ -1,7 +1,7 @@
 """Grad mode: no_grad, enable_grad, set_grad_enabled (thread-local, exception-safe)."""
 import functools
 
-from .. import tape as _tp
+from ..core import tape as _tp
 
 is_grad_enabled = _tp.is_grad_enabled
 

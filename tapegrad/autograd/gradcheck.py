@@ -1,7 +1,7 @@
 """Compare the reverse sweep with central finite differences."""
 import numpy as np
 
-from ..tensor import Tensor, from_data
+from ..core.tensor import Tensor, from_data
 from .api import grad
 from .grad_mode import enable_grad, no_grad
 

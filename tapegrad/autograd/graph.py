@@ -4,11 +4,11 @@ import weakref
 
 import numpy as np
 
-from .. import tensor as _tensor
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
+from ..core import tensor as _tensor
+from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
 from ..ops.shape import VARIADIC
-from ..tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
-from ..tensor import Tensor
+from ..core.tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
+from ..core.tensor import Tensor
 from .walk import SECOND_TIME, aux_array, entry_inputs
 
 _SCALAR_OPERAND = {"add_s", "mul_s", "div_s"}
@@ -128,7 +128,7 @@ class AccumulateGrad:
 
 
 def accumulate_node(leaf):
-    x = leaf._extra()
+    x = leaf._extras()
     node = x.accnode() if x.accnode is not None else None
     if node is None:
         node = AccumulateGrad(leaf)

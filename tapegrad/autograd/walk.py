@@ -23,11 +23,11 @@ Steps 2 and 3 take the sweep's adjoint store ``A``, array or tensor adjoints ali
 import numpy as np
 
 from .. import _jit
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..kernels import sweep as K
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
+from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
 from ..ops.shape import VARIADIC
-from ..tensor import Tensor, _TYPE_NAME
+from ..core.tensor import Tensor, _TYPE_NAME
 
 SECOND_TIME = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -129,16 +129,16 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
     if _tp.inplace_counter[0] != T.inplace_mark:
-        vobj, vnum = T.vobj, ints[:, _tp.VERSION]
+        versions, vnum = T.versions, ints[:, _tp.VERSION]
         for s in np.flatnonzero(needval).tolist():
-            if vobj[s][0] != vnum[s]:
+            if versions[s][0] != vnum[s]:
                 raise _version_error(T, s, ints)
     return process, reach, needval, tslots, fams
 
 
 def _version_error(T, s, ints):
     op = ints[s, _tp.OP]
-    ver = T.vobj[s]
+    ver = T.versions[s]
     arr = T.vals[s]
     if arr is None:     # a single number kept in its entry (a replayed tape): the tensor's shape if known
         leaf = T.leaves.get(s)
@@ -227,9 +227,9 @@ def accumulate_array(leaf, g, owned):
     """``leaf.grad`` += the flat array ``g``, in place (``owned``: ``g`` is an array
     nobody else holds, which may become ``.grad`` without a copy); then the leaf's
     post-accumulate hooks."""
-    x = leaf._x
+    x = leaf._extra
     if x is None:
-        x = leaf._extra()
+        x = leaf._extras()
     d = leaf._data
     if x.hooks:
         g = hooks_on_array(x.hooks, g, d.shape, d.dtype)._data

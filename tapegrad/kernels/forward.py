@@ -15,10 +15,10 @@ import numpy as np
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_forward
 from ..ops.reduce import reduce_forward
-from ..ops.registry import (BINARY, FAMILY_RULES, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, REDUCE, SHAPE, UNARY,
-                            family, index)
+from ..core.registry import (BINARY, FAMILY_RULES, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, REDUCE, SHAPE,
+                             UNARY, family, index)
 from ..ops.shape import shape_forward
-from ..tape import A, AUX, B, C, F0, F1, OP, PARAM, VAL
+from ..core.tape import A, AUX, B, C, F0, F1, OP, PARAM, VAL
 from .sweep import _gen
 
 unary_forward = _gen.unary_forward       # generated from the elementwise table

@@ -19,12 +19,12 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..ops.registry import (BINARY, CONST, EXT, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
-                            SAVES_BY_RG, SHAPE, UNARY, index)
+from ..core.registry import (BINARY, CONST, EXT, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
+                             SAVES_BY_RG, SHAPE, UNARY, index)
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
-from .index import slot_view, strided_scatter_add
-from ..tape import A, AUX, B, C, F0, F1, OP, PARAM
+from ..core.descriptors import slot_view, strided_scatter_add
+from ..core.tape import A, AUX, B, C, F0, F1, OP, PARAM
 
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse

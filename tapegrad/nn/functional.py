@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 
 from .. import functions as _f
-from .. import tape as _tp
-from ..tensor import Tensor, from_data
+from ..core import tape as _tp
+from ..core.tensor import Tensor, from_data
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
@@ -42,7 +42,7 @@ def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (weight has shape (out_features, in_features))."""
     if bias is not None and isinstance(bias, Tensor) and not input.dtype == weight.dtype == bias.dtype:
         # PyTorch's addmm: no promotion, its messages
-        from ..ops.promotion import torch_name
+        from ..core.promotion import torch_name
         first, what = (bias, "self") if bias.dtype != weight.dtype else (input, "mat1")
         raise RuntimeError("%s and mat2 must have the same dtype, but got %s and %s"
                            % (what, torch_name(first.dtype), torch_name(weight.dtype)))

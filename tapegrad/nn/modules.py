@@ -4,9 +4,9 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import random as _random
+from ..core import random as _random
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _as_array, _init
+from ..core.tensor import Tensor, _as_array, _init
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
@@ -28,7 +28,7 @@ class Parameter(Tensor):
                 data = np.empty((0,), dtype=np.float64)
             _init(self, _as_array(data))
         if requires_grad:
-            self._requires_grad(True, creation=True)
+            self._set_requires_grad(True, creation=True)
 
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)

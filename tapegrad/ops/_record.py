@@ -5,9 +5,9 @@ base's current slot, which the core tape asks for (``tape.view_slot``: the core
 knows no op, so this module registers it)."""
 import numpy as np
 
-from .. import tape as _tp
-from ..tensor import Tensor
-from .registry import SHAPE, name_id
+from ..core import tape as _tp
+from ..core.tensor import Tensor
+from ..core.registry import SHAPE, name_id
 
 # The shape family's kernels (``ops/shape.py`` defines their opcodes, ``SHAPE << 6 | kind``).
 RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
@@ -16,15 +16,15 @@ RESHAPE, STRIDED, GATHER, SETITEM, CAT, SCATTER_ADD, STRIDED_SCATTER = range(7)
 def record_shape(kind, x, out, name, words=None, b=None):
     """Record ``out`` computed from tensor ``x`` (and ``b`` for setitem)."""
     out = out if type(out) is np.ndarray else np.asarray(out)
-    rg = x._rg or (b is not None and b._rg)
+    rg = x._requires_grad or (b is not None and b._requires_grad)
     if not rg or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
-    s = -1 if not (x._rg or _tp.recording[0]) else \
-        (x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x))     # (replay needs x)
+    s = -1 if not (x._requires_grad or _tp.recording[0]) else \
+        (x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x))     # (replay needs x)
     sb = -1
     if b is not None:
-        sb = b._slot if (b._tid == T.id and b._sver == b._ver[0]) else T.adopt(b)
+        sb = b._slot if (b._tape_id == T.id and b._slot_version == b._ver[0]) else T.adopt(b)
     at = -1 if words is None else T.aux_append(words)
     ver = [0]
     o = T.new_slot(SHAPE << 6 | kind, s, sb, -1, at, -1, name_id(name), 0.0, 0.0, out, False, ver)
@@ -33,7 +33,7 @@ def record_shape(kind, x, out, name, words=None, b=None):
 
 
 def _base(t):
-    x = t._x
+    x = t._extra
     return None if x is None else x.base
 
 
@@ -50,11 +50,11 @@ def region(view, base):
 def view_slot(T, t):
     """A fresh slot for view ``t`` read from its base's current slot."""
     base = _base(t)
-    sb = base._slot if (base._tid == T.id and base._sver == base._ver[0]) else T.adopt(base)
+    sb = base._slot if (base._tape_id == T.id and base._slot_version == base._ver[0]) else T.adopt(base)
     at = T.aux_append(region(t, base).ravel())
     s = T.new_slot(SHAPE << 6 | GATHER, sb, -1, -1, at, -1, name_id("AsStridedBackward0"), 0.0, 0.0,
                    t._data, False, t._ver)
-    t._tape, t._slot, t._tid, t._sver, t._rg = T, s, T.id, t._ver[0], True
+    t._tape, t._slot, t._tape_id, t._slot_version, t._requires_grad = T, s, T.id, t._ver[0], True
     return s
 
 

@@ -20,8 +20,8 @@ import operator as _operator
 
 import numpy as np
 
-from .promotion import DEFAULT, result_type, with_number
-from .registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
+from ..core.promotion import DEFAULT, result_type, with_number
+from ..core.registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
 
 
 class Unary:
@@ -265,10 +265,10 @@ BINARY_BY_NAME = {op.name: op for op in BINARY_OPS}
 
 
 # -- recording ------------------------------------------------------------------
-from .. import tape as _tp                  # noqa: E402
-from ..kernels.index import broadcast_strides, descriptor   # noqa: E402
-from ..tensor import NumberTensor, Tensor   # noqa: E402
-from .registry import name_id               # noqa: E402
+from ..core import tape as _tp  # noqa: E402
+from ..core.descriptors import broadcast_strides, descriptor  # noqa: E402
+from ..core.tensor import NumberTensor, Tensor  # noqa: E402
+from ..core.registry import name_id  # noqa: E402
 
 for _op in UNARY_OPS + BINARY_OPS:
     _op.nm = name_id(_op.grad_fn)
@@ -276,7 +276,7 @@ _SUB_NM = name_id("SubBackward0")       # add_s recorded as a subtraction (``x -
 
 
 def _slot(T, t):
-    if t._tid == T.id and t._sver == t._ver[0]:
+    if t._tape_id == T.id and t._slot_version == t._ver[0]:
         return t._slot
     return T.adopt(t)
 
@@ -429,7 +429,7 @@ def _unary_recorder(op):
     number = op.number
 
     def record(input, p=0.0, q=0.0, name=-1):
-        if number is not None and input._rg:
+        if number is not None and input._requires_grad:
             # the single-number path: no one-element array made (``number``: see UNARY_OPS)
             if type(input) is NumberTensor:
                 v, d = input._f, None           # (None once its array was made)
@@ -455,7 +455,7 @@ def _unary_recorder(op):
                         T = _tape(st)
                 # (recorded for replay: the NumPy path, which notes what replay needs)
                 if r is not None and T.shapes is None:
-                    if input._tid == T.id and input._sver == input._ver[0]:
+                    if input._tape_id == T.id and input._slot_version == input._ver[0]:
                         s = input._slot
                     else:
                         s = T.adopt(input)
@@ -468,17 +468,17 @@ def _unary_recorder(op):
                     T.n = o + 1
                     T.vals.append(None)     # (the value is in the entry, where the sweep reads it)
                     ver = [0]
-                    T.vobj.append(ver)
+                    T.versions.append(ver)
                     t = _new(NumberTensor)
                     t._f = r
                     t._shp = shp
-                    t._rg = True
-                    t._tid = T.id
+                    t._requires_grad = True
+                    t._tape_id = T.id
                     t._slot = o
                     t._ver = ver
-                    t._sver = 0
+                    t._slot_version = 0
                     t._tape = T
-                    t._x = None
+                    t._extra = None
                     return t
         d = input._data
         try:
@@ -502,7 +502,7 @@ def _unary_recorder(op):
                 raise
         if type(out) is not _ndarray:
             out = np.asarray(out)
-        if not input._rg:
+        if not input._requires_grad:
             if d.dtype is not _F64 and d.dtype.kind != "f":     # (integer and bool tensors: never recorded)
                 out = _integral_unary(op, d, p, out, name)
             return Tensor._wrap(out)
@@ -515,7 +515,7 @@ def _unary_recorder(op):
         T = st.tape
         if T is None or T.n >= T.limit:
             T = _tape(st)
-        if input._tid == T.id and input._sver == input._ver[0]:
+        if input._tape_id == T.id and input._slot_version == input._ver[0]:
             s = input._slot
         else:
             s = T.adopt(input)
@@ -530,16 +530,16 @@ def _unary_recorder(op):
         T.n = o + 1
         T.vals.append(out if save_out else None)
         ver = [0]
-        T.vobj.append(ver)
+        T.versions.append(ver)
         t = _new(Tensor)
         t._data = out
-        t._rg = True
-        t._tid = T.id
+        t._requires_grad = True
+        t._tape_id = T.id
         t._slot = o
         t._ver = ver
-        t._sver = 0
+        t._slot_version = 0
         t._tape = T
-        t._x = None
+        t._extra = None
         return t
     record.__name__ = op.name
     return record
@@ -596,7 +596,7 @@ def _binary_recorder(op):
             if tb is float and operator[1] is not None:
                 return operator[1](a, b)
             return operator[0](a, b)            # as ``a <op> b``: a number, array...
-        if number is not None and c is None and (a._rg or b._rg):
+        if number is not None and c is None and (a._requires_grad or b._requires_grad):
             # the single-number path: no one-element array made (``number``: see UNARY_OPS)
             if type(a) is NumberTensor:
                 va, ad, sha = a._f, None, a._shp
@@ -630,11 +630,11 @@ def _binary_recorder(op):
                         T = _tape(st)
                 if r is not None and T.shapes is None:
                     tid = T.id
-                    sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
-                    sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
-                    if save_a and ad is not None and (a_always or (a_if_a and a._rg) or (a_if_b and b._rg)):
+                    sa = a._slot if (a._tape_id == tid and a._slot_version == a._ver[0]) else T.adopt(a)
+                    sb = b._slot if (b._tape_id == tid and b._slot_version == b._ver[0]) else T.adopt(b)
+                    if save_a and ad is not None and (a_always or (a_if_a and a._requires_grad) or (a_if_b and b._requires_grad)):
                         T.vals[sa] = ad
-                    if save_b and bd is not None and (b_always or (b_if_a and a._rg) or (b_if_b and b._rg)):
+                    if save_b and bd is not None and (b_always or (b_if_a and a._requires_grad) or (b_if_b and b._requires_grad)):
                         T.vals[sb] = bd
                     o = T.n
                     if o >= T.cap:
@@ -643,17 +643,17 @@ def _binary_recorder(op):
                     T.n = o + 1
                     T.vals.append(None)
                     ver = [0]
-                    T.vobj.append(ver)
+                    T.versions.append(ver)
                     t = _new(NumberTensor)
                     t._f = r
                     t._shp = sha
-                    t._rg = True
-                    t._tid = tid
+                    t._requires_grad = True
+                    t._tape_id = tid
                     t._slot = o
                     t._ver = ver
-                    t._sver = 0
+                    t._slot_version = 0
                     t._tape = T
-                    t._x = None
+                    t._extra = None
                     return t
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
@@ -668,7 +668,7 @@ def _binary_recorder(op):
             raise
         if type(out) is not _ndarray:
             out = np.asarray(out)
-        if not (a._rg or b._rg):
+        if not (a._requires_grad or b._requires_grad):
             return Tensor._wrap(out)
         try:
             st = _tls.st
@@ -680,14 +680,14 @@ def _binary_recorder(op):
         if T is None or T.n >= T.limit:
             T = _tape(st)
         tid = T.id
-        sa = a._slot if (a._tid == tid and a._sver == a._ver[0]) else T.adopt(a)
-        sb = b._slot if (b._tid == tid and b._sver == b._ver[0]) else T.adopt(b)
+        sa = a._slot if (a._tape_id == tid and a._slot_version == a._ver[0]) else T.adopt(a)
+        sb = b._slot if (b._tape_id == tid and b._slot_version == b._ver[0]) else T.adopt(b)
         sc = -1 if c is None else _slot(T, c)
-        if save_a and (a_always or (a_if_a and a._rg) or (a_if_b and b._rg)):
+        if save_a and (a_always or (a_if_a and a._requires_grad) or (a_if_b and b._requires_grad)):
             T.vals[sa] = ad
-        if save_b and (b_always or (b_if_a and a._rg) or (b_if_b and b._rg)):
+        if save_b and (b_always or (b_if_a and a._requires_grad) or (b_if_b and b._requires_grad)):
             T.vals[sb] = bd
-        if save_c and (c_always or (c_if_a and a._rg) or (c_if_b and b._rg)):
+        if save_c and (c_always or (c_if_a and a._requires_grad) or (c_if_b and b._requires_grad)):
             T.vals[sc] = c._data
         osh = out.shape
         i0, bits = -1, 0
@@ -708,16 +708,16 @@ def _binary_recorder(op):
         T.n = o + 1
         T.vals.append(out if save_out else None)
         ver = [0]
-        T.vobj.append(ver)
+        T.versions.append(ver)
         t = _new(Tensor)
         t._data = out
-        t._rg = True
-        t._tid = tid
+        t._requires_grad = True
+        t._tape_id = tid
         t._slot = o
         t._ver = ver
-        t._sver = 0
+        t._slot_version = 0
         t._tape = T
-        t._x = None
+        t._extra = None
         return t
     record.__name__ = op.name
     return record
@@ -746,7 +746,7 @@ def binary(op, a, b, c=None, name=-1):
 # ``where``, ``ipow`` and any unary op of the table by its name (on a number, the
 # NumPy function of that name: a rule may apply it to a parameter);
 # ``kernels.codegen.check_row`` refuses a rule calling anything else.
-from .registry import UNARY as _UNARY_FAMILY, BINARY as _BINARY_FAMILY, FamilyRules, register_family  # noqa: E402
+from ..core.registry import UNARY as _UNARY_FAMILY, BINARY as _BINARY_FAMILY, FamilyRules, register_family  # noqa: E402
 from .shape import expand_adjoint, gather_flat, scatter_add     # noqa: E402
 
 
@@ -808,11 +808,11 @@ def _pow1(x):
     the entry PyTorch records too, so higher derivatives still depend on x, but with
     x's own data (read-only) as its value and x's version counter, like a view,
     instead of a copy."""
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return x
     op = UNARY_BY_NAME["pow_s"]
     T = _tp.current()
-    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    s = x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x)
     T.vals[s] = x._data                 # pow's reverse reads its input
     out = x._data.view()
     out.flags.writeable = False

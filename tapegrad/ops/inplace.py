@@ -9,8 +9,8 @@ slot from it on their next use (``view_slot``).
 """
 import numpy as np
 
-from .. import tape as _tp
-from .promotion import torch_name
+from ..core import tape as _tp
+from ..core.promotion import torch_name
 from ._record import SETITEM, _base, record_shape, region, view_slot
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -37,11 +37,11 @@ def check_inplace(y, view_op=False):
     if not _tp.state().grad:
         return
     b = _base(y)
-    if b is not None and y._x.name == "no_grad_view" and b._rg:
+    if b is not None and y._extra.name == "no_grad_view" and b._requires_grad:
         raise RuntimeError(NO_GRAD_VIEW_MSG)
-    if y._rg and y._tape is None and b is None:
+    if y._requires_grad and y._tape is None and b is None:
         raise RuntimeError(VIEW_LEAF_MSG if view_op else LEAF_MSG)
-    if b is not None and b._rg and b._tape is None:
+    if b is not None and b._requires_grad and b._tape is None:
         raise RuntimeError(VIEW_LEAF_MSG)
 
 
@@ -54,21 +54,21 @@ def commit_inplace(y, r):
     _tp.inplace_counter[0] += 1
     y._ver[0] += 1
     T = r._tape
-    y._tape, y._slot, y._tid, y._rg = T, r._slot, T.id, True
+    y._tape, y._slot, y._tape_id, y._requires_grad = T, r._slot, T.id, True
     _set_producer(y._ver, T.field(r._slot, _tp.NAME))
-    T.vobj[r._slot] = y._ver
+    T.versions[r._slot] = y._ver
     T.set_field(r._slot, _tp.VERSION, y._ver[0])
-    y._sver = y._ver[0]
+    y._slot_version = y._ver[0]
     base = _base(y)
     if base is not None:
         reg = region(y, base)
         vmap = np.arange(reg.size, dtype=np.int64)
         words = np.concatenate(([reg.size], reg.ravel(), vmap))
         nb = record_shape(SETITEM, base, base._data.copy(), "CopySlices", words, b=y)
-        base._tape, base._slot, base._tid, base._rg = T, nb._slot, T.id, True
-        T.vobj[nb._slot] = base._ver
+        base._tape, base._slot, base._tape_id, base._requires_grad = T, nb._slot, T.id, True
+        T.versions[nb._slot] = base._ver
         T.set_field(nb._slot, _tp.VERSION, base._ver[0])
-        base._sver = base._ver[0]
+        base._slot_version = base._ver[0]
         _set_producer(base._ver, T.field(nb._slot, _tp.NAME))
         view_slot(T, y)
 
@@ -95,7 +95,7 @@ def apply(y, result_fn):
     check_inplace(y)
     d = y._data
     T0 = _tp.state().tape
-    pre_saved = (T0 is not None and y._tid == T0.id and 0 <= y._slot < len(T0.vals)
+    pre_saved = (T0 is not None and y._tape_id == T0.id and 0 <= y._slot < len(T0.vals)
                  and T0.vals[y._slot] is d)
     r = result_fn()
     if r._data.shape != d.shape:
@@ -104,12 +104,12 @@ def apply(y, result_fn):
     if r._data.dtype is not d.dtype:
         _check_cast(r._data.dtype, d.dtype)
     T = r._tape
-    if (not pre_saved and T is not None and y._tid == T.id and 0 <= y._slot < len(T.vals)
+    if (not pre_saved and T is not None and y._tape_id == T.id and 0 <= y._slot < len(T.vals)
             and T.vals[y._slot] is d):
         # the op itself saved the value it is about to overwrite (y.mul_(x)): keep
         # a copy for it; an earlier saver still sees the version change and raises
         T.vals[y._slot] = d.copy()
-        T.vobj[y._slot] = [T.field(y._slot, _tp.VERSION)]
+        T.versions[y._slot] = [T.field(y._slot, _tp.VERSION)]
     np.copyto(d, r._data, casting="unsafe")
     commit_inplace(y, r if r._tape is not None else None)
     return y

@@ -6,11 +6,11 @@ accumulate their gradient); 1-D operands are the ``n = 1`` or ``m = 1`` case.
 """
 import numpy as np
 
-from .. import tape as _tp
+from ..core import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
-from ..tensor import Tensor, to_operand
-from .promotion import torch_name
-from .registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
+from ..core.tensor import Tensor, to_operand
+from ..core.promotion import torch_name
+from ..core.registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
 
 # dA = G @ B^T reads b, dB = A^T @ G reads a: each kept only when the other needs a gradient
 MATMUL = define(LINALG, 0, "matmul", reads=(SAVE_B, SAVE_A))
@@ -145,7 +145,7 @@ def _matmul(x, y):
     except ValueError as e:
         raise RuntimeError(_broadcast_msg(A.shape[:-2], B.shape[:-2]) or str(e)) from None
     out = out if type(out) is np.ndarray else np.asarray(out)
-    if not (x._rg or y._rg) or not _tp.state().grad:
+    if not (x._requires_grad or y._requires_grad) or not _tp.state().grad:
         return Tensor._wrap(out)
     n, k, m = A.shape[-2], A.shape[-1], B.shape[-1]
     ba, bb = A.shape[:-2], B.shape[:-2]
@@ -175,9 +175,9 @@ def _matmul(x, y):
     else:
         name = "UnsafeViewBackward0"
     T = _tp.current()
-    sa = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
-    sb = y._slot if (y._tid == T.id and y._sver == y._ver[0]) else T.adopt(y)
-    keep = _KEEP[(1 if x._rg else 0) | (2 if y._rg else 0)]
+    sa = x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x)
+    sb = y._slot if (y._tape_id == T.id and y._slot_version == y._ver[0]) else T.adopt(y)
+    keep = _KEEP[(1 if x._requires_grad else 0) | (2 if y._requires_grad else 0)]
     if keep & SAVE_A:
         T.vals[sa] = a
     if keep & SAVE_B:

@@ -21,14 +21,14 @@ import math
 import numpy as np
 
 from .. import _jit
-from .. import tape as _tp
+from ..core import tape as _tp
 from .._jit import jit
-from ..kernels.index import c_strides, descriptor, strided_map, strided_map_np, u64
-from ..tensor import Tensor, _wrap_dim
-from .promotion import DEFAULT, torch_name
+from ..core.descriptors import c_strides, descriptor, strided_map, strided_map_np, u64
+from ..core.tensor import Tensor, _wrap_dim
+from ..core.promotion import DEFAULT, torch_name
 from ._args import REQUIRED, numpy_names
-from .registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError, define,
-                       name_id, register_family)
+from ..core.registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError,
+                             define, name_id, register_family)
 from .shape import gather_flat, scatter_add, strided_view, to_dtype
 
 # kernel indices (the branches of ``reduce_reverse``)
@@ -127,10 +127,10 @@ def _record(kind, x, out, axes, name, f0=0.0):
     """Record op ``kind`` of ``x`` along ``axes`` (its group descriptor in aux), keeping
     what ``declare`` said it saves."""
     out = out if type(out) is np.ndarray else np.asarray(out)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
-    s = x._slot if (x._tid == T.id and x._sver == x._ver[0]) else T.adopt(x)
+    s = x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x)
     code = CODES[kind]
     saves = SAVES_BY_RG[code][0]
     if saves & SAVE_A:

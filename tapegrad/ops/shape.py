@@ -11,15 +11,15 @@ import warnings
 
 import numpy as np
 
-from .. import tape as _tp
+from ..core import tape as _tp
 from .._jit import jit
-from ..kernels.index import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
-                             strided_scatter_add, u64)
-from ..tensor import _TYPE_NAME, Tensor, _wrap_dim
-from .promotion import promote_types
+from ..core.descriptors import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
+                                strided_scatter_add, u64)
+from ..core.tensor import _TYPE_NAME, Tensor, _wrap_dim
+from ..core.promotion import promote_types
 from ._args import numpy_names
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
-from .registry import OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id, register_family
+from ..core.registry import OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id, register_family
 
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
@@ -120,25 +120,25 @@ def _untracked_view(t, x):
     """A view that was not recorded: shares x's version; one made under no_grad
     from a tensor that requires grad is a leaf that requires grad (PyTorch)."""
     t._ver = x._ver
-    t._sver = x._ver[0]
-    ex = t._extra()
-    ex.base = x._x.base if (x._x is not None and x._x.base is not None) else x
-    if x._rg:
-        t._rg = True
+    t._slot_version = x._ver[0]
+    ex = t._extras()
+    ex.base = x._extra.base if (x._extra is not None and x._extra.base is not None) else x
+    if x._requires_grad:
+        t._requires_grad = True
         ex.name = "no_grad_view"
 
 
 def _mark_view(t, x):
     """Remember the tensor whose storage ``t`` views (for in-place checks)."""
     if out_is_view(t._data, x._data):
-        if not t._rg:
+        if not t._requires_grad:
             _untracked_view(t, x)
             return t
-        root = x._x.base if (x._x is not None and x._x.base is not None) else x
-        t._extra().base = root
+        root = x._extra.base if (x._extra is not None and x._extra.base is not None) else x
+        t._extras().base = root
         t._ver = x._ver
-        t._sver = x._ver[0]
-        t._tape.vobj[t._slot] = x._ver
+        t._slot_version = x._ver[0]
+        t._tape.versions[t._slot] = x._ver
         t._tape.set_field(t._slot, _tp.VERSION, x._ver[0])
     return t
 
@@ -233,7 +233,7 @@ def strided(x, index_fn, name, key=None):
     """A view of ``x`` that NumPy expresses as strides (``index_fn`` makes it;
     ``key``, when given, names the view so its descriptor is computed once)."""
     out = index_fn(x._data)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         t = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
         if out_is_view(t._data, x._data):     # shares storage, so shares the version
             _untracked_view(t, x)
@@ -337,7 +337,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 def gather_linear(x, lin, name):
     """``out.flat[j] = x.flat[lin.flat[j]]`` (``lin`` an int array of the output's shape)."""
     out = x._data.reshape(-1)[lin] if x._data.size else np.zeros(lin.shape, x.dtype)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(np.asarray(out))    # a 0-d index gives a NumPy scalar
     return _record(GATHER, x, out, name, lin.ravel())
 
@@ -687,7 +687,7 @@ def _gather(x, adv):
             raise (err or bounds) from None
         adv = _empty_index(adv)
         out = d[adv]
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
     if len(adv) == d.ndim and all(type(k) is np.ndarray for k in adv):
         # one integer array per dimension (e.g. logp[rows, labels]): flat indices
@@ -728,7 +728,7 @@ def setitem(y, idx, value, view_op=True):
             target = sliced[adv]
     _check_value_shape(v, vshape, target.shape, adv is not None)
     vdata = vdata.reshape(vshape)
-    tracking = (y._rg or v._rg) and _tp.state().grad
+    tracking = (y._requires_grad or v._requires_grad) and _tp.state().grad
     if tracking:
         region = np.arange(d.size, dtype=np.int64).reshape(d.shape)
         if pre is not None:
@@ -838,13 +838,13 @@ def _cat(tensors, dim, stacking):
             raise _cat_error(datas, ax, e) from None
         parts = datas
         name = "CatBackward0"
-    if not any(t._rg for t in tensors) or not _tp.state().grad:
+    if not any(t._requires_grad for t in tensors) or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
     slots = []
     for t in tensors:
-        slots.append((t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t))
-                     if (t._rg or _tp.recording[0]) else -1)
+        slots.append((t._slot if (t._tape_id == T.id and t._slot_version == t._ver[0]) else T.adopt(t))
+                     if (t._requires_grad or _tp.recording[0]) else -1)
     outer = int(np.prod(out.shape[:ax], dtype=np.int64))
     total = int(np.prod(out.shape[ax:], dtype=np.int64))
     words = [len(tensors), *slots, outer, total]
@@ -871,7 +871,7 @@ def scatter_add(x, idx, n):
     d = x._data
     out = np.bincount(idx, weights=d, minlength=n) if d.size else np.zeros(n)
     out = out.astype(d.dtype, copy=False)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(SCATTER_ADD, x, out, "IndexAddBackward0", idx)
 
@@ -914,7 +914,7 @@ def strided_view(x, words):
             out.flags.writeable = False     # one element seen several times: no writing through it
     else:
         out = np.zeros(int(np.prod(words[2:2 + int(words[0])])), d.dtype)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
     return _mark_view(_record(STRIDED, x, out, "AsStridedBackward0", words), x)
 
@@ -930,7 +930,7 @@ def strided_scatter(x, words, n):
             v[...] = d.reshape(v.shape)
         else:       # elements reached twice (expand): add up
             out += np.bincount(strided_map_np(words, 0), weights=d, minlength=n).astype(d.dtype, copy=False)
-    if not x._rg or not _tp.state().grad:
+    if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
     return _record(STRIDED_SCATTER, x, out, "AsStridedScatterBackward0", words)
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _TYPE_NAME
+from ..core.tensor import Tensor, _TYPE_NAME
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 

@@ -4,8 +4,8 @@ import sys
 
 import numpy as np
 
-from .. import tape as _tp
-from ..tensor import Tensor
+from ..core import tape as _tp
+from ..core.tensor import Tensor
 from .recording import _record_call
 from .session import NotReplayable, TapeDivergence, _Rerecord, _arg_key, _is_array_arg, _is_grad_leaf, _real
 
@@ -57,7 +57,7 @@ class Compiled:
             for a in args:
                 if type(a) is Tensor:
                     d = a._data
-                    keys.append(("T", d.shape, d.dtype.num, a._rg, _is_grad_leaf(a)))
+                    keys.append(("T", d.shape, d.dtype.num, a._requires_grad, _is_grad_leaf(a)))
                     arrays.append(d)
                 else:
                     keys.append(_arg_key(a))

@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from .. import _jit
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..kernels import forward as _kf
 from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
 from ..ops import shape as _sh
-from ..ops.registry import FAMILY_RULES, SHAPE, family, index
+from ..core.registry import FAMILY_RULES, SHAPE, family, index
 from .session import _Rerecord, _live_lin, _pair_gather
 
 
@@ -310,7 +310,7 @@ def _source_value(src, arrays):
     if kind == "captured":
         t = src[1]
         d = t._data
-        if d.shape != src[2] or d.dtype != src[3] or bool(t._rg) != src[4]:
+        if d.shape != src[2] or d.dtype != src[3] or bool(t._requires_grad) != src[4]:
             raise _Rerecord()
         return d
     return src[1]

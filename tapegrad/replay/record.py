@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import _version
 from ..autograd import engine as _engine
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from . import tapefile
 from .compile import _show
 from .recording import _record_call
@@ -104,7 +104,7 @@ class RecordedTape:
         leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
         for t in leaves:
             if isinstance(t, Tensor):
-                t._rg = True
+                t._requires_grad = True
         T = R.tape_for(vals, arrays, leaves)
         s = R.out_refs[0][1]
         y = vals[s]
@@ -117,7 +117,7 @@ class RecordedTape:
             if seed.size != y.size:
                 raise ValueError("cotangent has %d elements, the output %d" % (seed.size, y.size))
         if R.rg[s]:
-            out = Tensor._recorded(y, T, s, T.vobj[s])
+            out = Tensor._recorded(y, T, s, T.versions[s])
             if getattr(self._R, "checked", False):
                 # a tape from a file: the NumPy reverse, whose indexing is bounds-checked
                 # (the compiled sweep trusts the tape's indices)

@@ -12,11 +12,11 @@ import numpy as np
 
 from .. import _background
 from .. import _jit
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..kernels import sweep as _ks
 from ..ops import shape as _sh
-from ..ops.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
-from ..tensor import Tensor
+from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
+from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
 from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
@@ -53,7 +53,7 @@ class Recording(Forward):
         for s, src in rec.sources.items():
             if src[0] == "captured":
                 t = src[1]
-                self.sources[s] = ("captured", t, t._data.shape, t._data.dtype, bool(t._rg))
+                self.sources[s] = ("captured", t, t._data.shape, t._data.dtype, bool(t._requires_grad))
             else:
                 self.sources[s] = src
         self.guards = rec.guards
@@ -83,9 +83,9 @@ class Recording(Forward):
         # entries that view their input (they share its version counter, as in eager
         # execution), in tape order: a replay gives them their input's counter, so a
         # kept view of a parameter changed in place (an optimizer step) is noticed
-        vobj = T.vobj
+        versions = T.versions
         self.view_links = [(s, a) for s, (op, a) in enumerate(self.ints[:, :2].tolist())
-                           if op >= META_END and a >= 0 and vobj[s] is vobj[a]]
+                           if op >= META_END and a >= 0 and versions[s] is versions[a]]
         # the forward strategy (forward.py), decided at the first replays
         self.scalar = None      # set by ``compile_scalar``: False when the compiled scalar forward does not apply
         self.arena = None       # set by ``_arena_plan``: False when the compiled arena forward does not apply
@@ -216,16 +216,16 @@ class Recording(Forward):
         # the version counters: one shared by the entries no tensor shows (never
         # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
         # last replay's list again when that tape is gone (no large allocation).
-        vobj, self.spare_vobj = self.spare_vobj, None
-        if scalar and vobj is not None and _tp.refs(vobj) <= _tp.ALONE:
+        versions, self.spare_vobj = self.spare_vobj, None
+        if scalar and versions is not None and _tp.refs(versions) <= _tp.ALONE:
             shared = self.spare_shared
             for s in self.vobj_own:
-                vobj[s] = shared
+                versions[s] = shared
         else:
             shared = [0]
-            vobj = [shared] * n
+            versions = [shared] * n
         if scalar:
-            self.spare_vobj, self.spare_shared = vobj, shared
+            self.spare_vobj, self.spare_shared = versions, shared
         ext = T.ext
         leaves = T.leaves
         vnum = []
@@ -241,11 +241,11 @@ class Recording(Forward):
                 leaves[s] = t
             if kind == "leaf" and i >= 0:
                 leaves[s] = t
-            vobj[s] = t._ver
+            versions[s] = t._ver
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
         for s, a in self.view_links:
-            v = vobj[s] = vobj[a]
+            v = versions[s] = versions[a]
             if v[0] or scalar:
                 vnum.append((s, v[0]))
         if vnum:
@@ -253,9 +253,9 @@ class Recording(Forward):
             for s, v in vnum:
                 ints[s, _tp.VERSION] = v
         for s in self.out_slots:       # an output changed in place moves its own version only
-            if vobj[s] is shared:
-                vobj[s] = [0]
-        T.vobj = vobj
+            if versions[s] is shared:
+                versions[s] = [0]
+        T.versions = versions
         aux = self.aux
         lins = getattr(vals, "lins", None)
         if type(vals) is _ArenaVals and vals.aux is not None:
@@ -280,7 +280,7 @@ class Recording(Forward):
                 else:
                     v = vals[s]
                 if self.rg[s] and T is not None:
-                    leaves.append(Tensor._recorded(v, T, s, T.vobj[s]))
+                    leaves.append(Tensor._recorded(v, T, s, T.versions[s]))
                 else:
                     leaves.append(_plain_wrap(v))
             elif kind == "arg":
@@ -368,9 +368,9 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             refs.append(("derived", rec.derived[id(t)][1]))
         elif id(t) in rec.arg_ids:
             refs.append(("arg", rec.arg_ids[id(t)]))
-        elif t._tape is T and t._sver == t._ver[0]:
+        elif t._tape is T and t._slot_version == t._ver[0]:
             refs.append(("slot", t._slot))
-        elif t._tape is None and id(t) not in rec.tainted and not t._rg:
+        elif t._tape is None and id(t) not in rec.tainted and not t._requires_grad:
             refs.append(("object", t))
         else:
             rec.refuse("it returns a tensor the tape does not produce (computed off the tape, or changed in place "
@@ -427,7 +427,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
         if r is not None and r[0] == "arg":
             a = user_args[r[1]]
             fixed.append(a if isinstance(a, Tensor) else _plain_wrap(a))
-        elif t._rg and t._tape is T and not rg[t._slot]:
+        elif t._requires_grad and t._tape is T and not rg[t._slot]:
             fixed.append(_plain_wrap(t._data))
         else:
             fixed.append(t)

@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..autograd import engine as _engine
 from ..kernels import sweep as K
 
@@ -34,7 +34,7 @@ class ReplayedTape(_tp.Tape):
         self.owner = threading.get_ident()
         self.buf, self.n, self.cap, self.limit, self.sealed = buf, n, n, 0, True
         self.elements = self.counted = 0
-        self.vals = self.vobj = None        # (set by tape_for)
+        self.vals = self.versions = None        # (set by tape_for)
         self.leaves, self.ext, self.imports, self.hooks, self.retained = {}, {}, {}, {}, {}
         self.freed = _tp._NO_FREED
         self.aux, self.aux_len = [], 0

@@ -3,7 +3,7 @@ arguments (``_WatchedArg``) and what it notes for the guards.
 
 ``tg.compile`` and ``tg.record`` run the function once while a ``_Session`` sits in
 the thread's state (``state().rec``); the library reports to it through the
-``RecordingObserver`` methods (``tapegrad/tape.py``), and it keeps where each leaf
+``RecordingObserver`` methods (``tapegrad/core/tape.py``), and it keeps where each leaf
 and constant came from, a guard for every value Python read, and the live gathers
 whose indices come from integer arguments.
 """
@@ -16,11 +16,11 @@ import threading
 
 import numpy as np
 
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..ops import shape as _sh
 from ..ops.reduce import extremum_lin
-from ..ops.registry import CONST, EXT, LEAF
-from ..tensor import Tensor
+from ..core.registry import CONST, EXT, LEAF
+from ..core.tensor import Tensor
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -160,7 +160,7 @@ class _Session(_tp.RecordingObserver):
         if isinstance(t, _WatchedArg):
             return ("arg", t._idx)
         T = self.tape
-        return ("slot", t._slot if (t._tid == T.id and t._sver == t._ver[0]) else T.adopt(t))
+        return ("slot", t._slot if (t._tape_id == T.id and t._slot_version == t._ver[0]) else T.adopt(t))
 
     def read(self, t, value):
         """Python read the value of ``t`` (``bool``, ``item``, ...): a guard."""
@@ -176,7 +176,7 @@ class _Session(_tp.RecordingObserver):
             return self.args[i][0] in ("leaf", "nonleaf")
         T = self.tape
         if t._tape is not T:
-            return bool(t._rg)
+            return bool(t._requires_grad)
         shadows = {s for s, src in self.sources.items()
                    if src[0] == "arg" and self.arg_at[src[1]][0] not in ("leaf", "nonleaf")}
         return _reaches_leaf(T, t._slot, shadows)
@@ -212,7 +212,7 @@ class _Session(_tp.RecordingObserver):
         pos = tuple((j, self.live_arrays[id(a)]) for j, a in enumerate(idx)
                     if isinstance(a, np.ndarray) and id(a) in self.live_arrays)
         if pos:
-            if result._tape is self.tape and result._sver == result._ver[0]:
+            if result._tape is self.tape and result._slot_version == result._ver[0]:
                 template = tuple(None if any(j == p for p, _ in pos) else a for j, a in enumerate(idx))
                 self.live[result._slot] = functools.partial(_live_lin, tuple(shape), template, pos)
             else:
@@ -223,9 +223,9 @@ class _Session(_tp.RecordingObserver):
         """``max``/``min`` along ``ax`` was recorded: the elements it picks are recomputed
         from x's values at each replay (its indices output is not replayed)."""
         T = self.tape
-        if values._tape is T and values._sver == values._ver[0] and x._tid == T.id and x._sver == x._ver[0]:
+        if values._tape is T and values._slot_version == values._ver[0] and x._tape_id == T.id and x._slot_version == x._ver[0]:
             self.live[values._slot] = functools.partial(_extremum_lin, x._slot, ax, keepdim, largest)
-        elif values._rg:
+        elif values._requires_grad:
             self.refuse("max/min along a dim of a tensor not recorded on this tape")
 
     def labels(self, target, flags):
@@ -316,12 +316,12 @@ def _is_array_arg(v):
 
 def _is_grad_leaf(v):
     """A leaf that requires grad and is not a view: gradients accumulate into it."""
-    return bool(v._rg) and v._tape is None and (v._x is None or v._x.base is None)
+    return bool(v._requires_grad) and v._tape is None and (v._extra is None or v._extra.base is None)
 
 
 def _arg_key(v):
     if type(v) is Tensor or isinstance(v, Tensor):
-        return ("T", v._data.shape, v._data.dtype.num, v._rg, _is_grad_leaf(v))
+        return ("T", v._data.shape, v._data.dtype.num, v._requires_grad, _is_grad_leaf(v))
     if isinstance(v, np.ndarray):
         return ("A", v.shape, v.dtype.num)
     try:
@@ -337,17 +337,17 @@ def _recording_arg(rec, i, v, grad_arrays):
     if arr.dtype.kind != "f":
         w = object.__new__(_WatchedArg)
         w._real, w._rec, w._idx = arr, rec, i
-        w._rg, w._tid, w._slot, w._ver, w._sver, w._tape, w._x = False, 0, -1, [0], 0, None, None
+        w._requires_grad, w._tape_id, w._slot, w._ver, w._slot_version, w._tape, w._extra = False, 0, -1, [0], 0, None, None
         kind = "int"
         t = w
     elif isinstance(v, Tensor) and _is_grad_leaf(v):
         kind, t = "leaf", v                          # a leaf that requires grad: gradients go to it
     else:
         t = _plain_wrap(arr)
-        t._rg = True                                  # recorded like a leaf; a constant on replay
+        t._requires_grad = True                                  # recorded like a leaf; a constant on replay
         if isinstance(v, Tensor):
             t._ver = v._ver
-        kind = "array" if not isinstance(v, Tensor) else ("nonleaf" if v._rg else "data")
+        kind = "array" if not isinstance(v, Tensor) else ("nonleaf" if v._requires_grad else "data")
         if kind == "array" and grad_arrays:
             kind = "leaf"
     rec.args.append((kind, v, t, t._ver[0]))

@@ -28,9 +28,9 @@ import zipfile
 
 import numpy as np
 
-from .. import tape as _tp
+from ..core import tape as _tp
 from ..ops import shape as _sh
-from ..ops.registry import META_END, OP_NAMES
+from ..core.registry import META_END, OP_NAMES
 from .forward import _DERIVED_FNS
 from .recording import Recording
 from .session import _extremum_lin, _live_lin

@@ -2,9 +2,9 @@
 
 A tensor that requires grad and was produced by a recorded operation holds its
 tape (``_tape``) and slot (``_slot``); a leaf or constant gets a slot on the
-current tape the first time an operation uses it (``_tid``/``_slot`` remember
+current tape the first time an operation uses it (``_tape_id``/``_slot`` remember
 it).  ``_ver`` is the version counter, shared by tensors that share storage, and
-``_sver`` the version the slot was made at: a mismatch means the tensor changed
+``_slot_version`` the version the slot was made at: a mismatch means the tensor changed
 in place since, so its next use makes a fresh slot.
 """
 import threading
@@ -14,9 +14,9 @@ import numpy as np
 
 from . import tape as _tp
 from .tape import recording as _recording
-from .ops import promotion as _pr
-from .ops.promotion import infer_dtype
-from .ops.registry import GRAD_FN_NAMES
+from . import promotion as _pr
+from .promotion import infer_dtype
+from .registry import GRAD_FN_NAMES
 
 _FLOATS = (np.float64, np.float32, np.float16)
 DEFAULT_DTYPE = np.float64
@@ -134,7 +134,7 @@ class _Extra:
 
 
 class Tensor:
-    __slots__ = ("_data", "_rg", "_tid", "_slot", "_ver", "_sver", "_tape", "_x", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "_tape_id", "_slot", "_ver", "_slot_version", "_tape", "_extra", "__weakref__")
     __array_priority__ = 1000       # ndarray <op> Tensor defers to Tensor's reflected ops
 
     def __init__(self, *args, device=None):
@@ -155,13 +155,13 @@ class Tensor:
         detach, a comparison): a recording for replay is told of it."""
         t = _new(Tensor)
         t._data = arr
-        t._rg = False
-        t._tid = 0
+        t._requires_grad = False
+        t._tape_id = 0
         t._slot = -1
         t._ver = [0]
-        t._sver = 0
+        t._slot_version = 0
         t._tape = None
-        t._x = None
+        t._extra = None
         if _recording[0]:
             rec = _tp.state().rec
             if rec is not None:
@@ -174,26 +174,26 @@ class Tensor:
         number, a replay's values): as ``_wrap``, but no recording is told of it."""
         t = _new(Tensor)
         t._data = arr
-        t._rg = False
-        t._tid = 0
+        t._requires_grad = False
+        t._tape_id = 0
         t._slot = -1
         t._ver = [0]
-        t._sver = 0
+        t._slot_version = 0
         t._tape = None
-        t._x = None
+        t._extra = None
         return t
 
     @staticmethod
     def _recorded(arr, tape, slot, ver):
         t = _new(Tensor)
         t._data = arr
-        t._rg = True
-        t._tid = tape.id
+        t._requires_grad = True
+        t._tape_id = tape.id
         t._slot = slot
         t._ver = ver
-        t._sver = ver[0]
+        t._slot_version = ver[0]
         t._tape = tape
-        t._x = None
+        t._extra = None
         return t
 
     def _written_(self):
@@ -204,8 +204,8 @@ class Tensor:
         and ``optim`` to change a parameter."""
         _tp.inplace_counter[0] += 1
         self._ver[0] += 1
-        if self._tape is None and self._rg:
-            self._tid = 0       # a leaf's slot on any tape now holds an old value
+        if self._tape is None and self._requires_grad:
+            self._tape_id = 0       # a leaf's slot on any tape now holds an old value
 
     def _write_(self, values):
         """Copy ``values`` (an array-like, cast as needed) into this tensor's array and
@@ -213,10 +213,10 @@ class Tensor:
         np.copyto(self._data, values, casting="unsafe")
         self._written_()
 
-    def _extra(self):
-        x = self._x
+    def _extras(self):
+        x = self._extra
         if x is None:
-            x = self._x = _Extra()
+            x = self._extra = _Extra()
         return x
 
     # -- basic properties -------------------------------------------------------
@@ -235,7 +235,7 @@ class Tensor:
             return
         self._data = value._data                # any shape or dtype, as in PyTorch
         self._ver = value._ver
-        self._tid = 0                           # a fresh slot on next use
+        self._tape_id = 0                           # a fresh slot on next use
 
     @property
     def shape(self):
@@ -267,16 +267,16 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return self._rg
+        return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        self._requires_grad(flag, setter=True)
+        self._set_requires_grad(flag, setter=True)
 
     def requires_grad_(self, requires_grad=True):
-        return self._requires_grad(requires_grad)
+        return self._set_requires_grad(requires_grad)
 
-    def _requires_grad(self, requires_grad, creation=False, setter=False):
+    def _set_requires_grad(self, requires_grad, creation=False, setter=False):
         flag = bool(requires_grad)
         if self._tape is not None:
             if not flag:
@@ -291,9 +291,9 @@ class Tensor:
                                    if creation else
                                    "only Tensors of floating point and complex dtype can require gradients")
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
-        if flag != self._rg:
-            self._rg = flag
-            self._tid = 0          # a fresh slot of the right kind on next use
+        if flag != self._requires_grad:
+            self._requires_grad = flag
+            self._tape_id = 0          # a fresh slot of the right kind on next use
         return self
 
     @property
@@ -308,10 +308,10 @@ class Tensor:
 
     @property
     def grad(self):
-        if self._tape is not None and not (self._x is not None and self._x.retains):
+        if self._tape is not None and not (self._extra is not None and self._extra.retains):
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
             return None
-        x = self._x
+        x = self._extra
         return None if x is None else x.grad
 
     @grad.setter
@@ -334,13 +334,13 @@ class Tensor:
                     "gradient may break downstream systems that assume they match."
                     % (_TORCH_DTYPE.get(value.dtype, str(value.dtype)),
                        _TORCH_DTYPE.get(self.dtype, str(self.dtype)).capitalize()))
-        if value is None and self._x is None:
+        if value is None and self._extra is None:
             return
-        self._extra().grad = value
+        self._extras().grad = value
 
     @property
     def retains_grad(self):
-        return self._tape is not None and self._x is not None and self._x.retains
+        return self._tape is not None and self._extra is not None and self._extra.retains
 
     @property
     def _version(self):
@@ -360,9 +360,9 @@ class Tensor:
             rec = _tp.state().rec
             if rec is not None:
                 rec.read(self, self._data)
-                if self._rg and not rec.really_requires_grad(self):
+                if self._requires_grad and not rec.really_requires_grad(self):
                     return self._data
-        if self._rg and not force:
+        if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return self._data
@@ -428,7 +428,7 @@ class Tensor:
         return self._data.tolist()
 
     def __float__(self):
-        if self._rg:
+        if self._requires_grad:
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                           "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
         return float(self.item())
@@ -458,26 +458,26 @@ class Tensor:
     def detach_(self):
         if self._tape is not None:
             self._tape = None
-            self._rg = False
-            self._tid = 0
+            self._requires_grad = False
+            self._tape_id = 0
         return self
 
     # -- hooks and retain_grad --------------------------------------------------
     def retain_grad(self):
-        if not self._rg:
+        if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._tape is None:
             return
-        x = self._extra()
+        x = self._extras()
         if not x.retains:
             x.retains = True
             import weakref
             self._tape.retained[self._slot] = weakref.ref(self)
 
     def register_hook(self, hook):
-        if not self._rg:
+        if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        x = self._extra()
+        x = self._extras()
         if x.hooks is None:
             x.hooks = []
         if self._tape is not None:
@@ -487,7 +487,7 @@ class Tensor:
     def register_post_accumulate_grad_hook(self, hook):
         if self._tape is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-        x = self._extra()
+        x = self._extras()
         if x.post_hooks is None:
             x.post_hooks = []
         return _RemovableHandle(x.post_hooks, hook)
@@ -502,13 +502,13 @@ class Tensor:
         return id(self)
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild, (self._data, self._rg))
+        return (_rebuild, (self._data, self._requires_grad))
 
     def __deepcopy__(self, memo):
         if self._tape is not None:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
                                "deepcopy protocol at the moment.")
-        t = from_data(self._data, requires_grad=self._rg)
+        t = from_data(self._data, requires_grad=self._requires_grad)
         memo[id(self)] = t
         return t
 
@@ -517,15 +517,15 @@ def _init(t, arr, requires_grad=False, alias_of=None):
     """Make ``t`` a leaf holding ``arr``; ``alias_of``, a tensor whose storage ``arr``
     is: ``t`` shares its version counter too (a detached alias, ``nn.Parameter(x)``)."""
     t._data = arr
-    t._rg = False
-    t._tid = 0
+    t._requires_grad = False
+    t._tape_id = 0
     t._slot = -1
     t._ver = [0] if alias_of is None else alias_of._ver
-    t._sver = t._ver[0]
+    t._slot_version = t._ver[0]
     t._tape = None
-    t._x = None
+    t._extra = None
     if requires_grad:
-        t._requires_grad(True, creation=True)
+        t._set_requires_grad(True, creation=True)
 
 
 def from_data(data, dtype=None, requires_grad=False):
@@ -749,7 +749,7 @@ def _format(t):
         suffix.insert(0, "size=%s" % (tuple(arr.shape),)) if arr.ndim > 1 else None
     if t._tape is not None:
         suffix.append("grad_fn=<%s>" % GRAD_FN_NAMES[t._tape.field(t._slot, _tp.NAME)])
-    elif t._rg:
+    elif t._requires_grad:
         suffix.append("requires_grad=True")
     body = _format_array(arr)
     if not suffix:

@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from .ops.registry import CONST, EXT, LEAF, OPCODES
+from .registry import CONST, EXT, LEAF, OPCODES
 
 _ids = itertools.count(1)
 _tls = threading.local()
@@ -47,7 +47,7 @@ ROTATE_ELEMENTS = 1 << 22   # 32 MiB of float64
 # Anomaly mode (``tg.autograd.detect_anomaly``): [enabled, check_nan].  While it is
 # on, every recording stops by ``Tape.room`` to note the user's source line.
 anomaly = [False, True]
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # tapegrad/
 
 # One entry: 9 int64 fields then 3 float64 fields, packed into a bytearray
 # (``struct.pack_into`` is several times cheaper per op than growing
@@ -97,7 +97,7 @@ class RecordingObserver:
     def really_requires_grad(self, t):
         """False for a tensor that requires grad only because the recording traces
         the function's arguments (``numpy()`` of it is allowed, as in eager execution)."""
-        return bool(t._rg)
+        return bool(t._requires_grad)
 
     def compared(self, ufunc, a, b, out):
         """``out = ufunc(a, b)`` (``b`` None: ``ufunc(a)``) was computed off the tape:
@@ -213,7 +213,7 @@ def memory_stats():
 
 
 class Tape:
-    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "vobj", "leaves",
+    __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "versions", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
                  "__weakref__")
 
@@ -237,7 +237,7 @@ class Tape:
         self.elements = 0       # elements of the entries before ``counted`` (see ``room``)
         self.counted = 0
         self.vals = []          # slot -> ndarray or None
-        self.vobj = []          # slot -> the version counter of the tensor it came from
+        self.versions = []          # slot -> the version counter of the tensor it came from
         self.leaves = {}        # slot -> leaf Tensor (gradients accumulate into it)
         self.ext = {}           # slot -> (older tape, slot there) of an imported tensor
         self.imports = {}       # id(tensor) -> slot, for EXT entries
@@ -339,7 +339,7 @@ class Tape:
                         arr.item() if size == 1 else 0.0)
         self.n = s + 1
         self.vals.append(arr if save else None)
-        self.vobj.append(ver)
+        self.versions.append(ver)
         return s
 
     def seal(self):
@@ -364,15 +364,15 @@ class Tape:
         """The slot of tensor ``t`` on this tape, making one when needed."""
         ver = t._ver
         if t._tape is None:                       # a leaf or a constant
-            if (t._x is not None and t._x.base is not None and t._x.name != "no_grad_view"
-                    and t._x.base._tape is not None):
+            if (t._extra is not None and t._extra.base is not None and t._extra.name != "no_grad_view"
+                    and t._extra.base._tape is not None):
                 return view_slot(self, t)
-            code = LEAF if t._rg else CONST
+            code = LEAF if t._requires_grad else CONST
             # (its value is kept only by an entry whose reverse reads it: the recorders)
             s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False, ver)
-            if t._rg:
+            if t._requires_grad:
                 self.leaves[s] = t
-            t._tid, t._slot, t._sver = self.id, s, ver[0]
+            t._tape_id, t._slot, t._slot_version = self.id, s, ver[0]
             if recording[0]:
                 rec = state().rec
                 if rec is not None and rec.tape is self:
@@ -403,11 +403,11 @@ class Tape:
         """A fresh slot for a non-leaf whose version moved without a recorded op on
         it: a view re-reads its base; otherwise an identity entry, so later saves
         get the current version."""
-        if t._x is not None and t._x.base is not None:
+        if t._extra is not None and t._extra.base is not None:
             return view_slot(self, t)
         s = self.new_slot(OPCODES["copy"], t._slot, -1, -1, -1, -1, self.field(t._slot, NAME),
                           0.0, 0.0, t._data, False, t._ver)
-        t._slot, t._sver = s, t._ver[0]
+        t._slot, t._slot_version = s, t._ver[0]
         return s
 
     # -- inspection -----------------------------------------------------------
