@@ -82,21 +82,7 @@ class _Context:
         return t
 
 
-_EXPAND = {}
-
-
-def expand_adjoint(g, n):
-    """An adjoint of one element standing for that value at all ``n`` elements of
-    its slot (the reverse of a full sum or mean leaves it so, which saves the
-    elementwise rules after it from working on ``n`` copies), made explicit."""
-    if g.numel() == n:
-        return g
-    words = _EXPAND.get(n)
-    if words is None:
-        if len(_EXPAND) > 1024:
-            _EXPAND.clear()
-        words = _EXPAND[n] = np.array((1, 0, n, 0), np.int64)
-    return _sh.strided_view(g, words)
+expand_adjoint = _sh.expand_adjoint     # (the op rules and the walk use the one in ops/shape.py)
 
 
 def as_shape(t, shape):
