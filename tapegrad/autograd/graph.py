@@ -5,7 +5,7 @@ import weakref
 import numpy as np
 
 from ..core import tensor as _tensor
-from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG
+from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, OP_NAMES, REDUCE, SAVES_BY_RG, family
 from ..ops.shape import VARIADIC
 from ..core.tape import A, AUX, B, C, ESIZE, F0, NAME, OP, SIZE, VAL
 from ..core.tensor import Tensor
@@ -96,7 +96,7 @@ class Node:
     @property
     def _saved_self_sym_sizes(self):
         T, s = self._tape, self._slot
-        if T.field(s, OP) >> 6 != REDUCE:
+        if family(T.field(s, OP)) != REDUCE:
             raise AttributeError("_saved_self_sym_sizes")
         aux = aux_array(T)
         at = T.field(s, AUX)
