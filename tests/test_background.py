@@ -200,12 +200,23 @@ def test_the_stamp_is_valid_for_its_key_and_groups(monkeypatch, tmp_path):
     assert " numba-" in _background.key() and " py%d.%d " % sys.version_info[:2] in _background.key()
 
 
-def test_replays_keep_to_numpy_until_the_kernels_are_ready(monkeypatch):
-    import numpy as np
-    import tapegrad as tg
-    _jit.load()                             # (the dispatchers exist; "not ready" is READY alone)
+@pytest.fixture
+def not_ready(monkeypatch):
+    """The kernels loaded but not ready, as while a background compile runs: the
+    dispatchers exist, READY alone says no.  The interpretation budget is reset,
+    since what earlier tests in this process interpreted counts against it (over
+    it, a backward would compile in the foreground and set READY)."""
+    from tapegrad.autograd import engine
+    _jit.load()
     monkeypatch.setattr(_jit, "READY", [False])
     monkeypatch.setattr(_background, "deferring", lambda: True)
+    monkeypatch.setattr(engine, "_interpreted_s", [0.0])
+    monkeypatch.setattr(engine, "INTERPRET_BUDGET_S", float("inf"))
+
+
+def test_replays_keep_to_numpy_until_the_kernels_are_ready(not_ready):
+    import numpy as np
+    import tapegrad as tg
 
     def f(xy):
         return (1 - xy[0]) ** 2 + 100 * (xy[1] - xy[0] ** 2) ** 2
@@ -230,12 +241,9 @@ def test_replays_keep_to_numpy_until_the_kernels_are_ready(monkeypatch):
     assert step.stats.recordings == 1 and step.stats.replays == 5
 
 
-def test_single_number_replays_take_the_compiled_forward_once_ready(monkeypatch):
+def test_single_number_replays_take_the_compiled_forward_once_ready(not_ready):
     import numpy as np
     import tapegrad as tg
-    _jit.load()
-    monkeypatch.setattr(_jit, "READY", [False])
-    monkeypatch.setattr(_background, "deferring", lambda: True)
     step = tg.compile(lambda x, y: (1 - x) ** 2 + 100 * (y - x ** 2) ** 2)
     for i in range(5):
         if i == 2:
