@@ -17,6 +17,7 @@ from .core.registry import name_id as _name_id
 from .ops._args import numpy_names as _numpy_names
 from .ops import elementwise as _el
 from .core import promotion as _pr
+from .core.dtypes import torch_name as _torch_name
 from .autograd import engine as _engine
 from .core import tape as _tp
 from .core import tensor as _tensor_mod
@@ -243,7 +244,7 @@ def where(condition, input, other):
     c = _tensor(condition)
     if c.dtype != np.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
-                           % _pr.torch_name(c.dtype))
+                           % _torch_name(c.dtype))
     like = x if isinstance(x, Tensor) else (y if isinstance(y, Tensor) else None)
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
@@ -464,7 +465,7 @@ def _bitwise(ufunc, name):
             o = np.asarray(o)
             dt = _pr.result_type(d, o)
         if dt.kind not in "biu":
-            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (name, _pr.torch_name(dt)))
+            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (name, _torch_name(dt)))
         if d.dtype != dt:
             d = d.astype(dt)
         if o.dtype != dt:
@@ -554,7 +555,7 @@ def _view_dtype(self, dt):
     d = self._data
     old = d.dtype
     if dt.itemsize != old.itemsize:
-        what = "view %s as %s (different element sizes)" % (_pr.torch_name(old), _pr.torch_name(dt))
+        what = "view %s as %s (different element sizes)" % (_torch_name(old), _torch_name(dt))
         if d.ndim == 0:
             raise RuntimeError("self.dim() cannot be 0 to " + what)
         if d.shape[-1] != 1 and d.strides[-1] != old.itemsize:

@@ -24,6 +24,7 @@ FLOORS = {
     "tapegrad.core.random": 1,
     "tapegrad.core.registry": 1,         # (core/registry.py in the review's layout)
     "tapegrad.core.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
+    "tapegrad.core.dtypes": 1,           # PyTorch's spellings of a dtype in messages
     "tapegrad.core.descriptors": 1,        # slot addressing, strided descriptors (core/descriptors.py)
     # 2, the op families
     "tapegrad.ops": 2,

@@ -105,7 +105,7 @@ def test_module_registration_order_and_traversal():
 
 def test_module_setattr_errors():
     m = nn.Linear(2, 2)
-    with pytest.raises(TypeError, match="cannot assign 'tapegrad.Tensor' as parameter 'weight'"):
+    with pytest.raises(TypeError, match="cannot assign 'tapegrad.DoubleTensor' as parameter 'weight'"):
         m.weight = tg.tensor([[1.0]])
     m.bias = None
     assert m.bias is None and [n for n, _ in m.named_parameters()] == ["weight"]
@@ -116,7 +116,7 @@ def test_module_setattr_errors():
 
     with pytest.raises(AttributeError, match="cannot assign parameters before Module.__init__"):
         Bad()
-    with pytest.raises(TypeError, match="cannot assign 'tapegrad.Tensor' object to parameter 'w2'"):
+    with pytest.raises(TypeError, match="cannot assign 'tapegrad.DoubleTensor' object to parameter 'w2'"):
         m.register_parameter("w2", nn.Parameter(tg.tensor([1.0])) * 2)
 
 

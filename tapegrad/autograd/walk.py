@@ -27,7 +27,8 @@ from ..core import tape as _tp
 from ..kernels import sweep as K
 from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
 from ..ops.shape import VARIADIC
-from ..core.tensor import Tensor, _TYPE_NAME
+from ..core.dtypes import tensor_type_name
+from ..core.tensor import Tensor
 
 SECOND_TIME = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -143,7 +144,7 @@ def _version_error(T, s, ints):
     if arr is None:     # a single number kept in its entry (a replayed tape): the tensor's shape if known
         leaf = T.leaves.get(s)
         arr = leaf._data if leaf is not None else np.zeros(1)
-    desc = "[tapegrad.%s [%s]]" % (_TYPE_NAME.get(arr.dtype, arr.dtype.name), ", ".join(map(str, arr.shape)))
+    desc = "[tapegrad.%s [%s]]" % (tensor_type_name(arr.dtype), ", ".join(map(str, arr.shape)))
     # PyTorch names the producer when it saved its own output (Exp, Sigmoid), and
     # otherwise the tensor's current grad_fn (CopySlices after y[0] = ...)
     own = op >= META_END and K.SAVES_TABLE[op, 3] & 8
@@ -188,7 +189,7 @@ def apply_hooks(hooks, gt):
             raise RuntimeError("hook '%s' has changed the size of value" % name)
         if r.dtype != gt.dtype:
             raise RuntimeError("hook '%s' has changed the type of value (was tapegrad.%s got tapegrad.%s)"
-                               % (name, _TYPE_NAME.get(gt.dtype, gt.dtype.name), _TYPE_NAME.get(r.dtype, r.dtype.name)))
+                               % (name, tensor_type_name(gt.dtype), tensor_type_name(r.dtype)))
         gt = r
     return gt
 

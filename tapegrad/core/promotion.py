@@ -16,15 +16,6 @@ BOOL = np.dtype(np.bool_)
 INT64 = np.dtype(np.int64)
 DEFAULT = np.dtype(np.float64)      # tapegrad's default dtype (tensor.DEFAULT_DTYPE)
 
-# PyTorch's names for dtypes in its "not implemented for 'Float'" messages
-TORCH_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
-               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
-def torch_name(dt):
-    return TORCH_NAMES.get(dt.name, dt.name.capitalize())
-
-
 def promote_types(x, y):
     """``torch.promote_types`` on NumPy dtypes."""
     if x == y:

@@ -15,6 +15,7 @@ import numpy as np
 from . import tape as _tp
 from .tape import recording as _recording
 from . import promotion as _pr
+from .dtypes import cpp_name, tensor_type_name, torch_name
 from .promotion import infer_dtype
 from .registry import GRAD_FN_NAMES
 
@@ -32,11 +33,6 @@ _NONLEAF_GRAD_WARNING = (
     "the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
     "github.com/pytorch/pytorch/pull/30531 for more information.")
 
-_TORCH_DTYPE = {np.dtype(np.float64): "double", np.dtype(np.float32): "Float", np.dtype(np.float16): "Half",
-                np.dtype(np.int64): "Long", np.dtype(np.int32): "Int", np.dtype(np.bool_): "Bool"}
-_TYPE_NAME = {np.dtype(np.float64): "DoubleTensor", np.dtype(np.float32): "FloatTensor",
-              np.dtype(np.float16): "HalfTensor", np.dtype(np.int64): "LongTensor",
-              np.dtype(np.int32): "IntTensor", np.dtype(np.bool_): "BoolTensor"}
 
 
 _DEVICE_TYPES = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, xla, lazy, vulkan, mps, "
@@ -332,8 +328,7 @@ class Tensor:
                     "You can set the tensor's grad_dtype attribute with a specific dtype, or None to allow "
                     "any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and its "
                     "gradient may break downstream systems that assume they match."
-                    % (_TORCH_DTYPE.get(value.dtype, str(value.dtype)),
-                       _TORCH_DTYPE.get(self.dtype, str(self.dtype)).capitalize()))
+                    % (cpp_name(value.dtype), torch_name(self.dtype)))
         if value is None and self._extra is None:
             return
         self._extras().grad = value
@@ -633,6 +628,16 @@ class _RemovableHandle:
 
 _SUPPORTED = ("float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, "
               "uint16, uint8, and bool")
+
+
+def typename(obj):
+    """``torch.typename``, for the messages that name what they were given: a
+    tensor by its type name (``tapegrad.DoubleTensor``), anything else by its class."""
+    if isinstance(obj, Tensor):
+        return "tapegrad." + tensor_type_name(obj.dtype, "Tensor")
+    t = type(obj)
+    mod = t.__module__
+    return t.__qualname__ if mod in (None, "builtins") else mod + "." + t.__qualname__
 
 
 def unsupported_array_msg(dt):

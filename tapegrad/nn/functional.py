@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import functions as _f
 from ..core import tape as _tp
+from ..core.dtypes import torch_name as _torch_name
 from ..core.tensor import Tensor, from_data
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
@@ -42,10 +43,9 @@ def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (weight has shape (out_features, in_features))."""
     if bias is not None and isinstance(bias, Tensor) and not input.dtype == weight.dtype == bias.dtype:
         # PyTorch's addmm: no promotion, its messages
-        from ..core.promotion import torch_name
         first, what = (bias, "self") if bias.dtype != weight.dtype else (input, "mat1")
         raise RuntimeError("%s and mat2 must have the same dtype, but got %s and %s"
-                           % (what, torch_name(first.dtype), torch_name(weight.dtype)))
+                           % (what, _torch_name(first.dtype), _torch_name(weight.dtype)))
     out = _f.matmul(input, _f.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
@@ -153,8 +153,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
             return -picked if reduction == "none" else (-picked.sum() if reduction == "sum" else -picked.mean())
     tgt = _target_array(target)
     if tgt.dtype.kind not in "iu":
-        raise RuntimeError("expected scalar type Long but found %s" % ("Double" if tgt.dtype == np.float64
-                                                                        else str(tgt.dtype)))
+        raise RuntimeError("expected target dtype to be Long or Byte, but got %s" % _torch_name(tgt.dtype))
     if input.ndim == 1:                      # a single sample: (C,) with a 0-d target
         if tgt.ndim != 0:
             raise ValueError("Expected input batch_size (1) to match target batch_size (%d)."

@@ -7,6 +7,7 @@ import numpy as np
 from ..core import random as _random
 from ..autograd.grad_mode import no_grad
 from ..core.tensor import Tensor, _as_array, _init
+from ..core.tensor import typename as _typename
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
@@ -42,13 +43,6 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol):
         return (Parameter, (self._data, self.requires_grad))
-
-
-def _typename(v):
-    if isinstance(v, Tensor):
-        return "tapegrad.Tensor"
-    t = type(v)
-    return t.__qualname__ if t.__module__ == "builtins" else t.__module__ + "." + t.__qualname__
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):

@@ -10,7 +10,7 @@ slot from it on their next use (``view_slot``).
 import numpy as np
 
 from ..core import tape as _tp
-from ..core.promotion import torch_name
+from ..core.dtypes import torch_name
 from ._record import SETITEM, _base, record_shape, region, view_slot
 
 LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."

@@ -9,7 +9,7 @@ import numpy as np
 from ..core import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
 from ..core.tensor import Tensor, to_operand
-from ..core.promotion import torch_name
+from ..core.dtypes import cpp_name, torch_name
 from ..core.registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
 
 # dA = G @ B^T reads b, dB = A^T @ G reads a: each kept only when the other needs a gradient
@@ -89,8 +89,6 @@ def linalg_forward(a, b, y, aux, at):
 
 _PLAIN = {}     # (n, k, m) -> aux words of an unbatched product
 _F64 = np.dtype(np.float64)
-_C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "int64": "long int", "int32": "int",
-            "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
 
 
 def _check_dtypes(a, b):
@@ -105,7 +103,7 @@ def _check_dtypes(a, b):
             msg = "addmv input tensors must have the same dtype, but got %s, %s, and %s" % (nb, na, nb)
         elif case == "mm":
             msg = "expected m1 and m2 to have the same dtype, but got: %s != %s" % (
-                _C_NAMES.get(a.dtype.name, a.dtype.name), _C_NAMES.get(b.dtype.name, b.dtype.name))
+                cpp_name(a.dtype), cpp_name(b.dtype))
         else:
             msg = "expected scalar type %s but found %s" % (na, nb)
         raise RuntimeError(msg)

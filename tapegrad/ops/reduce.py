@@ -25,7 +25,8 @@ from ..core import tape as _tp
 from .._jit import jit
 from ..core.descriptors import c_strides, descriptor, strided_map, strided_map_np, u64
 from ..core.tensor import Tensor, _wrap_dim
-from ..core.promotion import DEFAULT, torch_name
+from ..core.dtypes import torch_name
+from ..core.promotion import DEFAULT
 from ._args import REQUIRED, numpy_names
 from ..core.registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError,
                              define, name_id, register_family)

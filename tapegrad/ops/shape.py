@@ -15,7 +15,8 @@ from ..core import tape as _tp
 from .._jit import jit
 from ..core.descriptors import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
                                 strided_scatter_add, u64)
-from ..core.tensor import _TYPE_NAME, Tensor, _wrap_dim
+from ..core.dtypes import tensor_type_name
+from ..core.tensor import Tensor, _wrap_dim
 from ..core.promotion import promote_types
 from ._args import numpy_names
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
@@ -302,7 +303,7 @@ def expand(input, *size):
 def _expand_ndim_msg(x, sizes):
     return ("expand(torch.%s{%s}, size=%s): the number of sizes provided (%d) must be greater or equal to the "
             "number of dimensions in the tensor (%d)"
-            % (_TYPE_NAME.get(x.dtype, "Tensor"), list(x.shape), list(sizes), len(sizes), x.ndim))
+            % (tensor_type_name(x.dtype, "Tensor"), list(x.shape), list(sizes), len(sizes), x.ndim))
 
 
 def _check_expand(sh, sizes, target, lead):
@@ -766,7 +767,7 @@ def _check_value_shape(v, vs, shape, advanced):
     if lead < 0:
         raise RuntimeError("expand(torch.%s{%s}, size=%s): the number of sizes provided (%d) must be greater or "
                            "equal to the number of dimensions in the tensor (%d)"
-                           % (_TYPE_NAME.get(v.dtype, "Tensor"), list(vs), list(shape), len(shape), len(vs)))
+                           % (tensor_type_name(v.dtype, "Tensor"), list(vs), list(shape), len(shape), len(vs)))
     for i in range(len(vs) - 1, -1, -1):
         n = shape[i + lead]
         if vs[i] != n and vs[i] != 1:

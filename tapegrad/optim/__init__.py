@@ -13,7 +13,8 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..core.tensor import Tensor, _TYPE_NAME
+from ..core.tensor import Tensor
+from ..core.tensor import typename as _typename
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -24,14 +25,6 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
-
-
-def _typename(obj):
-    if isinstance(obj, Tensor):
-        return "tapegrad." + _TYPE_NAME.get(obj.dtype, "Tensor")
-    t = type(obj)
-    mod = t.__module__
-    return t.__qualname__ if mod in (None, "builtins") else mod + "." + t.__qualname__
 
 
 def zero_grads(params, set_to_none=True):
