@@ -419,8 +419,10 @@ def _unary_recorder(op):
     """The function that applies and records ``op`` (a row of UNARY_OPS).
 
     This and ``_binary_recorder`` are the hot path of recording: the op's constants
-    are bound in a closure and the tape append and tensor construction are written
-    out here rather than called."""
+    are bound in a closure and the tape append (``Tape.new_slot``) and tensor
+    construction (``Tensor._recorded``) are written out here rather than called:
+    four copies, each recorder's single-number and array paths, which
+    tests/test_recorders.py checks against the calls they copy."""
     n, fwd, code, nm0, saves = op.nparams, op.forward, op.code, op.nm, op.saves
     save_in, save_out = saves & 1, saves & 8
     if n == 1 and op.name in _CONST_OPERAND:
@@ -463,6 +465,9 @@ def _unary_recorder(op):
                             T.grow()
                     if save_in and d is not None:
                         T.vals[s] = d
+                    # inlined copy of Tape.new_slot (entry fields OP..VAL, n, vals, versions; save=False:
+                    # VAL holds the value) and of Tensor._recorded's fields, on a NumberTensor;
+                    # tests/test_recorders.py checks it writes what they write
                     o = T.n
                     _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, 1, 0, p, q, r)
                     T.n = o + 1
@@ -523,6 +528,9 @@ def _unary_recorder(op):
                 T.grow()
         if save_in:
             T.vals[s] = d
+        # inlined copy of Tape.new_slot (entry fields OP..VAL, n, vals, versions) and of
+        # Tensor._recorded's fields (no calls on the hot path); tests/test_recorders.py
+        # checks it writes what they write
         o = T.n
         sz = out.size
         _pack(T.buf, o * _ESIZE, code, s, -1, -1, -1, -1, nm0 if name < 0 else name, sz, 0, p, q,
@@ -636,6 +644,9 @@ def _binary_recorder(op):
                         T.vals[sa] = ad
                     if save_b and bd is not None and (b_always or (b_if_a and a._requires_grad) or (b_if_b and b._requires_grad)):
                         T.vals[sb] = bd
+                    # inlined copy of Tape.new_slot (entry fields OP..VAL, n, vals, versions; save=False:
+                    # VAL holds the value) and of Tensor._recorded's fields, on a NumberTensor;
+                    # tests/test_recorders.py checks it writes what they write
                     o = T.n
                     if o >= T.cap:
                         T.grow()
@@ -699,6 +710,9 @@ def _binary_recorder(op):
             words, bits = plan
             if words is not None:
                 i0 = T.aux_append(words)
+        # inlined copy of Tape.new_slot (entry fields OP..VAL, n, vals, versions) and of
+        # Tensor._recorded's fields (no calls on the hot path); tests/test_recorders.py
+        # checks it writes what they write
         o = T.n
         if o >= T.cap:          # importing an input above took the last free entry
             T.grow()
