@@ -126,13 +126,13 @@ def test_single_number_replays_reuse_versions_and_adjoints(compiled):
     plan = R.numbers_plan
     assert R.shared_slot is not None
     counter = R.spare_versions["versions"][R.shared_slot]       # (holds the counter, not the list)
-    adj, reach = weakref.ref(plan.spare["adjoints"]), weakref.ref(plan.spare["reach"])
+    adj, reach = (weakref.ref(a) for a in plan.spare["numbers"])
     for v in (0.4, 0.5):
         y = tg.tensor([v], requires_grad=True)
         w.grad = None
         cf(y, w).backward()          # its tape is gone at the next call
         assert R.spare_versions["versions"][R.shared_slot] is counter
-        assert plan.spare["adjoints"] is adj() and plan.spare["reach"] is reach()
+        assert plan.spare["numbers"][0] is adj() and plan.spare["numbers"][1] is reach()
         assert y.grad.item() == pytest.approx(np.cos(v) * 0.7 - np.sin(v) * 0.5, rel=1e-14)
         assert w.grad.item() == pytest.approx(np.sin(v), rel=1e-14)
 
@@ -167,7 +167,7 @@ def test_single_number_replay_kept_result_is_untouched(compiled):
     freed = kept._tape.freed         # its reach marks: not taken by later sweeps
     g = y1.grad.item()
     cf(tg.tensor([0.9], requires_grad=True), tg.tensor([0.7], requires_grad=True)).backward()
-    assert R.numbers_plan.spare["reach"] is not freed or IDENTITY_UNCHECKED
+    assert R.numbers_plan.spare["numbers"][1] is not freed or IDENTITY_UNCHECKED
     assert y1.grad.item() == g
     with pytest.raises(RuntimeError, match="second time"):
         kept.backward()

@@ -118,7 +118,7 @@ class NumbersPlan(_Plan):
     __slots__ = ("spare",)
 
     def __init__(self):
-        self.spare = {}         # the adjoints and reach marks of the last sweep on numbers
+        self.spare = {}         # "numbers": (adjoints, reach marks) of the last sweep on numbers
 
     def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         """Sweep ``T`` on numbers (``sweep_scalar``) and return True, or False when
@@ -129,15 +129,13 @@ class NumbersPlan(_Plan):
         n = T.n
         ints, flts = T.views
         # the last sweep's adjoints and reach marks when nothing holds them (``reach``
-        # becomes the tape's ``freed``: free once that tape is gone).  No large
+        # becomes the tape's ``freed``: free once that tape is gone; one pair, one
+        # check).  No large
         # allocation: after other code freed many small blocks, the first one pays
         # for glibc consolidating them all (hundreds of us after a PyTorch step).
-        spare = self.spare
-        adj = _tp.take_spare(spare, "adjoints", np.empty, n)
+        adj, reach = self.spare["numbers"] = _tp.take_spare(self.spare, "numbers", _new_numbers, n)
         adj.fill(0.0)
-        reach = _tp.take_spare(spare, "reach", np.empty, n, np.uint8)
         reach.fill(0)
-        spare["adjoints"], spare["reach"] = adj, reach
         (s, gs), = slot_seeds.items()
         for g in gs:
             adj[s] += g.reshape(-1)[0]
@@ -184,16 +182,20 @@ def _spare_adjoints(lay, sizes, spare):
     A.loc, A.ptr, A.arena, big = aloc, ptr, a, {}
     A.big = big
     for s in abig.tolist():
-        big[s] = _tp.take_spare(old, s, _new_big_adjoint, ptr, s, int(sizes[s]))
+        big[s] = _tp.take_spare(old, s, _new_big_adjoint, ptr, s, sizes)
     spare["big"] = (ptr, dict(big))
     return A
+
+
+def _new_numbers(n):
+    return np.empty(n), np.empty(n, np.uint8)
 
 
 def _new_big_adjoints(n):
     return np.zeros(n, np.int64), {}
 
 
-def _new_big_adjoint(ptr, s, size):
-    a = np.empty(size)
+def _new_big_adjoint(ptr, s, sizes):
+    a = np.empty(int(sizes[s]))
     ptr[s] = K.address(a)
     return a
