@@ -53,13 +53,13 @@ def test_take_spare_takes_a_buffer_nothing_else_holds():
 def test_take_spare_makes_a_new_buffer_while_something_holds_it(holder):
     a = np.arange(4.0)
     spare = {"k": a}
-    kept = {"local": a, "view": a[1:], "list": [a], "tuple": (a, 1), "dict": {0: a}}[holder]
+    kept = {"local": lambda: a, "view": lambda: a[1:], "list": lambda: [a], "tuple": lambda: (a, 1),
+            "dict": lambda: {0: a}}[holder]()
     del a
     assert _tp.take_spare(spare, "k", _made, 7, 8) == ("made", 7, 8)
     assert "k" not in spare
-    np.testing.assert_array_equal(np.asarray(kept if holder in ("local", "view") else
-                                             (kept[0] if holder != "dict" else kept[0])),
-                                  [1.0, 2.0, 3.0] if holder == "view" else [0.0, 1.0, 2.0, 3.0])
+    held = kept if holder in ("local", "view") else kept[0]
+    np.testing.assert_array_equal(held, [1.0, 2.0, 3.0] if holder == "view" else [0.0, 1.0, 2.0, 3.0])
 
 
 def test_take_spare_missing_key_makes_one():
