@@ -780,13 +780,13 @@ def test_arena_is_reused_only_when_nothing_holds_it(kernels):
     for x in xs[:3]:
         cf(tg.tensor(x), labels).backward()
     R = _recording(cf)
-    first = weakref.ref(R.spare_arena[0])       # (a reference of its own would hold it)
+    first = weakref.ref(R.spare_arena["arena"][0])      # (a reference of its own would hold it)
     cf(tg.tensor(xs[3]), labels).backward()     # freed by its backward: the same memory again
-    assert R.spare_arena[0] is first()
+    assert R.spare_arena["arena"][0] is first()
     # two losses alive at once: the second may not overwrite the first's values
     a = cf(tg.tensor(xs[4]), labels)
     b = cf(tg.tensor(xs[5]), labels)
-    assert R.spare_arena[0] is not first()
+    assert R.spare_arena["arena"][0] is not first()
     for loss, x in ((a, xs[4]), (b, xs[5])):
         W1.grad = W2.grad = None
         loss.backward()

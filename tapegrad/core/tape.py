@@ -165,21 +165,52 @@ def resume(T):
                     and T.elements < ROTATE_ELEMENTS) else None
 
 
-def refs(a):
-    """``a``'s reference count, read the same way by every caller: compare with
-    ``ALONE`` for an array held by nothing but one local variable of the caller
-    (a replay's spare memory is reused only then: no view of it got out)."""
-    return sys.getrefcount(a)
+def take_spare(spare, key, make, *args):
+    """``spare[key]`` when nothing else holds it, else a new one, ``make(*args)``.
+
+    ``spare`` is a dict where a replay leaves its buffers for the next call, which
+    takes them out with this (warm memory, no allocation).  A buffer is taken only
+    when nothing holds it any more: no tensor, view, tape or gradient handed out.
+    A tuple there is a buffer with what belongs to it (its addresses, its arrays),
+    taken whole only when nothing else holds the tuple or any part of it.  The
+    value is taken out of ``spare`` while checked: another thread, finding
+    nothing, makes its own.  The caller puts it back once it is in use."""
+    got = spare.pop(key, None)
+    # Alone, ``got`` is held by this local and getrefcount's argument (a part: also
+    # by its tuple and the loop variable); ``_calibrate`` measured those counts on
+    # this very function.  Any more is a holder outside: make a new one.
+    if got is None or sys.getrefcount(got) > _TAKEN_ALONE:
+        return make(*args)
+    if type(got) is tuple:
+        for part in got:
+            if sys.getrefcount(part) > _PART_ALONE:
+                return make(*args)
+    return got
 
 
-def _alone():
-    a = np.zeros(0)
-    return refs(a)
+def _calibrate():
+    """The reference counts ``take_spare`` reads for a value nothing else holds
+    and for a part of such a tuple: measured (they depend on the interpreter) as
+    the lowest thresholds at which it takes fresh ones."""
+    global _TAKEN_ALONE, _PART_ALONE
+
+    def lowest(which, fresh):
+        for limit in range(1, 64):
+            globals()[which] = limit
+            if type(take_spare({0: fresh()}, 0, list)) is not list:
+                return limit
+        return -1
+    _TAKEN_ALONE = _PART_ALONE = 1 << 30
+    _TAKEN_ALONE = lowest("_TAKEN_ALONE", lambda: np.zeros(0))
+    _PART_ALONE = lowest("_PART_ALONE", lambda: (np.zeros(0), np.zeros(0)))
+    if _TAKEN_ALONE < 0 or _PART_ALONE < 0:
+        _TAKEN_ALONE = _PART_ALONE = -1
 
 
-ALONE = _alone()
-if not getattr(sys, "_is_gil_enabled", lambda: True)():
-    ALONE = -1          # free-threaded Python: counts are not exact, so nothing is ever reused
+_TAKEN_ALONE = _PART_ALONE = -1
+if getattr(sys, "_is_gil_enabled", lambda: True)():
+    _calibrate()
+# else free-threaded Python: counts are not exact, so nothing is ever reused (-1)
 
 
 # The slot of a view, read from its base's current slot (``Tape.adopt``): the view

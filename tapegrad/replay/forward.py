@@ -192,7 +192,7 @@ class Forward:
         self.arena_off = off
         self.arena_bytes = 8 * off
         self.arena_total = max(total, 1)
-        self.spare_arena = None      # (arena, value addresses) of the last compiled replay
+        self.spare_arena = {}        # "arena": (arena, value addresses) of the last compiled replay
         self.shapes_all = [v.shape for v in vals]
         self.vloc_all = np.full(n, -2, np.int64)
         self.saved_set = frozenset(self.saved_slots)
@@ -218,24 +218,20 @@ class Forward:
             aux[at:at + lin.size] = lin
         return aux
 
+    def _new_arena(self):
+        """A compiled replay's arena, and the addresses of its values in it."""
+        arena = np.empty(self.arena_total)
+        return arena, self.arena_bytes + _ks.address(arena)
+
     def _forward_arena(self, arrays):
         n = self.n
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
         # ... and every value's address with it (the arena's part stays with the arena;
-        # the sources' are written below).  The two travel as one pair, taken out
-        # while checked, so that a thread never gets addresses of another's arena.
-        got, self.spare_arena = self.spare_arena, None
-        arena = vaddr = None
-        if got is not None:
-            arena, vaddr = got
-            del got
-        if arena is None or _tp.refs(arena) > _tp.ALONE:
-            arena = np.empty(self.arena_total)
-            vaddr = None
-        if vaddr is None or _tp.refs(vaddr) > _tp.ALONE:
-            vaddr = self.arena_bytes + _ks.address(arena)
-        self.spare_arena = (arena, vaddr)
+        # the sources' are written below).  The two are one pair, so that a thread
+        # never gets addresses of another's arena.
+        arena, vaddr = _tp.take_spare(self.spare_arena, "arena", self._new_arena)
+        self.spare_arena["arena"] = (arena, vaddr)
         src = {}
         for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
             v = _source_value(sc, arrays)

@@ -103,10 +103,10 @@ class Recording(Forward):
         self.links = None
         self.vobj_own = None
         # reused by single-number replays: dead tapes' entry buffers (with their views),
-        # a version-counter list and its shared counter, a list of Nones for values
+        # a version-counter list ("versions": ``take_spare``), a list of Nones for values
         self.spare = []
-        self.spare_vobj = None
-        self.spare_shared = None
+        self.spare_versions = {}
+        self.shared_slot = None
         self.none_vals = None
         # how backward sweeps the replayed tapes (replayed.py)
         self.arrays_plan = ArraysPlan()
@@ -119,7 +119,7 @@ class Recording(Forward):
         self.arena_off = None
         self.arena_bytes = None
         self.arena_total = None
-        self.spare_arena = None
+        self.spare_arena = {}
         self.vloc_all = None
         self.saved_set = None
 
@@ -175,7 +175,9 @@ class Recording(Forward):
         del ints
         self.template = bytes(buf)
         self.links = links
-        self.vobj_own = sorted({s for s, _, _, _ in links} | set(self.out_slots) | {s for s, _ in self.view_links})
+        own = {s for s, _, _, _ in links} | set(self.out_slots) | {s for s, _ in self.view_links}
+        self.vobj_own = sorted(own)
+        self.shared_slot = next((s for s in range(self.n) if s not in own), None)     # (where the shared counter is)
 
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
@@ -216,16 +218,16 @@ class Recording(Forward):
         # the version counters: one shared by the entries no tensor shows (never
         # bumped), the leaves' own, the outputs' own.  A single-number tape takes the
         # last replay's list again when that tape is gone (no large allocation).
-        versions, self.spare_vobj = self.spare_vobj, None
-        if scalar and versions is not None and _tp.refs(versions) <= _tp.ALONE:
-            shared = self.spare_shared
+        if scalar:
+            versions = _tp.take_spare(self.spare_versions, "versions", _shared_versions, n)
+            # (a reused list's counter is in the slots no tensor shows; all slots may be shown)
+            shared = versions[self.shared_slot] if self.shared_slot is not None else [0]
             for s in self.vobj_own:
                 versions[s] = shared
+            self.spare_versions["versions"] = versions
         else:
             shared = [0]
             versions = [shared] * n
-        if scalar:
-            self.spare_vobj, self.spare_shared = versions, shared
         ext = T.ext
         leaves = T.leaves
         vnum = []
@@ -342,8 +344,13 @@ class Recording(Forward):
 
 
 
+def _shared_versions(n):
+    """The version counters of a replayed tape's ``n`` entries: one shared counter."""
+    return [[0]] * n
+
+
 # what ``Recording._forget_layouts`` sets
-_LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "spare", "spare_vobj", "spare_shared", "none_vals",
+_LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare", "spare_versions", "none_vals",
             "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
             "arena_total", "spare_arena", "vloc_all", "saved_set")
 

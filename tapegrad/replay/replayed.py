@@ -118,7 +118,7 @@ class NumbersPlan(_Plan):
     __slots__ = ("spare",)
 
     def __init__(self):
-        self.spare = None       # (adjoints, reach marks) of the last sweep on numbers
+        self.spare = {}         # "numbers": (adjoints, reach marks) of the last sweep on numbers
 
     def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         """Sweep ``T`` on numbers (``sweep_scalar``) and return True, or False when
@@ -129,23 +129,13 @@ class NumbersPlan(_Plan):
         n = T.n
         ints, flts = T.views
         # the last sweep's adjoints and reach marks when nothing holds them (``reach``
-        # becomes the tape's ``freed``: free once that tape is gone).  No large
+        # becomes the tape's ``freed``: free once that tape is gone; one pair, one
+        # check).  No large
         # allocation: after other code freed many small blocks, the first one pays
         # for glibc consolidating them all (hundreds of us after a PyTorch step).
-        got, self.spare = self.spare, None
-        adj = reach = None
-        if got is not None:
-            adj, reach = got
-            del got
-        if adj is None or _tp.refs(adj) > _tp.ALONE:
-            adj = np.zeros(n)
-        else:
-            adj.fill(0.0)
-        if reach is None or _tp.refs(reach) > _tp.ALONE:
-            reach = np.zeros(n, np.uint8)
-        else:
-            reach.fill(0)
-        self.spare = (adj, reach)
+        adj, reach = self.spare["numbers"] = _tp.take_spare(self.spare, "numbers", _new_numbers, n)
+        adj.fill(0.0)
+        reach.fill(0)
         (s, gs), = slot_seeds.items()
         for g in gs:
             adj[s] += g.reshape(-1)[0]
@@ -179,32 +169,33 @@ def _values(T, flts, lay):
 
 def _spare_adjoints(lay, sizes, spare):
     """The adjoint storage of a backward by a plan: last time's adjoint arrays
-    where nothing holds them.  The small adjoints' arena, and the big adjoints
-    together with their addresses (one pair, so a thread never gets addresses of
-    another's arrays), are each taken out of ``spare`` while checked: another
-    thread makes its own."""
+    where nothing holds them (``take_spare``): the small adjoints' arena, the big
+    adjoints' addresses with the dict of their arrays (one pair, so a thread never
+    gets addresses of another's arrays), and each big adjoint (a leaf's becomes
+    its .grad: held)."""
     aloc, asize, abig = lay[3], lay[4], lay[5]
-    a = spare.pop(-1, None)
-    if a is None or _tp.refs(a) > _tp.ALONE:
-        a = np.zeros(asize)
-    else:
-        a.fill(0.0)
-    spare[-1] = a
-    got = spare.pop(-2, None)
-    ptr, old = None, {}
-    if got is not None:
-        ptr, old = got
-        del got
-    if ptr is None or _tp.refs(ptr) > _tp.ALONE:
-        ptr, old = np.zeros(len(aloc), np.int64), {}
+    a = _tp.take_spare(spare, "arena", np.empty, asize)
+    a.fill(0.0)
+    spare["arena"] = a
+    ptr, old = _tp.take_spare(spare, "big", _new_big_adjoints, len(aloc))
     A = _engine._Slots.__new__(_engine._Slots)
     A.loc, A.ptr, A.arena, big = aloc, ptr, a, {}
     A.big = big
     for s in abig.tolist():
-        a = old.pop(s, None)
-        if a is None or _tp.refs(a) > _tp.ALONE:    # (a leaf's adjoint becomes its .grad: held)
-            a = np.empty(int(sizes[s]))
-            ptr[s] = K.address(a)
-        big[s] = a
-    spare[-2] = (ptr, dict(big))
+        big[s] = _tp.take_spare(old, s, _new_big_adjoint, ptr, s, sizes)
+    spare["big"] = (ptr, dict(big))
     return A
+
+
+def _new_numbers(n):
+    return np.empty(n), np.empty(n, np.uint8)
+
+
+def _new_big_adjoints(n):
+    return np.zeros(n, np.int64), {}
+
+
+def _new_big_adjoint(ptr, s, sizes):
+    a = np.empty(int(sizes[s]))
+    ptr[s] = K.address(a)
+    return a
