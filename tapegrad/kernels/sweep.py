@@ -29,6 +29,11 @@ from ..core.tape import A, AUX, B, C, F0, F1, OP, PARAM
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
 binary_reverse = _gen.binary_reverse
+# ... which the sweep calls by the addresses of their C entries (``ENTRIES``), so that
+# no variant of it compiles them again (see ``_jit.c_entry``)
+call_unary = _jit.c_caller(codegen.UNARY_ENTRY_ARGS)
+call_binary = _jit.c_caller(codegen.BINARY_ENTRY_ARGS)
+ENTRIES = np.zeros(2, np.int64)     # unary_reverse's entry, binary_reverse's (0: not made yet)
 replay_scalar = _gen.replay_scalar     # tapegrad.replay: a tape of single numbers, forward
 sweep_scalar = _gen.sweep_scalar       # ... and reverse
 
@@ -265,8 +270,9 @@ def _make_run(fams):
     has_other = has_reduce or has_shape or has_linalg
 
     def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
-            hi, resume):
+            hi, resume, entries):
         """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+        ``entries``: ``ENTRIES``, the elementwise kernels' addresses.
 
         The loop body is written out rather than split into small inlined helpers:
         every array handed to a helper costs reference-count updates per entry, which
@@ -274,6 +280,7 @@ def _make_run(fams):
         n = ints.shape[0]
         vbase = np.int64(varena.ctypes.data)
         abase = np.int64(aarena.ctypes.data)
+        auxp = np.int64(aux.ctypes.data)
         vaddr = _addresses(vloc, vptr, vbase, n)
         aaddr = _addresses(aloc, aptr, abase, n)
         sz = np.zeros(n + 1, np.int64)
@@ -299,7 +306,8 @@ def _make_run(fams):
             if has_unary and fam == UNARY:
                 ovw = fresh[a] == 1
                 fresh[a] = 0
-                unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+                call_unary(entries[0], (k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a],
+                                        ovw))
                 continue
             if has_binary and fam == BINARY:
                 if at >= 0 and (k == ADD or k == SUB):
@@ -324,9 +332,9 @@ def _make_run(fams):
                             _zero_at(aaddr[s], sz[s])
                 fresh[a] = 0
                 fresh[b] = 0
-                binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
-                               aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                               aux, at, i1 >> 3, ovw)
+                call_binary(entries[1], (k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c],
+                                         vaddr[e], aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1,
+                                         0 if i1 & 4 else 1, auxp, aux.size, at, i1 >> 3, ovw))
                 continue
             if not has_other:
                 continue
@@ -401,9 +409,22 @@ def _new_run(fams):
     return variant_dispatcher(fams)
 
 
+ELEMENTWISE = (1 << UNARY) | (1 << BINARY)
+
+
+def make_entries():
+    """(Once Numba is loaded.)  The elementwise kernels' C entries, compiled or
+    loaded from the cache, their addresses in ``ENTRIES``."""
+    if ENTRIES[1] == 0:
+        ENTRIES[0] = _jit.c_entry(_gen.unary_reverse_entry, codegen.UNARY_ENTRY_ARGS).address
+        ENTRIES[1] = _jit.c_entry(_gen.binary_reverse_entry, codegen.BINARY_ENTRY_ARGS).address
+
+
 def variant_dispatcher(fams):
     """(Once Numba is loaded.)  The variant's dispatcher for mask ``fams``, made if new."""
     v = variant(fams)
+    if v & ELEMENTWISE:
+        make_entries()      # (before the variant is handed out: it calls them by address)
     with _jit._LOCK:
         r = _VARIANTS.get(v)
         if r is None:
