@@ -240,3 +240,65 @@ def _address_as_pointer():
 
 
 address_as_pointer = lazy(_address_as_pointer)
+
+
+# -- kernels called by address -----------------------------------------------------
+# Numba links a called kernel's code into its caller and optimises and emits it again
+# there: the elementwise kernels, the largest, were compiled once more in every
+# variant of the sweep.  Called through a C entry's address instead, they are
+# compiled once (and cached), and a variant costs only its own loop.
+_ENTRIES = {}
+
+
+def c_entry(fn, argtypes):
+    """(Once Numba is loaded.)  ``fn`` as a cached C function taking ``argtypes``
+    (names of Numba scalar types) and returning nothing; its ``address`` is what
+    ``c_caller``'s intrinsic calls.  Made once per process."""
+    key = (fn, argtypes)
+    e = _ENTRIES.get(key)
+    if e is None:
+        with _LOCK:
+            e = _ENTRIES.get(key)
+            if e is None:
+                import numba
+                sig = numba.types.void(*[getattr(numba.types, t) for t in argtypes])
+                opts = dict(cache=True, error_model="numpy", nogil=True)
+                try:
+                    e = numba.cfunc(sig, **opts)(fn)
+                except RuntimeError:        # no writable cache directory (see _njit)
+                    numba.config.CACHE_DIR = _fallback_cache_dir()
+                    try:
+                        e = numba.cfunc(sig, **opts)(fn)
+                    except RuntimeError:
+                        opts["cache"] = False
+                        e = numba.cfunc(sig, **opts)(fn)
+                _ENTRIES[key] = e
+    return e
+
+
+def c_caller(argtypes):
+    """A module-level intrinsic ``call(address, args)`` for kernels: calls the C
+    entry at ``address`` (an int64, see ``c_entry``) with the tuple ``args``, each
+    converted to its type in ``argtypes``."""
+    def factory():
+        from llvmlite import ir
+        from numba.core import types
+        from numba.extending import intrinsic
+        target = [getattr(types, t) for t in argtypes]
+
+        @intrinsic
+        def call(typingctx, address, args):
+            if not isinstance(args, types.BaseTuple) or len(args) != len(target):
+                return None
+
+            def codegen(context, builder, signature, llargs):
+                fnty = ir.FunctionType(ir.VoidType(), [context.get_value_type(t) for t in target])
+                f = builder.inttoptr(llargs[0], fnty.as_pointer())
+                vals = [context.cast(builder, builder.extract_value(llargs[1], i), args[i], t)
+                        for i, t in enumerate(target)]
+                builder.call(f, vals)
+                return context.get_dummy_value()
+
+            return types.none(address, args), codegen
+        return call
+    return lazy(factory)

@@ -210,11 +210,11 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     aux = walk.aux_array(T)
     run = K.run_for(fams)       # compiled for the families this backward uses
     e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-            A.arena, aux, hi, -1)
+            A.arena, aux, hi, -1, K.ENTRIES)
     while e >= 0:
         walk.at_stop(T, e, A.view(e, sizes[e]), A)
         e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-                A.arena, aux, e, e)
+                A.arena, aux, e, e, K.ENTRIES)
     for s in A.big:
         if not touched[s]:          # reached, but nothing was written (cannot happen today)
             A.big[s][:] = 0.0

@@ -235,7 +235,14 @@ def unary_source():
             lines += _unary_loops(rule.replace(call, form.format(a=base)), idx, 12)
         lines.append("        else:")
         lines += _unary_loops(rule, idx, 12)
+    lines += ["", "", "def unary_reverse_entry(code, n, pg, px, py, p, q, pdx, ovw):",
+              '    """unary_reverse as a C entry (``kernels.sweep`` calls it by address)."""',
+              "    unary_reverse(code, n, pg, px, py, p, q, pdx, ovw != 0)"]
     return "\n".join(lines) + "\n"
+
+
+UNARY_ENTRY_ARGS = ("int64",) * 5 + ("float64",) * 2 + ("int64",) * 2
+BINARY_ENTRY_ARGS = ("int64",) * 20
 
 
 def binary_source():
@@ -286,6 +293,12 @@ def binary_source():
             lines += [f"            if pd{dst} != 0:",
                       "                for i in range(n):",
                       f"                    d{dst}[{mapped[dst]}] += {_expr(rule, mapped)}"]
+    lines += ["", "", "def binary_reverse_entry(code, n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, paux, naux,",
+              "                         at, full, ovw):",
+              '    """binary_reverse as a C entry (``kernels.sweep`` calls it by address); the aux',
+              '    words by address and length."""',
+              "    aux = numba.carray(address_as_pointer(paux), naux if paux != 0 else 0, np.int64)",
+              "    binary_reverse(code, n, pg, pa, na, pb, nb, pc, nc, py, pda, pdb, sa, sb, sc, aux, at, full, ovw != 0)"]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,8 @@ resume; otherwise no Python runs during the sweep.
 compiles the kernels of the families it lacks, so the first backward of a process
 with an empty Numba cache compiles only what its tape needs.
 """
+import os
+
 import numpy as np
 
 from .. import _jit
@@ -29,8 +31,19 @@ from ..core.tape import A, AUX, B, C, F0, F1, OP, PARAM
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
 binary_reverse = _gen.binary_reverse
+# ... which the sweep calls by the addresses of their C entries (``ENTRIES``), so that
+# no variant of it compiles them again (see ``_jit.c_entry``)
+call_unary = _jit.c_caller(codegen.UNARY_ENTRY_ARGS)
+call_binary = _jit.c_caller(codegen.BINARY_ENTRY_ARGS)
+ENTRIES = np.zeros(2, np.int64)     # unary_reverse's entry, binary_reverse's (0: not made yet)
 replay_scalar = _gen.replay_scalar     # tapegrad.replay: a tape of single numbers, forward
 sweep_scalar = _gen.sweep_scalar       # ... and reverse
+
+def by_call():
+    """Whether the sweep calls the elementwise kernels directly (NUMBA_BOUNDSCHECK=1)
+    rather than by address."""
+    return bool(int(os.environ.get("NUMBA_BOUNDSCHECK", "0") or 0))
+
 
 ADD = index(OPCODES["add"])
 SUB = index(OPCODES["sub"])
@@ -263,10 +276,14 @@ def _make_run(fams):
     has_shape = bool(fams >> SHAPE & 1)
     has_linalg = bool(fams >> LINALG & 1)
     has_other = has_reduce or has_shape or has_linalg
+    # With NUMBA_BOUNDSCHECK=1 the elementwise kernels are called directly: an index
+    # error raised in a C entry could not reach Python (it is printed and ignored)
+    direct = by_call()
 
     def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
-            hi, resume):
+            hi, resume, entries):
         """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+        ``entries``: ``ENTRIES``, the elementwise kernels' addresses.
 
         The loop body is written out rather than split into small inlined helpers:
         every array handed to a helper costs reference-count updates per entry, which
@@ -274,6 +291,7 @@ def _make_run(fams):
         n = ints.shape[0]
         vbase = np.int64(varena.ctypes.data)
         abase = np.int64(aarena.ctypes.data)
+        auxp = np.int64(aux.ctypes.data)
         vaddr = _addresses(vloc, vptr, vbase, n)
         aaddr = _addresses(aloc, aptr, abase, n)
         sz = np.zeros(n + 1, np.int64)
@@ -299,7 +317,11 @@ def _make_run(fams):
             if has_unary and fam == UNARY:
                 ovw = fresh[a] == 1
                 fresh[a] = 0
-                unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+                if direct:
+                    unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+                else:
+                    call_unary(entries[0], (k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1],
+                                            aaddr[a], ovw))
                 continue
             if has_binary and fam == BINARY:
                 if at >= 0 and (k == ADD or k == SUB):
@@ -324,9 +346,14 @@ def _make_run(fams):
                             _zero_at(aaddr[s], sz[s])
                 fresh[a] = 0
                 fresh[b] = 0
-                binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
-                               aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
-                               aux, at, i1 >> 3, ovw)
+                if direct:
+                    binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
+                                   aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
+                                   aux, at, i1 >> 3, ovw)
+                else:
+                    call_binary(entries[1], (k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c],
+                                             vaddr[e], aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1,
+                                             0 if i1 & 4 else 1, auxp, aux.size, at, i1 >> 3, ovw))
                 continue
             if not has_other:
                 continue
@@ -401,9 +428,22 @@ def _new_run(fams):
     return variant_dispatcher(fams)
 
 
+ELEMENTWISE = (1 << UNARY) | (1 << BINARY)
+
+
+def make_entries():
+    """(Once Numba is loaded.)  The elementwise kernels' C entries, compiled or
+    loaded from the cache, their addresses in ``ENTRIES``."""
+    if ENTRIES[1] == 0 and not by_call():
+        ENTRIES[0] = _jit.c_entry(_gen.unary_reverse_entry, codegen.UNARY_ENTRY_ARGS).address
+        ENTRIES[1] = _jit.c_entry(_gen.binary_reverse_entry, codegen.BINARY_ENTRY_ARGS).address
+
+
 def variant_dispatcher(fams):
     """(Once Numba is loaded.)  The variant's dispatcher for mask ``fams``, made if new."""
     v = variant(fams)
+    if v & ELEMENTWISE:
+        make_entries()      # (before the variant is handed out: it calls them by address)
     with _jit._LOCK:
         r = _VARIANTS.get(v)
         if r is None:

@@ -1,0 +1,111 @@
+"""The sweep calls the elementwise kernels by the addresses of their C entries
+(``_jit.c_entry``, ``_jit.c_caller``; ``kernels.sweep.ENTRIES``), so that no
+variant of the sweep compiles them again; with NUMBA_BOUNDSCHECK=1 it calls them
+directly.  Both calls must give the same bits."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tapegrad import _jit
+from tapegrad.kernels import sweep as K
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOUNDSCHECK = K.by_call()
+
+
+def _backward(a, b, w):
+    import tapegrad as tg
+    x = tg.tensor(a, requires_grad=True)
+    y = tg.tensor(b, requires_grad=True)
+    s = tg.tensor(w, requires_grad=True)
+    # unary ops with parameters, fused binary (same shapes), broadcast binary (aux words),
+    # a scalar operand (stride 0), one gradient wanted (the other input a constant)
+    loss = ((x * y).sin() + (x ** 2) * s + tg.atan2(x, y.reshape(4, 3)[:1].expand(4, 3).reshape(12))
+            + (y - 0.5).clamp(-0.3, 0.7) * tg.tensor(np.linspace(1, 2, 12))).sum()
+    loss.backward()
+    return x.grad.numpy(), y.grad.numpy(), s.grad.numpy()
+
+
+def _inputs():
+    rng = np.random.default_rng(5)
+    return rng.normal(size=12), rng.normal(size=12), np.array(0.7)
+
+
+def _in_mode(mode):
+    from tapegrad.autograd import engine
+    old = engine.INTERPRET[0]
+    engine.INTERPRET[0] = mode
+    try:
+        return _backward(*_inputs())
+    finally:
+        engine.INTERPRET[0] = old
+
+
+def test_the_compiled_sweep_calls_the_elementwise_kernels_by_address():
+    _jit.load()
+    got = _in_mode("never")
+    if BOUNDSCHECK:
+        assert (K.ENTRIES == 0).all()       # called directly: no C entry made
+    else:
+        assert (K.ENTRIES != 0).all()
+        ue = _jit.c_entry(K._gen.unary_reverse_entry, K.codegen.UNARY_ENTRY_ARGS)
+        be = _jit.c_entry(K._gen.binary_reverse_entry, K.codegen.BINARY_ENTRY_ARGS)
+        assert list(K.ENTRIES) == [ue.address, be.address]
+    want = _in_mode("always")       # the interpreted reverse
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.skipif(BOUNDSCHECK or os.environ.get("TAPEGRAD_INTERPRET") == "always",
+                    reason="compiles the kernels in a child: once, in the default pass")
+def test_the_direct_and_the_by_address_calls_give_the_same_bits(tmp_path):
+    # the same backward with NUMBA_BOUNDSCHECK=1 (direct calls, every index checked),
+    # in its own cache (a bounds-checked kernel is not one for the default mode's cache)
+    code = textwrap.dedent("""
+        import numpy as np, sys
+        sys.path.insert(0, %r)
+        from tests.test_kernel_entries import _backward, _inputs
+        from tapegrad import _jit
+        from tapegrad.kernels import sweep as K
+        _jit.load()
+        g = _backward(*_inputs())
+        print(K.by_call(), *K.ENTRIES.tolist(), *[v.tobytes().hex() for v in g])
+    """ % ROOT)
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", TAPEGRAD_INTERPRET="never", PYTHONPATH=ROOT,
+               NUMBA_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout.split()
+    assert out[:3] == ["True", "0", "0"]
+    _jit.load()
+    here = _in_mode("never")
+    assert out[3:] == [v.tobytes().hex() for v in here]
+
+
+def test_the_caller_converts_each_argument_to_the_entry_types():
+    _jit.load()
+    import numba
+
+    def target(out_address, i, x, flag):
+        out = numba.carray(_jit.address_as_pointer(out_address), 3, np.float64)
+        out[0] = i
+        out[1] = x
+        out[2] = flag
+
+    entry = numba.cfunc(numba.types.void(numba.types.int64, numba.types.int64, numba.types.float64,
+                                         numba.types.int64))(target)
+    call = _jit.c_caller(("int64", "int64", "float64", "int64"))
+
+    @numba.njit
+    def caller(address, out, i, x, flag):
+        call(address, (out.ctypes.data, i, x, flag))
+
+    out = np.zeros(3)
+    caller(entry.address, out, np.int32(7), 2.5, True)      # int32 -> int64, bool -> int64
+    assert out.tolist() == [7.0, 2.5, 1.0]
+    caller(entry.address, out, 3, np.float32(0.25), False)
+    assert out.tolist() == [3.0, 0.25, 0.0]
