@@ -216,7 +216,22 @@ def test_diverging_and_unrecordable_losses(client):
     obj.close()
 
 
-def test_data_is_sent_once(client):
+@pytest.fixture
+def client_without_stealing():
+    # (on a loaded machine the scheduler's work stealing may move a chunk's task, and
+    # with it the chunk, to the idler worker: the placement is measured without it)
+    import dask
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                           dashboard_address=":0")
+        c = distributed.Client(cluster)
+        yield c
+        c.close()
+        cluster.close()
+
+
+def test_data_is_sent_once(client_without_stealing):
+    client = client_without_stealing
     rng = np.random.default_rng(4)
     X = rng.standard_normal((40000, 16))        # 5 MB of data ...
     t = rng.standard_normal(40000)
