@@ -312,6 +312,32 @@ relu = _u("relu")
 sign = _u("sign")
 floor = _u("floor")
 round = _u("round")
+asin = _u("asin")
+acos = _u("acos")
+atan = _u("atan")
+sinh = _u("sinh")
+cosh = _u("cosh")
+asinh = _u("asinh")
+acosh = _u("acosh")
+atanh = _u("atanh")
+log2 = _u("log2")
+log10 = _u("log10")
+exp2 = _u("exp2")
+reciprocal = _u("reciprocal")
+rsqrt = _u("rsqrt")
+ceil = _u("ceil")
+trunc = _u("trunc")
+frac = _u("frac")
+# NumPy's spellings, PyTorch's aliases
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+
+
+def square(input):
+    """``input ** 2``: PyTorch's square is pow(input, 2) (grad_fn PowBackward0; integer
+    dtypes kept, bool to int64), and so is this composition."""
+    if not isinstance(input, Tensor):
+        raise TypeError("square(): argument 'input' (position 1) must be Tensor, not %s" % type(input).__name__)
+    return pow(input, 2)
 
 
 def clone(input):
@@ -787,6 +813,29 @@ class _TensorMethods:
     sign = sign
     floor = floor
     round = round
+    asin = asin
+    acos = acos
+    atan = atan
+    sinh = sinh
+    cosh = cosh
+    asinh = asinh
+    acosh = acosh
+    atanh = atanh
+    arcsin = asin
+    arccos = acos
+    arctan = atan
+    arcsinh = asinh
+    arccosh = acosh
+    arctanh = atanh
+    log2 = log2
+    log10 = log10
+    exp2 = exp2
+    square = square
+    reciprocal = reciprocal
+    rsqrt = rsqrt
+    ceil = ceil
+    trunc = trunc
+    frac = frac
 
 
 # What Python itself puts in a class body (``__hash__ = None`` because the table

@@ -52,7 +52,7 @@ def test_number_path_gives_the_array_paths_values_and_gradients():
     unary = {name: f for name, f in [
         ("neg", lambda x: -x), ("abs", tg.abs), ("sqrt", tg.sqrt), ("sin", tg.sin), ("cos", tg.cos),
         ("add_s", lambda x: x + 1.25), ("mul_s", lambda x: x * -3.5), ("div_s", lambda x: x / 7.0),
-        ("rsub_s", lambda x: 2.0 - x), ("rdiv_s", lambda x: 3.0 / x)]}
+        ("rsub_s", lambda x: 2.0 - x), ("rdiv_s", lambda x: 3.0 / x), ("reciprocal", tg.reciprocal)]}
     binary = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
               "div": lambda a, b: a / b}
     assert set(unary) | set(binary) == set(NUMBER_FORWARD)

@@ -30,10 +30,10 @@ def test_every_row_of_the_table_passes_the_check():
 
 
 def test_a_rule_calling_an_unknown_function_names_the_op_and_the_function():
-    # cosh is a math function (the kernels would compile) but no op of the table: create_graph could not run it
-    row = Unary("sinh", "SinhBackward0", np.sinh, "g * cosh(x)", "sinh(x)")
-    with pytest.raises(OpDefinitionError, match=r"^elementwise op 'sinh': its reverse rule 'g \* cosh\(x\)' calls "
-                                                 r"cosh\(\), which the differentiable reverse does not define"):
+    # radians is a math function (the kernels would compile) but no op of the table: create_graph could not run it
+    row = Unary("sind", "SindBackward0", np.sin, "g * cos(radians(x))", "sin(radians(x))")
+    with pytest.raises(OpDefinitionError, match=r"^elementwise op 'sind': its reverse rule 'g \* cos\(radians\(x\)\)' "
+                                                 r"calls radians\(\), which the differentiable reverse does not define"):
         codegen.check_row(row)
     row = Binary("hyp", "HypBackward0", np.hypot, "g * a / y", "g * b / hypo(y)", "hypot(a, b)")
     with pytest.raises(OpDefinitionError, match=r"^elementwise op 'hyp': its reverse rule for b 'g \* b / hypo\(y\)' "
@@ -78,12 +78,13 @@ def test_a_rule_reading_another_kinds_variable_or_not_parsing_names_it():
 def test_the_generated_math_import_is_built_from_the_rows(monkeypatch):
     line = codegen.math_import()
     names = set(line.split("import ")[1].split("  #")[0].split(", "))
-    assert {"atan2", "cos", "sin", "exp", "log", "sqrt", "tanh"} <= names and "cosh" not in names
+    assert {"atan2", "cos", "sin", "exp", "log", "sqrt", "tanh"} <= names and "radians" not in names
     assert names <= codegen._MATH
     # a row whose one-float forward calls a math function brings it into the import
-    row = Unary("cosh", "CoshBackward0", np.cosh, "g * (exp(x) - exp(-x)) * 0.5", "cosh(x)")
+    row = Unary("sind", "SindBackward0", np.sin, "g * 0.017453292519943295 * cos(x * 0.017453292519943295)",
+                "sin(radians(x))")
     monkeypatch.setattr(codegen, "UNARY_OPS", elementwise.UNARY_OPS + [row])
-    assert "cosh" in codegen.math_import()
+    assert "radians" in codegen.math_import()
     with open(os.path.join(codegen._writable_dir(), "elementwise_kernels.py")) as fh:
         assert line in fh.read().splitlines()      # (the module the kernels import)
 
@@ -106,10 +107,10 @@ def _import_with_edit(tmp_path, relpath, old, new):
 def test_import_fails_naming_the_op_when_a_row_names_an_unknown_function(tmp_path):
     copy_row = 'Unary("copy",     "CloneBackward0",   np.copy,      "g",                    "x"),'
     r = _import_with_edit(tmp_path, os.path.join("ops", "elementwise.py"), copy_row,
-                          copy_row + '\n    Unary("sinh", "SinhBackward0", np.sinh, "g * cosh(x)", "sinh(x)"),')
+                          copy_row + '\n    Unary("sind", "SindBackward0", np.sin, "g * cos(radians(x))", "sin(x)"),')
     assert r.returncode != 0
-    assert ("tapegrad.core.registry.OpDefinitionError: elementwise op 'sinh': its reverse rule 'g * cosh(x)' calls "
-            "cosh()" in r.stderr)
+    assert ("tapegrad.core.registry.OpDefinitionError: elementwise op 'sind': its reverse rule 'g * cos(radians(x))' "
+            "calls radians()" in r.stderr)
 
 
 def test_import_fails_naming_the_op_when_its_scalar_forward_is_missing(tmp_path):

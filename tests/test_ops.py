@@ -63,6 +63,24 @@ UNARY = {
     "softmax0": (lambda x: x.softmax(0), {}),
     "softmax-1": (lambda x: x.softmax(-1), {}),
     "log_softmax": (lambda x: x.log_softmax(-1), {}),
+    # (methods: the same lambda runs on torch's tensors in test_unary_matches_torch)
+    "asin": (lambda x: x.asin(), dict(lo=-0.9, hi=0.9)),
+    "acos": (lambda x: x.acos(), dict(lo=-0.9, hi=0.9)),
+    "atan": (lambda x: x.atan(), {}),
+    "sinh": (lambda x: x.sinh(), {}),
+    "cosh": (lambda x: x.cosh(), {}),
+    "asinh": (lambda x: x.asinh(), {}),
+    "acosh": (lambda x: x.acosh(), dict(lo=1.2, hi=3.0)),
+    "atanh": (lambda x: x.atanh(), dict(lo=-0.9, hi=0.9)),
+    "log2": (lambda x: x.log2(), dict(positive=True)),
+    "log10": (lambda x: x.log10(), dict(positive=True)),
+    "exp2": (lambda x: x.exp2(), {}),
+    "square": (lambda x: x.square(), {}),
+    "reciprocal": (lambda x: x.reciprocal(), dict(away=0.3)),
+    "rsqrt": (lambda x: x.rsqrt(), dict(positive=True)),
+    "ceil": (lambda x: x.ceil(), dict(lo=1.1, hi=1.9)),
+    "trunc": (lambda x: x.trunc(), dict(lo=-1.9, hi=-1.1)),
+    "frac": (lambda x: x.frac(), dict(lo=-0.9, hi=-0.1)),
 }
 SHAPES = [(), (5,), (3, 4)]
 

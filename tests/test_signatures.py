@@ -64,6 +64,9 @@ DEVIATIONS = {
                                             "sigmoid", "sign", "sin", "sqrt", "tan", "tanh")},
     **{"Tensor.%s" % n: _RECORDER for n in ("abs", "cos", "exp", "expm1", "floor", "log", "log1p", "round",
                                              "sigmoid", "sign", "sin", "sqrt", "tan", "tanh", "exp_")},
+    **{"%s.%s" % (ns, n): _RECORDER for ns in ("torch", "Tensor") for n in (
+        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh",
+        "arccosh", "arctanh", "log2", "log10", "exp2", "reciprocal", "rsqrt", "ceil", "trunc", "frac")},
     "Tensor.mul": _SHARED % ("mul", "mul") + " (other / value)",
     "Tensor.mul_": _SHARED % ("mul", "mul_") + " (other / value)",
     "Tensor.div": _SHARED % ("div", "div") + " (other / value)",

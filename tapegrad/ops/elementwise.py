@@ -15,11 +15,13 @@ condition of ``where``) and ``y``.  Kinks and ties follow PyTorch: relu'(0) = 0,
 clamp's boundary counts as inside, maximum splits a tie 0.5/0.5, ``x**0`` has a
 zero derivative even at 0.
 """
+import functools as _functools
 import math as _math
 import operator as _operator
 
 import numpy as np
 
+from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT, result_type, with_number
 from ..core.registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
 
@@ -154,6 +156,23 @@ def _div_floor(a, b):
         return np.floor_divide(a, b)
 
 
+def _reciprocal(x):
+    # (integers and bools give the default float, as in PyTorch; NumPy's reciprocal of 0 would be an integer)
+    return np.reciprocal(x if x.dtype.kind == "f" else x.astype(DEFAULT))
+
+
+def _rsqrt(x):
+    # PyTorch's rsqrt is 1 / sqrt(x): inf at 0, -inf at -0.0, nan below zero
+    return np.reciprocal(np.sqrt(x if x.dtype.kind == "f" else x.astype(DEFAULT)))
+
+
+def _frac(x):
+    # x - trunc(x), as PyTorch computes it (frac(inf) is nan); floats only, as in PyTorch
+    if x.dtype.kind != "f":
+        raise NotImplementedError("\"frac_cpu\" not implemented for '%s'" % torch_name(x.dtype))
+    return np.subtract(x, np.trunc(x))
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -201,6 +220,27 @@ UNARY_OPS = [
     Unary("rpow_s",   "PowBackward2",     _rpow,        "where((p == 0.0) and (x >= 0.0), 0.0, g * y * log(p))",
           "p ** x", nparams=1),
     Unary("copy",     "CloneBackward0",   np.copy,      "g",                    "x"),
+    # PyTorch's formulas (derivatives.yaml) in its order of operations, so the gradients are its
+    # own to the last bit: its rsqrt(v) is 1.0 / sqrt(v) (inf at a domain boundary: acos'(1) = -inf);
+    # log10's constant is derivatives.yaml's 2.3025850929940456, one ulp below ln 10
+    Unary("asin",     "AsinBackward0",    np.arcsin,    "g * (1.0 / sqrt(1.0 - x * x))", "asin(x)"),
+    Unary("acos",     "AcosBackward0",    np.arccos,    "-g * (1.0 / sqrt(1.0 - x * x))", "acos(x)"),
+    Unary("atan",     "AtanBackward0",    np.arctan,    "g / (x * x + 1.0)",    "atan(x)"),
+    Unary("sinh",     "SinhBackward0",    np.sinh,      "g * cosh(x)",          "sinh(x)"),
+    Unary("cosh",     "CoshBackward0",    np.cosh,      "g * sinh(x)",          "cosh(x)"),
+    Unary("asinh",    "AsinhBackward0",   np.arcsinh,   "g * (1.0 / sqrt(x * x + 1.0))", "asinh(x)"),
+    Unary("acosh",    "AcoshBackward0",   np.arccosh,   "g * (1.0 / sqrt(x * x - 1.0))", "acosh(x)"),
+    Unary("atanh",    "AtanhBackward0",   np.arctanh,   "g / (1.0 - x * x)",    "atanh(x)"),
+    Unary("log2",     "Log2Backward0",    np.log2,      "g / (x * 0.6931471805599453)", "log2(x)"),
+    Unary("log10",    "Log10Backward0",   np.log10,     "g / (x * 2.3025850929940456)", "log10(x)"),
+    Unary("exp2",     "Exp2Backward0",    np.exp2,      "g * y * 0.6931471805599453", "2.0 ** x"),
+    Unary("reciprocal", "ReciprocalBackward0", _reciprocal, "-g * (y * y)",     "1.0 / x",
+          number=_functools.partial(_operator.truediv, 1.0)),
+    Unary("rsqrt",    "RsqrtBackward0",   _rsqrt,       "-0.5 * g * (y * y * y)", "1.0 / sqrt(x)"),
+    # PyTorch's zeros_like(grad): 0 also where the incoming gradient is inf or nan (not 0.0 * g)
+    Unary("ceil",     "CeilBackward0",    np.ceil,      "0.0",                  "np.ceil(x)"),
+    Unary("trunc",    "TruncBackward0",   np.trunc,     "0.0",                  "np.trunc(x)"),
+    Unary("frac",     "FracBackward0",    _frac,        "g",                    "x - np.trunc(x)"),
 ]
 
 BINARY_OPS = [
@@ -320,10 +360,13 @@ def _forward_type_error(name, ad, bd):
         raise RuntimeError(SUB_TWO_BOOLS) from None
 
 
-_FLOAT_FUNCTIONS = {"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid"}
+_FLOAT_FUNCTIONS = {"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "asin", "acos",
+                    "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2"}
 _BOOL_REFUSED = {"abs": ('"abs_cpu" not implemented for \'Bool\'', NotImplementedError),
                  "floor": ('"floor_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
                  "round": ('"round_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
+                 "ceil": ('"ceil_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
+                 "trunc": ('"trunc_vml_cpu" not implemented for \'Bool\'', NotImplementedError),
                  "relu": ("Boolean inputs not supported for relu", RuntimeError),
                  "neg": (NEG_BOOL, RuntimeError)}
 
