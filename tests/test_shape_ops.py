@@ -320,9 +320,10 @@ def test_nonfinite_matches_torch():
     lambda x: tg.split(x, 2, 1)[1], lambda x: x.chunk(3, 1)[0], lambda x: x.unbind(1)[2],
     lambda x: x.tensor_split(2, 2)[1], lambda x: x.narrow(1, 1, 2), lambda x: tg.movedim(x, 0, 2),
     lambda x: x.swapaxes(0, 1), lambda x: tg.diagonal(x, 0, 1, 2), lambda x: tg.atleast_3d(x[0, 0]),
-    lambda x: tg.meshgrid(x[0, 0], x[1, 1], indexing="ij")[0]], ids=["split", "chunk", "unbind", "tensor_split",
+    lambda x: tg.meshgrid(x[0, 0], x[1, 1], indexing="ij")[0], lambda x: x[0, 0].unbind()[2]],
+    ids=["split", "chunk", "unbind", "tensor_split",
                                                                        "narrow", "movedim", "swapaxes", "diagonal",
-                                                                       "atleast_3d", "meshgrid"])
+                                                                       "atleast_3d", "meshgrid", "unbind_0d"])
 def test_views_share_storage_and_version(make):
     base = _ar(2, 4, 4).requires_grad_()
     x = base * 1.0                  # (not a leaf: in-place ops allowed)
@@ -331,6 +332,39 @@ def test_views_share_storage_and_version(make):
     x.add_(1.0)
     assert v._version == x._version == 1
     np.testing.assert_array_equal(v.detach().numpy(), make(_ar(2, 4, 4) + 1.0).numpy())
+
+
+_MULTI = [(lambda x: x.split(2), "Split"), (lambda x: x.split([1, 3]), "SplitWithSizes"),
+          (lambda x: x.chunk(2), "Split"), (lambda x: x.unbind(), "Unbind")]
+
+
+@pytest.mark.parametrize("k", range(len(_MULTI)))
+def test_pieces_refuse_inplace_writes(k):
+    # PyTorch: the outputs of a function returning several views may not be written in place
+    make, op = _MULTI[k]
+    msg = ("Output 1 of %s is a view and is being modified inplace. This view is the output of a function that "
+           "returns multiple views. Such functions do not allow the output views to be modified inplace. You "
+           "should replace the inplace operation by an out-of-place one." % op)
+    x = tg.ones(4, requires_grad=True) * 1.0
+    assert _raised(lambda: make(x)[1].mul_(2.0)) == (RuntimeError, msg)
+    assert _raised(lambda: make(tg.ones(4, requires_grad=True))[1].add_(1.0)) == (RuntimeError, msg)
+    with tg.no_grad():
+        make(x)[1].mul_(2.0)            # (no grad mode: allowed, as in PyTorch)
+    y = tg.ones(4)
+    make(y)[1].mul_(2.0)                # (nothing requires grad: allowed)
+    assert y.tolist() != [1.0] * 4
+    x.narrow(0, 1, 2).mul_(2.0)         # (narrow and tensor_split give plain views)
+    x.tensor_split(2)[1].mul_(2.0)
+    torch = pytest.importorskip("torch")
+    assert _raised(lambda: make(torch.ones(4, requires_grad=True) * 1.0)[1].mul_(2.0)) == (RuntimeError, msg)
+
+
+def test_tensor_split_keywords():
+    x = tg.arange(5.0)
+    assert _lists(tg.tensor_split(x, sections=2)) == [[0.0, 1.0, 2.0], [3.0, 4.0]]
+    assert _lists(x.tensor_split(indices=[1], dim=0)) == [[0.0], [1.0, 2.0, 3.0, 4.0]]
+    with pytest.raises(TypeError, match="tensor_split"):
+        tg.tensor_split(x)
 
 
 @pytest.mark.parametrize("make", [

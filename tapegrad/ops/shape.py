@@ -977,10 +977,22 @@ def _split_dim(x, what, dim):
     return _wrap_dim(dim, x.ndim)
 
 
-def _slices(x, ax, bounds, name):
+def _slices(x, ax, bounds, name, pieces=True):
     """The views ``x[..., start:stop, ...]`` along ``ax`` for each (start, stop)."""
     lead = (_FULL,) * ax
-    return tuple(strided(x, lambda a, k=lead + (slice(s, e),): a[k], name, ("slice", ax, s, e)) for s, e in bounds)
+    out = tuple(strided(x, lambda a, k=lead + (slice(s, e),): a[k], name, ("slice", ax, s, e)) for s, e in bounds)
+    return _pieces(out, name) if pieces else out
+
+
+def _pieces(views, name):
+    """PyTorch refuses in-place writes to the views of a function returning several
+    (split, chunk, unbind) when they require grad: ``inplace.check_inplace`` reads the mark."""
+    if views and views[0]._requires_grad:
+        op = name[:-len("Backward0")]
+        for i, v in enumerate(views):
+            if v._extra is not None and v._extra.name is None:
+                v._extra.name = (i, op)
+    return views
 
 
 def _runs(sizes):
@@ -1033,10 +1045,15 @@ def chunk(input, chunks, dim=0):
     return _slices(x, ax, [(s, min(s + size, n)) for s in range(0, n, size)], "SplitBackward0")
 
 
-def tensor_split(input, indices_or_sections, dim=0):
+def tensor_split(input, indices_or_sections=None, dim=0, sections=None, indices=None):
     """NumPy's ``array_split``: ``sections`` pieces as equal as can be (the first ones
     one longer), or the pieces between the listed indices (sliced as Python slices)."""
     x = input
+    given = [v for v in (indices_or_sections, sections, indices) if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split() received an invalid combination of arguments: give one of "
+                        "indices_or_sections, sections or indices")
+    indices_or_sections = given[0]
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     ax = _wrap_dim(dim, x.ndim)
@@ -1055,12 +1072,12 @@ def tensor_split(input, indices_or_sections, dim=0):
         starts = [0] + cuts
         stops = cuts + [n]
         bounds = [slice(s, e).indices(n)[:2] for s, e in zip(starts, stops)]
-        return _slices(x, ax, [(s, max(s, e)) for s, e in bounds], "SliceBackward0")
+        return _slices(x, ax, [(s, max(s, e)) for s, e in bounds], "SliceBackward0", False)
     sections = int(arg)
     if sections <= 0:
         raise RuntimeError("number of sections must be larger than 0, got %d" % sections)
     q, r = divmod(n, sections)
-    return _slices(x, ax, _runs([q + 1] * r + [q] * (sections - r)), "SliceBackward0")
+    return _slices(x, ax, _runs([q + 1] * r + [q] * (sections - r)), "SliceBackward0", False)
 
 
 def unbind(input, dim=0):
@@ -1069,8 +1086,8 @@ def unbind(input, dim=0):
         raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
     ax = _wrap_dim(dim, x.ndim)
     lead = (_FULL,) * ax
-    return tuple(strided(x, lambda a, k=lead + (i,): a[k], "UnbindBackward0", ("select", ax, i))
-                 for i in range(x.shape[ax]))
+    return _pieces(tuple(strided(x, lambda a, k=lead + (i, Ellipsis): a[k], "UnbindBackward0", ("select", ax, i))
+                         for i in range(x.shape[ax])), "UnbindBackward0")
 
 
 def narrow(input, dim, start, length):
@@ -1088,7 +1105,7 @@ def narrow(input, dim, start, length):
         start += n
     if start + length > n:
         raise RuntimeError("start (%d) + length (%d) exceeds dimension size (%d)." % (start, length, n))
-    return _slices(x, ax, [(start, start + length)], "SliceBackward0")[0]
+    return _slices(x, ax, [(start, start + length)], "SliceBackward0", False)[0]
 
 
 # -- movedim, swapaxes: permute and transpose under PyTorch's names --
