@@ -87,13 +87,27 @@ CASES = {
     "cartesian_prod": (lambda m, v, w: m.cartesian_prod(v, w), [(3,), (2,)]),
     "meshgrid_ij": (lambda m, v, w: m.meshgrid(v, w, indexing="ij"), [(3,), (2,)]),
     "meshgrid_xy": (lambda m, u, v, w: m.meshgrid([u, v, w], indexing="xy"), [(3,), (2,), (4,)]),
+    "meshgrid_scalar": (lambda m, s, v: m.meshgrid(s, v, indexing="xy"), [(), (3,)]),
+    # edge shapes: empty pieces and products, 0-d inputs, negative dims, four dimensions
+    "split_empty_pieces": (lambda m, x: m.split(x, [0, 2, 0, 1]), [(3, 2)]),
+    "chunk_more_than_size": (lambda m, x: m.chunk(x, 7, 1), [(2, 3)]),
+    "movedim_scalar": (lambda m, s: m.movedim(s, 0, -1), [()]),
+    "movedim_negative": (lambda m, x: m.movedim(x, (-1, 0), (0, -1)), [(2, 3, 4, 5)]),
+    "rot90_4d": (lambda m, x: m.rot90(x, 3, (-1, 1)), [(2, 3, 4, 5)]),
+    "roll_negative_dims": (lambda m, x: m.roll(x, (7, -5), (-1, -3)), [(2, 3, 4)]),
+    "repeat_zero": (lambda m, v: v.repeat(0, 2), [(3,)]),
+    "diag_embed_negative_dims": (lambda m, x: m.diag_embed(x, -1, -1, 1), [(2, 3, 2)]),
+    "inner_empty": (lambda m, x, y: m.inner(x, y), [(2, 0), (3, 0)]),
+    "kron_scalar": (lambda m, s, x: m.kron(s, x), [(), (2, 3)]),
+    "block_diag_scalars": (lambda m, s, t: m.block_diag(s, t), [(), ()]),
 }
 
 # results that are views of their (first) input, in PyTorch and in tapegrad
 VIEWS = {"split_int", "split_sizes", "split_last", "chunk", "chunk_method", "unbind", "unbind_method",
          "tensor_split_sections", "tensor_split_indices", "narrow", "narrow_method", "movedim", "movedim_tuple",
          "moveaxis", "swapaxes", "swapdims", "atleast_1d", "atleast_1d_one", "atleast_2d", "atleast_3d",
-         "meshgrid_ij", "meshgrid_xy"}
+         "meshgrid_ij", "meshgrid_xy", "meshgrid_scalar", "split_empty_pieces", "chunk_more_than_size",
+         "movedim_scalar", "movedim_negative"}
 
 
 def _inputs(name, seed=0):

@@ -290,7 +290,9 @@ def inner(input, other):
     if b.shape[-1] != k:
         raise RuntimeError("inner() the last dimension must match on both input tensors but got shapes %s and %s"
                            % (list(a.shape), list(b.shape)))
-    p = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k)), 0, 1))
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    cols = int(np.prod(b.shape[:-1], dtype=np.int64))
+    p = matmul(reshape(a, (rows, k)), transpose(reshape(b, (cols, k)), 0, 1))
     return reshape(p, a.shape[:-1] + b.shape[:-1])
 
 

@@ -1126,13 +1126,13 @@ def movedim(input, source, destination):
         raise RuntimeError("movedim: repeated dim in `source` (%s)" % src)
     if len(set(t)) != len(t):
         raise RuntimeError("movedim: repeated dim in `destination` (%s)" % dst)
+    if nd == 0:
+        return strided(x, lambda a: a[...], "AliasBackward0", ("index", Ellipsis))
     perm = [-1] * nd
     for a, b in zip(s, t):
         perm[b] = a
     rest = iter(d for d in range(nd) if d not in s)
     perm = [p if p >= 0 else next(rest) for p in perm]
-    if nd == 0:
-        return strided(x, lambda a: a[...], "AliasBackward0", ("index", Ellipsis))
     return permute(x, *perm)
 
 
