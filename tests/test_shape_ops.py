@@ -373,6 +373,21 @@ def test_pieces_refuse_inplace_writes(k):
     assert _raised(lambda: make(torch.ones(4, requires_grad=True) * 1.0)[1].mul_(2.0)) == (RuntimeError, msg)
 
 
+def test_keyword_spellings():
+    # PyTorch's NumPy spelling axis= for dim=, and the methods' sequences by keyword
+    x = _ar(2, 3)
+    assert _lists(tg.chunk(x, 2, axis=1)) == _lists(x.chunk(2, 1))
+    assert _lists(x.unbind(axis=1)) == _lists(x.unbind(1))
+    assert _lists(tg.tensor_split(x, 2, axis=1)) == _lists(x.tensor_split(2, 1))
+    assert x.flip(dims=[0]).tolist() == x.flip(0).tolist() == tg.flip(x, dims=(0,)).tolist()
+    assert x.repeat(repeats=(2, 1)).tolist() == x.repeat(2, 1).tolist() == x.repeat([2, 1]).tolist()
+    assert x.tile(dims=(2,)).tolist() == x.tile(2).tolist() == x.tile((1, 2)).tolist()
+    with pytest.raises(TypeError, match=r"^flip\(\) got an unexpected keyword argument 'dim'$"):
+        x.flip(dim=0)
+    with pytest.raises(TypeError, match=r"^chunk\(\) got an unexpected keyword argument 'dims'$"):
+        tg.chunk(x, 2, dims=0)
+
+
 def test_tensor_split_keywords():
     x = tg.arange(5.0)
     assert _lists(tg.tensor_split(x, sections=2)) == [[0.0, 1.0, 2.0], [3.0, 4.0]]

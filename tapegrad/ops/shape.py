@@ -1033,8 +1033,10 @@ def _split_with_sizes(x, sizes, dim):
     return _slices(x, ax, _runs(sizes), "SplitWithSizesBackward0")
 
 
-def chunk(input, chunks, dim=0):
+def chunk(input, chunks, dim=0, **kw):
     x = input
+    if kw:
+        dim = _dim_alias("chunk", kw, dim, 0)
     ax = _split_dim(x, "chunk", dim)
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
@@ -1045,10 +1047,12 @@ def chunk(input, chunks, dim=0):
     return _slices(x, ax, [(s, min(s + size, n)) for s in range(0, n, size)], "SplitBackward0")
 
 
-def tensor_split(input, indices_or_sections=None, dim=0, sections=None, indices=None):
+def tensor_split(input, indices_or_sections=None, dim=0, sections=None, indices=None, **kw):
     """NumPy's ``array_split``: ``sections`` pieces as equal as can be (the first ones
     one longer), or the pieces between the listed indices (sliced as Python slices)."""
     x = input
+    if kw:
+        dim = _dim_alias("tensor_split", kw, dim, 0)
     given = [v for v in (indices_or_sections, sections, indices) if v is not None]
     if len(given) != 1:
         raise TypeError("tensor_split() received an invalid combination of arguments: give one of "
@@ -1080,8 +1084,10 @@ def tensor_split(input, indices_or_sections=None, dim=0, sections=None, indices=
     return _slices(x, ax, _runs([q + 1] * r + [q] * (sections - r)), "SliceBackward0", False)
 
 
-def unbind(input, dim=0):
+def unbind(input, dim=0, **kw):
     x = input
+    if kw:
+        dim = _dim_alias("unbind", kw, dim, 0)
     if x.ndim == 0:
         raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
     ax = _wrap_dim(dim, x.ndim)
@@ -1183,9 +1189,20 @@ def flip(input, dims):
     return _flipped(input, _dims_arg(dims, "flip", 2))
 
 
-def flip_method(self, *dims):
+def flip_method(self, *dims, **kw):
     """``Tensor.flip(dims)``, also as separate ints (``x.flip(0)``), as PyTorch accepts."""
-    return _flipped(self, list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else list(dims))
+    return _flipped(self, _varargs("flip", dims, kw, "dims"))
+
+
+def _varargs(fname, args, kw, name):
+    """The sizes or dims of a method taking them as one sequence or as separate ints
+    (``x.flip(0, 1)``, ``x.flip((0, 1))``, ``x.flip(dims=(0, 1))``)."""
+    if kw:
+        if args or list(kw) != [name]:
+            raise TypeError("%s() got an unexpected keyword argument '%s'"
+                            % (fname, next(k for k in kw if k != name or args)))
+        args = (kw[name],)
+    return _sizes_arg(args)
 
 
 def fliplr(input):
@@ -1258,12 +1275,12 @@ def _repeated(x, reps):
     return _gathered(x, lambda a: np.tile(a.reshape(shape), reps), "RepeatBackward0")
 
 
-def repeat(self, *repeats):
+def repeat(self, *repeats, **kw):
     """``Tensor.repeat``: the tensor tiled ``repeats[i]`` times along each dimension
     (leading ones added to its shape when ``repeats`` is longer)."""
-    if not repeats:
+    if not repeats and not kw:
         raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
-    reps = _sizes_arg(repeats)
+    reps = _varargs("repeat", repeats, kw, "repeats")
     if len(reps) < self.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
                            "tensor")
@@ -1276,8 +1293,8 @@ def tile(input, dims):
     return _repeated(input, [1] * (input.ndim - len(reps)) + reps)
 
 
-def tile_method(self, *dims):
-    return tile(self, _sizes_arg(dims))
+def tile_method(self, *dims, **kw):
+    return tile(self, _varargs("tile", dims, kw, "dims"))
 
 
 # -- diag, diag_embed: zeros with a diagonal set (one STRIDED_SCATTER entry, the transpose of diagonal) --
