@@ -496,6 +496,8 @@ ERRORS = [
     (lambda m, x, v: m.block_diag(v, x), RuntimeError,
      "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input 1 has 3 dimensions"),
     (lambda m, x, v: m.block_diag([v]), TypeError, "expected Tensor as element 0 in argument 0, but got list"),
+    (lambda m, x, v: m.cartesian_prod([v, v]), TypeError, "expected Tensor as element 0 in argument 0, but got list"),
+    (lambda m, x, v: m.atleast_1d(v, [v]), TypeError, "expected Tensor as element 1 in argument 0, but got list"),
     (lambda m, x, v: m.cartesian_prod(x, v), RuntimeError, "Expect a 1D vector, but got shape [2, 3, 4]"),
     (lambda m, x, v: m.cartesian_prod(v[0], v), RuntimeError, "Expect a 1D vector, but got shape []"),
     (lambda m, x, v: m.cartesian_prod(), RuntimeError, "meshgrid expects a non-empty TensorList"),

@@ -1350,10 +1350,10 @@ def _tensor_args(tensors):
 
 def _atleast(tensors, fname, nd):
     items, single = _tensor_args(tensors)
-    for t in items:
-        if not isinstance(t, Tensor):
-            raise TypeError("%s() received an invalid combination of arguments - got (%s), but expected one of:\n"
-                            " * (Tensor input)\n * (tuple of Tensors tensors)\n" % (fname, type(t).__name__))
+    if single and not isinstance(items[0], Tensor):
+        raise TypeError("%s() received an invalid combination of arguments - got (%s), but expected one of:\n"
+                        " * (Tensor input)\n * (tuple of Tensors tensors)\n" % (fname, type(items[0]).__name__))
+    _check_tensors(items)
     out = tuple(_at_least(t, nd) for t in items)
     return out[0] if single else out
 
@@ -1381,15 +1381,19 @@ def atleast_3d(*tensors):
     return _atleast(tensors, "atleast_3d", 3)
 
 
+def _check_tensors(items):
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
+
+
 def _stack_args(tensors, fname):
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s"
                         % (fname, type(tensors).__name__))
     if not tensors:
         raise RuntimeError("%s expects a non-empty TensorList" % fname)
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
+    _check_tensors(tensors)
     return list(tensors)
 
 
@@ -1453,6 +1457,7 @@ def _meshgrid(items, indexing):
 
 def cartesian_prod(*tensors):
     items = list(tensors)
+    _check_tensors(items)
     for t in items:
         if isinstance(t, Tensor) and t.ndim != 1:
             raise RuntimeError("Expect a 1D vector, but got shape %s" % list(t.shape))
@@ -1465,10 +1470,9 @@ def cartesian_prod(*tensors):
 def block_diag(*tensors):
     """The tensors (each 0-d, 1-d as a row, or 2-d) along the diagonal of a matrix
     of zeros: one cat of rows, each a cat of zeros, a block and zeros."""
+    _check_tensors(tensors)
     blocks = []
     for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
         if t.ndim > 2:
             raise RuntimeError("torch.block_diag: Input tensors must have 2 or fewer dimensions. Input %d has %d "
                                "dimensions" % (i, t.ndim))
