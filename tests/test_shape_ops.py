@@ -170,6 +170,35 @@ def test_matches_torch(name, mode, monkeypatch):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float32_matches_torch(name):
+    torch = pytest.importorskip("torch")
+    f = CASES[name][0]
+    values = [v.astype(np.float32) for v in _inputs(name)]
+    xs = _tg_inputs(values)
+    ts = [torch.tensor(v, requires_grad=True) for v in values]
+    outs, touts = _outs(f(tg, *xs)), _outs(f(torch, *ts))
+    for o, t in zip(outs, touts):
+        assert o.dtype == np.float32 and str(t.dtype) == "torch.float32"
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-6)
+    sum(o.sum() for o in outs).backward()
+    sum(t.sum() for t in touts).backward()
+    for x, t in zip(xs, ts):
+        assert x.grad.dtype == np.float32
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_tril_triu_in_place():
+    x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = x * 2.0
+    assert y.tril_() is y and y.tolist() == [[2.0, 0.0], [6.0, 8.0]]
+    (y * tg.tensor([[1.0, 10.0], [100.0, 1000.0]])).sum().backward()
+    assert x.grad.tolist() == [[2.0, 0.0], [200.0, 2000.0]]
+    z = _ar(2, 3)
+    z.triu_(1)
+    assert z.tolist() == [[0.0, 1.0, 2.0], [0.0, 0.0, 5.0]]
+
+
 # -- literal values (the file tests something without torch) ----------------------------
 def _ar(*shape):
     return tg.arange(float(np.prod(shape))).reshape(*shape)
