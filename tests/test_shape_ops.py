@@ -243,6 +243,7 @@ def test_repeat_tile_roll_flip_rot90_values():
     assert tg.roll(_ar(2, 3), 1).tolist() == [[5.0, 0.0, 1.0], [2.0, 3.0, 4.0]]      # (flattened)
     assert tg.roll(_ar(2, 3), (1, -1), (0, 1)).tolist() == [[4.0, 5.0, 3.0], [1.0, 2.0, 0.0]]
     assert tg.roll(tg.tensor(4.0), 3).tolist() == 4.0
+    assert tg.roll(tg.arange(3.0), tg.tensor(1), 0).tolist() == [2.0, 0.0, 1.0]
     assert tg.flip(_ar(2, 3), (1,)).tolist() == [[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]
     assert _ar(2, 3).flip(0, 1).tolist() == [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]]
     assert tg.fliplr(_ar(2, 2)).tolist() == [[1.0, 0.0], [3.0, 2.0]]
@@ -477,6 +478,8 @@ ERRORS = [
     (lambda m, x, v: x.repeat(1, -1, 1), RuntimeError, "Trying to create tensor with negative dimension -3: [2, -3, 4]"),
     (lambda m, x, v: x.repeat(), TypeError, 'repeat() missing 1 required positional arguments: "repeats"'),
     (lambda m, x, v: m.tile(x, (-1,)), RuntimeError, "Trying to create tensor with negative dimension -4: [2, 3, -4]"),
+    (lambda m, x, v: m.tile(x, 2), TypeError, "tile(): argument 'dims' (position 2) must be tuple of ints, not int"),
+    (lambda m, x, v: m.chunk(x, 2.0), TypeError, "chunk(): argument 'chunks' (position 2) must be int, not float"),
     (lambda m, x, v: m.roll(x, (1, 2), 0), RuntimeError, "shifts and dimensions must align. shifts: 2, dims:1"),
     (lambda m, x, v: m.roll(x, 1, (0, 1)), RuntimeError, "shifts and dimensions must align. shifts: 1, dims:2"),
     (lambda m, x, v: m.roll(x, (1, 2)), RuntimeError, "shifts and dimensions must align. shifts: 2, dims:0"),

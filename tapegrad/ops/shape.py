@@ -1038,6 +1038,8 @@ def chunk(input, chunks, dim=0, **kw):
     if kw:
         dim = _dim_alias("chunk", kw, dim, 0)
     ax = _split_dim(x, "chunk", dim)
+    if not isinstance(chunks, (int, np.integer)) or isinstance(chunks, bool):
+        raise TypeError("chunk(): argument 'chunks' (position 2) must be int, not %s" % type(chunks).__name__)
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
     n = x.shape[ax]
@@ -1116,7 +1118,12 @@ def narrow(input, dim, start, length):
 
 # -- movedim, swapaxes: permute and transpose under PyTorch's names --
 def _dim_list(d):
-    return [d] if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else list(d)
+    """An int, a 0-d integer tensor or a sequence of them, as a list of ints."""
+    if isinstance(d, (list, tuple)):
+        return [int(k) for k in d]
+    if isinstance(d, Tensor) and d.ndim:
+        return [int(k) for k in d.tolist()]
+    return [d.__index__()]
 
 
 def movedim(input, source, destination):
@@ -1289,7 +1296,7 @@ def repeat(self, *repeats, **kw):
 
 def tile(input, dims):
     """``repeat`` with ones added in front of ``dims`` when it is shorter than the shape."""
-    reps = _sizes_arg((dims,))
+    reps = [int(n) for n in _dims_arg(dims, "tile", 2)]
     return _repeated(input, [1] * (input.ndim - len(reps)) + reps)
 
 
