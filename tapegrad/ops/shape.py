@@ -1158,7 +1158,14 @@ def swapdims(input, dim0, dim1):
 
 
 # -- flip, fliplr, flipud, rot90: copies of a strided view (one STRIDED entry, own storage) --
-_COPIES = {}    # (input shape, what the view is) -> its descriptor words
+def _cached_words(shape, key, index_fn):
+    """The descriptor of the view ``index_fn`` of an array of ``shape`` (``key`` names it)."""
+    words = _VIEWS.get((shape, key))
+    if words is None:
+        if len(_VIEWS) > 4096:
+            _VIEWS.clear()
+        words = _VIEWS[(shape, key)] = np.array(_view_words(shape, index_fn)[0], np.int64)
+    return words
 
 
 def strided_copy(x, index_fn, name, key):
@@ -1167,12 +1174,7 @@ def strided_copy(x, index_fn, name, key):
     out = index_fn(x._data).copy()
     if not x._requires_grad or not _tp.state().grad:
         return Tensor._wrap(out)
-    words = _COPIES.get((x.shape, key))
-    if words is None:
-        if len(_COPIES) > 4096:
-            _COPIES.clear()
-        words = _COPIES[(x.shape, key)] = np.array(_view_words(x.shape, index_fn)[0], np.int64)
-    return _record(STRIDED, x, out, name, words)
+    return _record(STRIDED, x, out, name, _cached_words(x.shape, key, index_fn))
 
 
 def _dims_arg(dims, fname, position):
@@ -1305,16 +1307,9 @@ def tile_method(self, *dims, **kw):
 
 
 # -- diag, diag_embed: zeros with a diagonal set (one STRIDED_SCATTER entry, the transpose of diagonal) --
-_EMBEDS = {}
-
-
 def embed_strided(x, shape, index_fn, name, key):
     """Zeros of ``shape`` whose strided view ``index_fn`` holds ``x`` (of the view's shape)."""
-    words = _EMBEDS.get((shape, key))
-    if words is None:
-        if len(_EMBEDS) > 4096:
-            _EMBEDS.clear()
-        words = _EMBEDS[(shape, key)] = np.array(_view_words(shape, index_fn)[0], np.int64)
+    words = _cached_words(shape, key, index_fn)
     out = np.zeros(shape, x.dtype)
     if out.size:
         v = _as_view(out.reshape(-1), words)
@@ -1334,7 +1329,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     rest = list(x.shape[:-1])
     shape = tuple(n if d in (a, b) else rest.pop(0) for d in range(nd))
     return embed_strided(x, shape, lambda v: np.diagonal(v, offset, a, b), "DiagEmbedBackward0",
-                         ("diag", offset, a, b))
+                         ("diagonal", offset, a, b))
 
 
 def diag(input, diagonal=0):
@@ -1342,9 +1337,10 @@ def diag(input, diagonal=0):
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
         return embed_strided(x, (n, n), lambda v: np.diagonal(v, diagonal), "DiagEmbedBackward0",
-                             ("diag", diagonal, 0, 1))
+                             ("diagonal", diagonal, 0, 1))
     if x.ndim == 2:
-        return strided_copy(x, lambda v: np.diagonal(v, diagonal), "DiagonalBackward0_copy", ("diag", diagonal))
+        return strided_copy(x, lambda v: np.diagonal(v, diagonal), "DiagonalBackward0_copy",
+                            ("diagonal", diagonal, 0, 1))
     raise RuntimeError("diag(): Supports 1D or 2D tensors. Got %dD" % x.ndim)
 
 
@@ -1423,7 +1419,7 @@ def column_stack(tensors):
 
 
 # -- meshgrid, cartesian_prod, block_diag: expand, stack and cat --
-_MESHGRID_WARNING = ("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.")
+_MESHGRID_WARNING = "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument."
 
 
 def meshgrid(*tensors, indexing=None):
@@ -1439,9 +1435,8 @@ def meshgrid(*tensors, indexing=None):
 def _meshgrid(items, indexing):
     if not items:
         raise RuntimeError("meshgrid expects a non-empty TensorList")
+    _check_tensors(items)
     for t in items:
-        if not isinstance(t, Tensor):
-            raise TypeError("meshgrid(): argument 'tensors' must be tuple of Tensors, not %s" % type(t).__name__)
         if t.dtype != items[0].dtype:
             raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     for t in items:
@@ -1466,7 +1461,7 @@ def cartesian_prod(*tensors):
     items = list(tensors)
     _check_tensors(items)
     for t in items:
-        if isinstance(t, Tensor) and t.ndim != 1:
+        if t.ndim != 1:
             raise RuntimeError("Expect a 1D vector, but got shape %s" % list(t.shape))
     if len(items) == 1:
         return items[0]
