@@ -627,3 +627,15 @@ def test_record_replays_with_new_inputs():
     assert value == pytest.approx(ev, rel=1e-13)
     np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(gv, ew, rtol=1e-12, atol=1e-13)
+
+
+def test_saved_tape_file_replays(tmp_path):
+    rng = np.random.default_rng(5)
+    tg.record(_body, rng.standard_normal((3, 4)), rng.standard_normal(3)).save(str(tmp_path / "shapes.npz"))
+    tape = tg.load_tape(str(tmp_path / "shapes.npz"))
+    xv, vv = rng.standard_normal((3, 4)), rng.standard_normal(3)
+    value, (gx, gv) = tape.value_and_grad(xv, vv)
+    ev, ex, ew = _eager(xv, vv)
+    assert value == pytest.approx(ev, rel=1e-13)
+    np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(gv, ew, rtol=1e-12, atol=1e-13)
