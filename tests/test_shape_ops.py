@@ -365,9 +365,8 @@ def test_nonfinite_matches_torch():
     lambda x: x.tensor_split(2, 2)[1], lambda x: x.narrow(1, 1, 2), lambda x: tg.movedim(x, 0, 2),
     lambda x: x.swapaxes(0, 1), lambda x: tg.diagonal(x, 0, 1, 2), lambda x: tg.atleast_3d(x[0, 0]),
     lambda x: tg.meshgrid(x[0, 0], x[1, 1], indexing="ij")[0], lambda x: x[0, 0].unbind()[2]],
-    ids=["split", "chunk", "unbind", "tensor_split",
-                                                                       "narrow", "movedim", "swapaxes", "diagonal",
-                                                                       "atleast_3d", "meshgrid", "unbind_0d"])
+    ids=["split", "chunk", "unbind", "tensor_split", "narrow", "movedim", "swapaxes", "diagonal", "atleast_3d",
+         "meshgrid", "unbind_0d"])
 def test_views_share_storage_and_version(make):
     base = _ar(2, 4, 4).requires_grad_()
     x = base * 1.0                  # (not a leaf: in-place ops allowed)
@@ -378,14 +377,17 @@ def test_views_share_storage_and_version(make):
     np.testing.assert_array_equal(v.detach().numpy(), make(_ar(2, 4, 4) + 1.0).numpy())
 
 
-_MULTI = [(lambda x: x.split(2), "Split"), (lambda x: x.split([1, 3]), "SplitWithSizes"),
-          (lambda x: x.chunk(2), "Split"), (lambda x: x.unbind(), "Unbind")]
+# (the pieces, the op PyTorch names, the tensor after piece 1 is doubled where nothing requires grad)
+_MULTI = [(lambda x: x.split(2), "Split", [1.0, 1.0, 2.0, 2.0]),
+          (lambda x: x.split([1, 3]), "SplitWithSizes", [1.0, 2.0, 2.0, 2.0]),
+          (lambda x: x.chunk(2), "Split", [1.0, 1.0, 2.0, 2.0]),
+          (lambda x: x.unbind(), "Unbind", [1.0, 2.0, 1.0, 1.0])]
 
 
 @pytest.mark.parametrize("k", range(len(_MULTI)))
 def test_pieces_refuse_inplace_writes(k):
     # PyTorch: the outputs of a function returning several views may not be written in place
-    make, op = _MULTI[k]
+    make, op, doubled = _MULTI[k]
     msg = ("Output 1 of %s is a view and is being modified inplace. This view is the output of a function that "
            "returns multiple views. Such functions do not allow the output views to be modified inplace. You "
            "should replace the inplace operation by an out-of-place one." % op)
@@ -396,7 +398,7 @@ def test_pieces_refuse_inplace_writes(k):
         make(x)[1].mul_(2.0)            # (no grad mode: allowed, as in PyTorch)
     y = tg.ones(4)
     make(y)[1].mul_(2.0)                # (nothing requires grad: allowed)
-    assert y.tolist() != [1.0] * 4
+    assert y.tolist() == doubled
     x.narrow(0, 1, 2).mul_(2.0)         # (narrow and tensor_split give plain views)
     x.tensor_split(2)[1].mul_(2.0)
     torch = pytest.importorskip("torch")
@@ -434,8 +436,10 @@ def test_copies_do_not_share(make):
     x = _ar(2, 4, 4).requires_grad_()
     y = make(x)
     assert not np.may_share_memory(y._data, x._data)
-    y2 = make(x * 1.0)
+    z = x * 1.0
+    y2 = make(z)
     y2.add_(1.0)                    # (writing to the copy is allowed, and leaves the input alone)
+    assert z.tolist() == x.tolist() and z._version == 0
 
 
 # -- errors ------------------------------------------------------------------------
