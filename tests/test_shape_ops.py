@@ -405,6 +405,20 @@ def test_pieces_refuse_inplace_writes(k):
     assert _raised(lambda: make(torch.ones(4, requires_grad=True) * 1.0)[1].mul_(2.0)) == (RuntimeError, msg)
 
 
+@pytest.mark.parametrize("view", [lambda p: p[0:1], lambda p: p.transpose(0, 0), lambda p: p.reshape(-1)[:1].t(),
+                                  lambda p: p.split(1)[0]], ids=["slice", "transpose", "reshape_slice_t", "split"])
+def test_views_of_pieces_refuse_inplace_writes(view):
+    # the refusal carries over to views of a piece, named after the last view op (as PyTorch does)
+    def write(m):
+        x = m.ones(4, requires_grad=True) * 1.0
+        view(x.split(2)[1]).mul_(2.0)
+    got = _raised(lambda: write(tg))
+    assert got[0] is RuntimeError and "is a view and is being modified inplace. This view is the output of a " \
+        "function that returns multiple views." in got[1]
+    torch = pytest.importorskip("torch")
+    assert got == _raised(lambda: write(torch))
+
+
 def test_keyword_spellings():
     # PyTorch's NumPy spelling axis= for dim=, and the methods' sequences by keyword
     x = _ar(2, 3)

@@ -20,7 +20,8 @@ from ..core.tensor import Tensor, _wrap_dim
 from ..core.promotion import DEFAULT, promote_types
 from ._args import numpy_names
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
-from ..core.registry import OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id, register_family
+from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id,
+                             register_family)
 
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
@@ -135,8 +136,13 @@ def _mark_view(t, x):
         if not t._requires_grad:
             _untracked_view(t, x)
             return t
-        root = x._extra.base if (x._extra is not None and x._extra.base is not None) else x
-        t._extras().base = root
+        xe = x._extra
+        root = xe.base if (xe is not None and xe.base is not None) else x
+        te = t._extras()
+        te.base = root
+        if xe is not None and type(xe.name) is tuple:
+            # a view of a piece of split, chunk or unbind: PyTorch refuses writing it too
+            te.name = (0, GRAD_FN_NAMES[t._tape.field(t._slot, _tp.NAME)].rsplit("Backward", 1)[0])
         t._ver = x._ver
         t._slot_version = x._ver[0]
         t._tape.versions[t._slot] = x._ver
@@ -990,7 +996,7 @@ def _pieces(views, name):
     if views and views[0]._requires_grad:
         op = name[:-len("Backward0")]
         for i, v in enumerate(views):
-            if v._extra is not None and v._extra.name is None:
+            if v._extra is not None and (v._extra.name is None or type(v._extra.name) is tuple):
                 v._extra.name = (i, op)
     return views
 
