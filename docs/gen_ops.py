@@ -121,6 +121,8 @@ def _patterns():
         ("mask, x, x", lambda: (tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x(), x())),
         ("x, 1", lambda: (x(), 1)),
         ("x, 0, 1", lambda: (x(), 0, 1)),
+        ("x, (0, 1)", lambda: (x(), (0, 1))),
+        ("x, 0, 1, 2", lambda: (x(), 0, 1, 2)),
         ("x, (4, 3)", lambda: (x(), (4, 3))),
         ("x, (2, 3, 4)", lambda: (x(), (2, 3, 4))),
         ("x, 0.5, 1.5", lambda: (x(), 0.5, 1.5)),
@@ -207,7 +209,7 @@ def _replays(call, make):
 
 # Where the first pattern that works is not the usual call, the usual one is tried first.
 PREFERRED = {"cat": "[x, x]", "concat": "[x, x]", "stack": "[x, x]", "clamp": "x, 0.5, 1.5",
-             "clip": "x, 0.5, 1.5", "clamp_": "x, 0.5, 1.5"}
+             "clip": "x, 0.5, 1.5", "clamp_": "x, 0.5, 1.5", "cartesian_prod": "v, v"}
 
 
 def probe(call, name=""):

@@ -377,6 +377,40 @@ diagonal = _sh.diagonal
 cat = _sh.cat
 concat = _sh.cat
 stack = _sh.stack
+split = _sh.split
+chunk = _sh.chunk
+unbind = _sh.unbind
+tensor_split = _sh.tensor_split
+narrow = _sh.narrow
+tile = _sh.tile
+roll = _sh.roll
+flip = _sh.flip
+fliplr = _sh.fliplr
+flipud = _sh.flipud
+rot90 = _sh.rot90
+diag = _sh.diag
+diag_embed = _sh.diag_embed
+movedim = _sh.movedim
+moveaxis = _sh.movedim
+swapaxes = _sh.swapaxes
+swapdims = _sh.swapdims
+atleast_1d = _sh.atleast_1d
+atleast_2d = _sh.atleast_2d
+atleast_3d = _sh.atleast_3d
+vstack = _sh.vstack
+hstack = _sh.hstack
+dstack = _sh.dstack
+column_stack = _sh.column_stack
+meshgrid = _sh.meshgrid
+cartesian_prod = _sh.cartesian_prod
+block_diag = _sh.block_diag
+trace = _rd.trace
+tril = _la.tril
+triu = _la.triu
+outer = _la.outer
+ger = _la.outer
+inner = _la.inner
+kron = _la.kron
 matmul = _la.matmul
 mm = _la.mm
 mv = _la.mv
@@ -596,6 +630,22 @@ def _view_dtype(self, dt):
     return t
 
 
+def _split_m(self, split_size, dim=0):
+    return _sh.split(self, split_size, dim)
+
+
+def _narrow_m(self, dimension, start, length):
+    return _sh.narrow(self, dimension, start, length)
+
+
+def _roll_m(self, shifts, dims=None):
+    return _sh.roll(self, shifts, dims)
+
+
+def _rot90_m(self, k=1, dims=(0, 1)):
+    return _sh.rot90(self, k, dims)
+
+
 def _reshape_m(self, *shape):
     return _sh.reshape(self, shape)
 
@@ -787,6 +837,33 @@ class _TensorMethods:
     expand_as = _expand_as
     broadcast_to = broadcast_to
     diagonal = diagonal
+    split = _split_m
+    chunk = chunk
+    unbind = unbind
+    tensor_split = tensor_split
+    narrow = _narrow_m
+    repeat = _sh.repeat
+    tile = _sh.tile_method
+    roll = _roll_m
+    flip = _sh.flip_method
+    fliplr = fliplr
+    flipud = flipud
+    rot90 = _rot90_m
+    tril = tril
+    triu = triu
+    tril_ = _inplace(tril)
+    triu_ = _inplace(triu)
+    diag = diag
+    diag_embed = diag_embed
+    trace = trace
+    movedim = movedim
+    moveaxis = moveaxis
+    swapaxes = swapaxes
+    swapdims = swapdims
+    outer = outer
+    ger = ger
+    inner = inner
+    kron = kron
     clone = clone
     to = _to
     double = lambda s: to_dtype(s, np.float64)

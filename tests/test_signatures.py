@@ -117,6 +117,17 @@ DEVIATIONS = {
     "torch.autograd.gradcheck": "PyTorch's check_* and fast_mode/masked/nondet_tol options select checks "
                                 "tapegrad's dense finite-difference check does not make",
     "torch.autograd.gradgradcheck": "as gradcheck; seed= (the random grad_outputs) is tapegrad's",
+    "Tensor.flip": "flip(*dims): also the dims as separate ints (x.flip(0, 1)), which PyTorch's method accepts "
+                   "without documenting it",
+    "Tensor.tile": "tile(*dims): also the dims as separate ints (x.tile(2, 1)), which PyTorch's method accepts "
+                   "without documenting it",
+    "Tensor.roll": "dims=None as in torch.roll: PyTorch documents the method's dims without its default, and "
+                   "x.roll(1) rolls the flattened tensor there too",
+    "Tensor.rot90": "k=1, dims=(0, 1) as in torch.rot90: PyTorch documents the method's parameters without their "
+                    "defaults, and x.rot90() works there too",
+    "Tensor.tensor_split": "one function serves as torch.tensor_split and Tensor.tensor_split: the method, as "
+                           "PyTorch's, also takes the sections= and indices= keywords of torch.tensor_split's "
+                           "overloads, which its documentation does not list",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

@@ -22,6 +22,11 @@ NO_GRAD_VIEW_MSG = (
     "tracked) or both outside (if you want the inplace to be tracked).")
 
 
+MULTI_VIEW_MSG = ("Output %d of %s is a view and is being modified inplace. This view is the output of a function "
+                  "that returns multiple views. Such functions do not allow the output views to be modified "
+                  "inplace. You should replace the inplace operation by an out-of-place one.")
+
+
 OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                "memory location. Please clone() the tensor before performing the operation.")
 
@@ -37,8 +42,12 @@ def check_inplace(y, view_op=False):
     if not _tp.state().grad:
         return
     b = _base(y)
-    if b is not None and y._extra.name == "no_grad_view" and b._requires_grad:
-        raise RuntimeError(NO_GRAD_VIEW_MSG)
+    if b is not None and y._extra.name is not None:
+        name = y._extra.name
+        if name == "no_grad_view" and b._requires_grad:
+            raise RuntimeError(NO_GRAD_VIEW_MSG)
+        if type(name) is tuple:     # (output number, op): a piece of split, chunk or unbind
+            raise RuntimeError(MULTI_VIEW_MSG % name)
     if y._requires_grad and y._tape is None and b is None:
         raise RuntimeError(VIEW_LEAF_MSG if view_op else LEAF_MSG)
     if b is not None and b._requires_grad and b._tape is None:

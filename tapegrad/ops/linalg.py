@@ -11,6 +11,8 @@ from .._jit import address_as_pointer, jit, lazy
 from ..core.tensor import Tensor, to_operand
 from ..core.dtypes import cpp_name, torch_name
 from ..core.registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
+from .elementwise import BINARY_BY_NAME
+from .shape import reshape, transpose
 
 # dA = G @ B^T reads b, dB = A^T @ G reads a: each kept only when the other needs a gradient
 MATMUL = define(LINALG, 0, "matmul", reads=(SAVE_B, SAVE_A))
@@ -233,6 +235,79 @@ def bmm(input, mat2):
         raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
                            % (xs[0], xs[2], ys[0], ys[1]))
     return matmul(x, y)
+
+
+# -- tril, triu, outer, inner, kron: compositions of where, mul, matmul and views --
+# (their gradients, create_graph and replay are those of the ops they are made of)
+def _triangle(x, diagonal, lower, what):
+    if x.ndim < 2:
+        raise RuntimeError("%s: input tensor must have at least 2 dimensions" % what)
+    d = x._data
+    n, m = d.shape[-2:]
+    diagonal = int(diagonal)
+    keep = np.tri(n, m, diagonal, dtype=np.bool_) if lower else ~np.tri(n, m, diagonal - 1, dtype=np.bool_)
+    zero = np.zeros((), d.dtype)
+    if not x._requires_grad or not _tp.state().grad:
+        return Tensor._wrap(np.where(keep, d, zero))
+    # where, not a product with the mask: inf and nan outside the triangle become 0
+    return BINARY_BY_NAME["where"].record(x, Tensor._const(zero), Tensor._const(keep),
+                                          name_id("TrilBackward0" if lower else "TriuBackward0"))
+
+
+def tril(input, diagonal=0):
+    return _triangle(input, diagonal, True, "tril")
+
+
+def triu(input, diagonal=0):
+    return _triangle(input, diagonal, False, "triu")
+
+
+def _tensor_argument(v, fname, name, position):
+    if not isinstance(v, Tensor):
+        raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                        % (fname, name, position, type(v).__name__))
+
+
+def outer(input, vec2):
+    x, y = input, vec2
+    _tensor_argument(y, "outer", "vec2", 2)
+    for v, name in ((x, "self"), (y, "vec2")):
+        if v.ndim != 1:
+            raise RuntimeError("outer: Expected 1-D argument %s, but got %d-D" % (name, v.ndim))
+    return BINARY_BY_NAME["mul"].record(reshape(x, (x.shape[0], 1)), y)
+
+
+def inner(input, other):
+    """``sum(a[..., :] * b[..., :], -1)`` over every pair of leading indices: one
+    matrix product of the flattened operands."""
+    a, b = input, other
+    _tensor_argument(b, "inner", "other", 2)
+    if a.ndim == 0 or b.ndim == 0:
+        return BINARY_BY_NAME["mul"].record(a, b)
+    if a.dtype != b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    k = a.shape[-1]
+    if b.shape[-1] != k:
+        raise RuntimeError("inner() the last dimension must match on both input tensors but got shapes %s and %s"
+                           % (list(a.shape), list(b.shape)))
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    cols = int(np.prod(b.shape[:-1], dtype=np.int64))
+    p = matmul(reshape(a, (rows, k)), transpose(reshape(b, (cols, k)), 0, 1))
+    return reshape(p, a.shape[:-1] + b.shape[:-1])
+
+
+def kron(input, other):
+    """``a[i] * b[j]`` at ``i * b.shape + j`` along every dimension: the product of
+    the two reshaped to interleaved dimensions, then merged."""
+    a, b = input, other
+    _tensor_argument(b, "kron", "other", 2)
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + a.shape
+    sb = (1,) * (nd - b.ndim) + b.shape
+    ra = tuple(n for s in sa for n in (s, 1))
+    rb = tuple(n for s in sb for n in (1, s))
+    p = BINARY_BY_NAME["mul"].record(reshape(a, ra), reshape(b, rb))
+    return reshape(p, tuple(i * j for i, j in zip(sa, sb)), "UnsafeViewBackward0")
 
 
 # -- differentiable reverse (create_graph=True) ----------------------------------------

@@ -30,7 +30,7 @@ from ..core.promotion import DEFAULT
 from ._args import REQUIRED, numpy_names
 from ..core.registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError,
                              define, name_id, register_family)
-from .shape import gather_flat, scatter_add, strided_view, to_dtype
+from .shape import diagonal, gather_flat, scatter_add, strided_view, to_dtype
 
 # kernel indices (the branches of ``reduce_reverse``)
 SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM = range(10)
@@ -189,6 +189,21 @@ def _sum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
 @replay(SUM)
 def _sum_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.asarray(v[a].sum(axis=axes)).reshape(shape)
+
+
+# -- trace: the sum of the diagonal view --
+def trace(input):
+    x = input
+    if x.ndim != 2:
+        raise RuntimeError("trace: expected a matrix, but got tensor with dim %d" % x.ndim)
+    if x.dtype.kind == "b":
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    dv = diagonal(x)
+    d = dv._data
+    out = d.sum()
+    if d.dtype.kind in "iu":
+        out = out.astype(np.int64)
+    return _record(SUM, dv, out, (0,), "TraceBackward0")
 
 
 # -- mean -------------------------------------------------------------------------

@@ -15,12 +15,13 @@ from ..core import tape as _tp
 from .._jit import jit
 from ..core.descriptors import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
                                 strided_scatter_add, u64)
-from ..core.dtypes import tensor_type_name
+from ..core.dtypes import tensor_type_name, torch_name
 from ..core.tensor import Tensor, _wrap_dim
-from ..core.promotion import promote_types
+from ..core.promotion import DEFAULT, promote_types
 from ._args import numpy_names
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
-from ..core.registry import OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id, register_family
+from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id,
+                             register_family)
 
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
@@ -135,8 +136,13 @@ def _mark_view(t, x):
         if not t._requires_grad:
             _untracked_view(t, x)
             return t
-        root = x._extra.base if (x._extra is not None and x._extra.base is not None) else x
-        t._extras().base = root
+        xe = x._extra
+        root = xe.base if (xe is not None and xe.base is not None) else x
+        te = t._extras()
+        te.base = root
+        if xe is not None and type(xe.name) is tuple:
+            # a view of a piece of split, chunk or unbind: PyTorch refuses writing it too
+            te.name = (0, GRAD_FN_NAMES[t._tape.field(t._slot, _tp.NAME)].rsplit("Backward", 1)[0])
         t._ver = x._ver
         t._slot_version = x._ver[0]
         t._tape.versions[t._slot] = x._ver
@@ -802,7 +808,7 @@ def _dim_alias(fname, kw, dim, default):
     return numpy_names(fname, kw, dim, None, default)[0]
 
 
-def _cat(tensors, dim, stacking):
+def _cat(tensors, dim, stacking, name=None):
     tensors = list(tensors)
     if not tensors:
         if stacking:
@@ -838,7 +844,7 @@ def _cat(tensors, dim, stacking):
         except ValueError as e:
             raise _cat_error(datas, ax, e) from None
         parts = datas
-        name = "CatBackward0"
+        name = name or "CatBackward0"
     if not any(t._requires_grad for t in tensors) or not _tp.state().grad:
         return Tensor._wrap(out)
     T = _tp.current()
@@ -968,6 +974,531 @@ def expand_adjoint(g, n):
             _EXPAND.clear()
         words = _EXPAND[n] = np.array((1, 0, n, 0), np.int64)
     return strided_view(g, words)
+
+
+# -- split, chunk, unbind, tensor_split, narrow: views of x (one STRIDED entry each) --
+def _split_dim(x, what, dim):
+    if x.ndim == 0:
+        raise RuntimeError("%s expects at least a 1-dimensional tensor" % what)
+    return _wrap_dim(dim, x.ndim)
+
+
+def _slices(x, ax, bounds, name, pieces=True):
+    """The views ``x[..., start:stop, ...]`` along ``ax`` for each (start, stop)."""
+    lead = (_FULL,) * ax
+    out = tuple(strided(x, lambda a, k=lead + (slice(s, e),): a[k], name, ("slice", ax, s, e)) for s, e in bounds)
+    return _pieces(out, name) if pieces else out
+
+
+def _pieces(views, name):
+    """PyTorch refuses in-place writes to the views of a function returning several
+    (split, chunk, unbind) when they require grad: ``inplace.check_inplace`` reads the mark."""
+    if views and views[0]._requires_grad:
+        op = name[:-len("Backward0")]
+        for i, v in enumerate(views):
+            if v._extra is not None and (v._extra.name is None or type(v._extra.name) is tuple):
+                v._extra.name = (i, op)
+    return views
+
+
+def _runs(sizes):
+    bounds, at = [], 0
+    for n in sizes:
+        bounds.append((at, at + n))
+        at += n
+    return bounds
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """PyTorch's ``torch.split``: pieces of ``split_size`` (the last one smaller), or
+    of the listed sizes; every piece a view of ``tensor``."""
+    x = tensor
+    if isinstance(split_size_or_sections, (list, tuple)):
+        return _split_with_sizes(x, [int(n) for n in split_size_or_sections], dim)
+    size = int(split_size_or_sections)
+    ax = _split_dim(x, "split", dim)
+    n = x.shape[ax]
+    if size < 0:
+        raise RuntimeError("split expects split_size be non-negative, but got split_size=%d" % size)
+    if size == 0:
+        if n:
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of %d" % n)
+        return _slices(x, ax, [(0, 0)], "SplitBackward0")
+    return _slices(x, ax, [(s, min(s + size, n)) for s in range(0, max(n, 1), size)], "SplitBackward0")
+
+
+def _split_with_sizes(x, sizes, dim):
+    ax = _split_dim(x, "split", dim)
+    n = x.shape[ax]
+    if any(s < 0 for s in sizes):
+        raise RuntimeError("split_with_sizes expects split_sizes have only non-negative entries, but got "
+                           "split_sizes=%s" % sizes)
+    if sum(sizes) != n:
+        raise RuntimeError("split_with_sizes expects split_sizes to sum exactly to %d (input tensor's size at "
+                           "dimension %d), but got split_sizes=%s" % (n, ax, sizes))
+    return _slices(x, ax, _runs(sizes), "SplitWithSizesBackward0")
+
+
+def chunk(input, chunks, dim=0, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("chunk", kw, dim, 0)
+    ax = _split_dim(x, "chunk", dim)
+    if not isinstance(chunks, (int, np.integer)) or isinstance(chunks, bool):
+        raise TypeError("chunk(): argument 'chunks' (position 2) must be int, not %s" % type(chunks).__name__)
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
+    n = x.shape[ax]
+    size = -(-n // chunks)
+    if n == 0:      # (PyTorch: `chunks` empty pieces)
+        return _slices(x, ax, [(0, 0)] * chunks, "SplitWithSizesBackward0")
+    return _slices(x, ax, [(s, min(s + size, n)) for s in range(0, n, size)], "SplitBackward0")
+
+
+def tensor_split(input, indices_or_sections=None, dim=0, sections=None, indices=None, **kw):
+    """NumPy's ``array_split``: ``sections`` pieces as equal as can be (the first ones
+    one longer), or the pieces between the listed indices (sliced as Python slices)."""
+    x = input
+    if kw:
+        dim = _dim_alias("tensor_split", kw, dim, 0)
+    given = [v for v in (indices_or_sections, sections, indices) if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split() received an invalid combination of arguments: give one of "
+                        "indices_or_sections, sections or indices")
+    indices_or_sections = given[0]
+    if x.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    ax = _wrap_dim(dim, x.ndim)
+    n = x.shape[ax]
+    arg = indices_or_sections
+    if isinstance(arg, Tensor):
+        if arg.dtype != np.int64:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype of long, but got %s"
+                               % torch_name(arg.dtype))
+        if arg.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               "one-dimensional tensor, but got a tensor with %d dims" % arg.ndim)
+        arg = arg.tolist()
+    if isinstance(arg, (list, tuple)):
+        cuts = [int(i) for i in arg]
+        starts = [0] + cuts
+        stops = cuts + [n]
+        bounds = [slice(s, e).indices(n)[:2] for s, e in zip(starts, stops)]
+        return _slices(x, ax, [(s, max(s, e)) for s, e in bounds], "SliceBackward0", False)
+    sections = int(arg)
+    if sections <= 0:
+        raise RuntimeError("number of sections must be larger than 0, got %d" % sections)
+    q, r = divmod(n, sections)
+    return _slices(x, ax, _runs([q + 1] * r + [q] * (sections - r)), "SliceBackward0", False)
+
+
+def unbind(input, dim=0, **kw):
+    x = input
+    if kw:
+        dim = _dim_alias("unbind", kw, dim, 0)
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
+    ax = _wrap_dim(dim, x.ndim)
+    lead = (_FULL,) * ax
+    return _pieces(tuple(strided(x, lambda a, k=lead + (i, Ellipsis): a[k], "UnbindBackward0", ("select", ax, i))
+                         for i in range(x.shape[ax])), "UnbindBackward0")
+
+
+def narrow(input, dim, start, length):
+    x = input
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    ax = _wrap_dim(dim, x.ndim)
+    start, length = int(start), int(length)     # (a 0-d integer tensor as start: its value)
+    n = x.shape[ax]
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if not -n <= start <= n:
+        raise IndexError("start out of range (expected to be in range of [%d, %d], but got %d)" % (-n, n, start))
+    if start < 0:
+        start += n
+    if start + length > n:
+        raise RuntimeError("start (%d) + length (%d) exceeds dimension size (%d)." % (start, length, n))
+    return _slices(x, ax, [(start, start + length)], "SliceBackward0", False)[0]
+
+
+# -- movedim, swapaxes: permute and transpose under PyTorch's names --
+def _dim_list(d):
+    """An int, a 0-d integer tensor or a sequence of them, as a list of ints."""
+    if isinstance(d, (list, tuple)):
+        return [int(k) for k in d]
+    if isinstance(d, Tensor) and d.ndim:
+        return [int(k) for k in d.tolist()]
+    return [d.__index__()]
+
+
+def movedim(input, source, destination):
+    x = input
+    nd = x.ndim
+    src, dst = _dim_list(source), _dim_list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError("movedim: Invalid source or destination dims: source (%s dims) should contain the same "
+                           "number of dims as destination (%s dims)" % (src, dst))
+    s = [_wrap_dim(d, nd) for d in src]
+    t = [_wrap_dim(d, nd) for d in dst]
+    if len(set(s)) != len(s):
+        raise RuntimeError("movedim: repeated dim in `source` (%s)" % src)
+    if len(set(t)) != len(t):
+        raise RuntimeError("movedim: repeated dim in `destination` (%s)" % dst)
+    if nd == 0:
+        return strided(x, lambda a: a[...], "AliasBackward0", ("index", Ellipsis))
+    perm = [-1] * nd
+    for a, b in zip(s, t):
+        perm[b] = a
+    rest = iter(d for d in range(nd) if d not in s)
+    perm = [p if p >= 0 else next(rest) for p in perm]
+    return permute(x, *perm)
+
+
+def swapaxes(input, axis0, axis1):
+    return transpose(input, axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    return transpose(input, dim0, dim1)
+
+
+# -- flip, fliplr, flipud, rot90: copies of a strided view (one STRIDED entry, own storage) --
+def _cached_words(shape, key, index_fn):
+    """The descriptor of the view ``index_fn`` of an array of ``shape`` (``key`` names it)."""
+    words = _VIEWS.get((shape, key))
+    if words is None:
+        if len(_VIEWS) > 4096:
+            _VIEWS.clear()
+        words = _VIEWS[(shape, key)] = np.array(_view_words(shape, index_fn)[0], np.int64)
+    return words
+
+
+def strided_copy(x, index_fn, name, key):
+    """A copy of the strided view ``index_fn`` of ``x``: recorded as that view (the
+    adjoint scatters back through it), but not a view, as PyTorch's result is not."""
+    out = index_fn(x._data).copy()
+    if not x._requires_grad or not _tp.state().grad:
+        return Tensor._wrap(out)
+    return _record(STRIDED, x, out, name, _cached_words(x.shape, key, index_fn))
+
+
+def _dims_arg(dims, fname, position):
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        raise TypeError("%s(): argument 'dims' (position %d) must be tuple of ints, not int" % (fname, position))
+    return list(dims)
+
+
+def _flipped(x, dims):
+    nd = x.ndim
+    axes = [_wrap_dim(d, nd) for d in dims]
+    for i, a in enumerate(axes):
+        if a in axes[:i]:
+            raise RuntimeError("dim %d appears multiple times in the list of dims" % a)
+    key = tuple(sorted(axes))
+    idx = tuple(slice(None, None, -1) if i in key else _FULL for i in range(nd))
+    return strided_copy(x, lambda a: a[idx], "FlipBackward0", ("flip",) + key)
+
+
+def flip(input, dims):
+    return _flipped(input, _dims_arg(dims, "flip", 2))
+
+
+def flip_method(self, *dims, **kw):
+    """``Tensor.flip(dims)``, also as separate ints (``x.flip(0)``), as PyTorch accepts."""
+    return _flipped(self, _varargs("flip", dims, kw, "dims"))
+
+
+def _varargs(fname, args, kw, name):
+    """The sizes or dims of a method taking them as one sequence or as separate ints
+    (``x.flip(0, 1)``, ``x.flip((0, 1))``, ``x.flip(dims=(0, 1))``)."""
+    if kw:
+        if args or list(kw) != [name]:
+            raise TypeError("%s() got an unexpected keyword argument '%s'"
+                            % (fname, next(k for k in kw if k != name or args)))
+        args = (kw[name],)
+    return _sizes_arg(args)
+
+
+def fliplr(input):
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return _flipped(input, [1])
+
+
+def flipud(input):
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return _flipped(input, [0])
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    x = input
+    dims = _dims_arg(dims, "rot90", 3)
+    if len(dims) != 2:
+        raise RuntimeError("expected total rotation dims == 2, but got dims = %d" % len(dims))
+    if x.ndim < 2:
+        raise RuntimeError("expected total dims >= 2, but got total dims = %d" % x.ndim)
+    a, b = _wrap_dim(dims[0], x.ndim), _wrap_dim(dims[1], x.ndim)
+    if a == b:
+        raise RuntimeError("expected rotation dims to be different, but got dim0 = %d and dim1 = %d"
+                           % (dims[0], dims[1]))
+    k = int(k) % 4      # (np.rot90 turns from the first axis towards the second, as PyTorch)
+    return strided_copy(x, lambda v: np.rot90(v, k, (a, b)), "Rot90Backward0", ("rot90", k, a, b))
+
+
+# -- roll, repeat, tile: gathers by flat indices (one GATHER entry) --
+def _gathered(x, arrange, name):
+    """``arrange(x)`` for a NumPy rearrangement of elements (np.roll, np.tile): recorded
+    as the gather of the flat indices it gives the index grid of ``x``."""
+    if not x._requires_grad or not _tp.state().grad:
+        out = arrange(x._data)
+        return Tensor._wrap(out if out.flags.c_contiguous else out.copy())
+    return gather_linear(x, arrange(np.arange(x._data.size, dtype=np.int64).reshape(x.shape)), name)
+
+
+def roll(input, shifts, dims=None):
+    x = input
+    sh = _dim_list(shifts)
+    if dims is None:
+        if len(sh) != 1:
+            raise RuntimeError("shifts and dimensions must align. shifts: %d, dims:0" % len(sh))
+        return _gathered(x, lambda a: np.roll(a.reshape(-1), sh[0]).reshape(a.shape), "RollBackward0")
+    ds = _dim_list(dims)
+    if not sh:
+        raise RuntimeError("`shifts` required")
+    if len(sh) != len(ds):
+        raise RuntimeError("shifts and dimensions must align. shifts: %d, dims:%d" % (len(sh), len(ds)))
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as %d but tensor has no dimensions" % ds[0])
+    axes = tuple(_wrap_dim(d, x.ndim) for d in ds)
+    return _gathered(x, lambda a: np.roll(a, sh, axes), "RollBackward0")
+
+
+def _sizes_arg(sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+        sizes = sizes[0]
+    return [int(s) for s in sizes]
+
+
+def _repeated(x, reps):
+    shape = (1,) * (len(reps) - x.ndim) + x.shape
+    out = [s * r for s, r in zip(shape, reps)]
+    for n in out:
+        if n < 0:
+            raise RuntimeError("Trying to create tensor with negative dimension %d: %s" % (n, out))
+    return _gathered(x, lambda a: np.tile(a.reshape(shape), reps), "RepeatBackward0")
+
+
+def repeat(self, *repeats, **kw):
+    """``Tensor.repeat``: the tensor tiled ``repeats[i]`` times along each dimension
+    (leading ones added to its shape when ``repeats`` is longer)."""
+    if not repeats and not kw:
+        raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
+    reps = _varargs("repeat", repeats, kw, "repeats")
+    if len(reps) < self.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    return _repeated(self, reps)
+
+
+def tile(input, dims):
+    """``repeat`` with ones added in front of ``dims`` when it is shorter than the shape."""
+    reps = [int(n) for n in _dims_arg(dims, "tile", 2)]
+    return _repeated(input, [1] * (input.ndim - len(reps)) + reps)
+
+
+def tile_method(self, *dims, **kw):
+    return tile(self, _varargs("tile", dims, kw, "dims"))
+
+
+# -- diag, diag_embed: zeros with a diagonal set (one STRIDED_SCATTER entry, the transpose of diagonal) --
+def embed_strided(x, shape, index_fn, name, key):
+    """Zeros of ``shape`` whose strided view ``index_fn`` holds ``x`` (of the view's shape)."""
+    words = _cached_words(shape, key, index_fn)
+    out = np.zeros(shape, x.dtype)
+    if out.size:
+        v = _as_view(out.reshape(-1), words)
+        v[...] = x._data
+    if not x._requires_grad or not _tp.state().grad:
+        return Tensor._wrap(out)
+    return _record(STRIDED_SCATTER, x, out, name, words)
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    x = input
+    nd = x.ndim + 1
+    a, b = _wrap_dim(dim1, nd), _wrap_dim(dim2, nd)
+    if a == b:
+        raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
+    n = x.shape[-1] + abs(offset)
+    rest = list(x.shape[:-1])
+    shape = tuple(n if d in (a, b) else rest.pop(0) for d in range(nd))
+    return embed_strided(x, shape, lambda v: np.diagonal(v, offset, a, b), "DiagEmbedBackward0",
+                         ("diagonal", offset, a, b))
+
+
+def diag(input, diagonal=0):
+    x = input
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        return embed_strided(x, (n, n), lambda v: np.diagonal(v, diagonal), "DiagEmbedBackward0",
+                             ("diagonal", diagonal, 0, 1))
+    if x.ndim == 2:
+        return strided_copy(x, lambda v: np.diagonal(v, diagonal), "DiagonalBackward0_copy",
+                            ("diagonal", diagonal, 0, 1))
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got %dD" % x.ndim)
+
+
+# -- atleast_1d/2d/3d, vstack, hstack, dstack, column_stack: reshape and cat --
+def _tensor_args(tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return list(tensors[0]), False
+    return list(tensors), len(tensors) == 1
+
+
+def _atleast(tensors, fname, nd):
+    items, single = _tensor_args(tensors)
+    if single and not isinstance(items[0], Tensor):
+        raise TypeError("%s() received an invalid combination of arguments - got (%s), but expected one of:\n"
+                        " * (Tensor input)\n * (tuple of Tensors tensors)\n" % (fname, type(items[0]).__name__))
+    _check_tensors(items)
+    out = tuple(_at_least(t, nd) for t in items)
+    return out[0] if single else out
+
+
+def _at_least(t, nd):
+    k = t.ndim
+    if k >= nd:
+        return t
+    if k == 0:
+        return reshape(t, (1,) * nd)
+    if nd == 2:         # (n,) -> (1, n)
+        return unsqueeze(t, 0)
+    return unsqueeze(unsqueeze(t, 0), 2) if k == 1 else unsqueeze(t, 2)     # (1, n, 1), (m, n, 1)
+
+
+def atleast_1d(*tensors):
+    return _atleast(tensors, "atleast_1d", 1)
+
+
+def atleast_2d(*tensors):
+    return _atleast(tensors, "atleast_2d", 2)
+
+
+def atleast_3d(*tensors):
+    return _atleast(tensors, "atleast_3d", 3)
+
+
+def _check_tensors(items):
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
+
+
+def _stack_args(tensors, fname):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s"
+                        % (fname, type(tensors).__name__))
+    if not tensors:
+        raise RuntimeError("%s expects a non-empty TensorList" % fname)
+    _check_tensors(tensors)
+    return list(tensors)
+
+
+def vstack(tensors):
+    return cat([_at_least(t, 2) for t in _stack_args(tensors, "vstack")], 0)
+
+
+def hstack(tensors):
+    ts = [_at_least(t, 1) for t in _stack_args(tensors, "hstack")]
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def dstack(tensors):
+    return cat([_at_least(t, 3) for t in _stack_args(tensors, "dstack")], 2)
+
+
+def column_stack(tensors):
+    ts = _stack_args(tensors, "column_stack")
+    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in ts], 1)
+
+
+# -- meshgrid, cartesian_prod, block_diag: expand, stack and cat --
+_MESHGRID_WARNING = "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument."
+
+
+def meshgrid(*tensors, indexing=None):
+    items, _ = _tensor_args(tensors)
+    if indexing is None:
+        warnings.warn(_MESHGRID_WARNING, UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError('torch.meshgrid: indexing must be one of "xy" or "ij", but received: %s' % indexing)
+    return _meshgrid(items, indexing)
+
+
+def _meshgrid(items, indexing):
+    if not items:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    _check_tensors(items)
+    for t in items:
+        if t.dtype != items[0].dtype:
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    for t in items:
+        if t.ndim > 1:
+            raise RuntimeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: %s" % (t,))
+    # "xy": the first two dimensions of the grid swapped (x along the columns)
+    order = list(range(len(items)))
+    if indexing == "xy" and len(items) >= 2:
+        order[0], order[1] = 1, 0
+    sizes = [0] * len(items)
+    for i, t in enumerate(items):
+        sizes[order[i]] = t.numel()
+    out = []
+    for i, t in enumerate(items):
+        view = [1] * len(items)
+        view[order[i]] = -1
+        out.append(expand(reshape(t, tuple(view)), *sizes))
+    return tuple(out)
+
+
+def cartesian_prod(*tensors):
+    items = list(tensors)
+    _check_tensors(items)
+    for t in items:
+        if t.ndim != 1:
+            raise RuntimeError("Expect a 1D vector, but got shape %s" % list(t.shape))
+    if len(items) == 1:
+        return items[0]
+    grids = _meshgrid(items, "ij")
+    return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+def block_diag(*tensors):
+    """The tensors (each 0-d, 1-d as a row, or 2-d) along the diagonal of a matrix
+    of zeros: one cat of rows, each a cat of zeros, a block and zeros."""
+    _check_tensors(tensors)
+    blocks = []
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise RuntimeError("torch.block_diag: Input tensors must have 2 or fewer dimensions. Input %d has %d "
+                               "dimensions" % (i, t.ndim))
+        blocks.append(reshape(t, (1, t.numel())) if t.ndim < 2 else t)
+    dt = blocks[0].dtype if blocks else DEFAULT
+    for b in blocks:
+        dt = promote_types(dt, b.dtype)
+    if not blocks:
+        return Tensor._wrap(np.zeros((1, 0), dt))
+    cols = sum(b.shape[1] for b in blocks)
+    rows, at = [], 0
+    for b in blocks:
+        r, c = b.shape
+        left = Tensor._const(np.zeros((r, at), dt))
+        right = Tensor._const(np.zeros((r, cols - at - c), dt))
+        rows.append(cat([left, b, right], 1))
+        at += c
+    return _cat(rows, 0, False, "BlockDiagBackward0")
 
 
 # -- the rules of the Python passes, one section per kernel ----------------------------
