@@ -39,8 +39,9 @@ CASES = [
     ("masked_fill_tensor_value", lambda m, x, s: x.masked_fill(_t(m, MASK), s), X, 2.5),
     ("masked_select", lambda m, x, s: m.masked_select(x, _t(m, MASK)), X, None),
     ("masked_select_broadcast", lambda m, x, s: m.masked_select(x[0], _t(m, MASK)), X, None),
+    # (src of the index's shape: PyTorch's reverse fails for a larger src, tapegrad's gives it zeros there)
     ("scatter_src", lambda m, x, s: m.scatter(x, 0, _t(m, [[0, 1, 2, 0], [1, 2, 0, 2]]), s), X,
-     [[0.5, 1.5, 2.5, 3.5, 4.5], [5.5, 6.5, 7.5, 8.5, 9.5]]),
+     [[0.5, 1.5, 2.5, 3.5], [5.5, 6.5, 7.5, 8.5]]),
     ("scatter_src_dim1", lambda m, x, s: x.scatter(1, _t(m, [[3, 0], [1, 2]]), s), X, [[0.5, 1.5], [2.5, 3.5]]),
     ("scatter_value", lambda m, x, s: x.scatter(1, _t(m, [[3, 0], [1, 1]]), -2.0), X, None),
     ("scatter_add_repeats", lambda m, x, s: m.scatter_add(x, 0, _t(m, [[0, 0, 2, 0], [0, 2, 2, 1]]), s), X,
@@ -106,10 +107,14 @@ def test_take_index_select_take_along_dim_values():
     z.sum().backward()
     assert x.grad.tolist() == [[0.0, 1.0, 0.0, 2.0]] * 3
     assert x.index_select(0, tg.tensor([2, 0], dtype=tg.int32)).tolist() == [X[2], X[0]]
-    assert tg.index_select(tg.tensor(7.0), 0, tg.tensor([0])).tolist() == 7.0
+    assert tg.index_select(tg.tensor(7.0), 0, tg.tensor([0])).shape == ()       # (0-d in, 0-d out)
+    assert tg.index_select(x, 0, tg.tensor(1)).tolist() == [X[1]]
     assert tg.take_along_dim(x, tg.tensor([[0, 3, 3]]), 1).tolist() == [[1.0, 4.0, 4.0], [5.0, 8.0, 8.0],
                                                                         [9.0, 12.0, 12.0]]
     assert tg.take_along_dim(x, tg.tensor([[11, 0]])).tolist() == [12.0, 1.0]
+    # along a dim, PyTorch wraps every index (Python's modulo); flattened, it checks them
+    assert tg.take_along_dim(x[:1], tg.tensor([[-9, 9, 4]]), 1).tolist() == [[4.0, 2.0, 1.0]]
+    assert tg.gather(x, 1, tg.tensor([[0]], dtype=tg.int32)).tolist() == [[1.0]]        # (int32 too)
 
 
 def test_masked_fill_and_masked_select_values():
@@ -123,6 +128,12 @@ def test_masked_fill_and_masked_select_values():
     assert v.grad.item() == 1.0 + 3.0 + 7.0 + 8.0 + 9.0 + 10.0     # the filled positions' weights
     assert x.grad.tolist() == [[0.0, 2.0, 0.0, 4.0], [5.0, 6.0, 0.0, 0.0], [0.0, 0.0, 11.0, 12.0]]
     assert tg.masked_fill(tg.tensor([1, 2, 3]), tg.tensor([True, False, True]), 7.9).tolist() == [7, 2, 7]
+    assert tg.masked_fill(tg.tensor([1, 2, 3]), tg.tensor([True, False, True]), -7.9).tolist() == [-7, 2, -7]
+    f32 = tg.masked_fill(tg.tensor([1.0, 2.0], dtype=tg.float32), tg.tensor([True, False]), tg.tensor(2.5))
+    assert f32.dtype == tg.float32 and f32.tolist() == [2.5, 2.0]      # (the value takes x's dtype)
+    big = x.masked_fill(tg.ones(2, 3, 4, dtype=tg.bool), 0.0)     # out of place, x broadcasts to the mask
+    assert big.shape == (2, 3, 4) and big.sum().item() == 0.0
+    assert x.masked_fill(m, v).grad_fn.name() == "MaskedFillBackward1"
     s = tg.masked_select(x, m)
     assert s.tolist() == [1.0, 3.0, 7.0, 8.0, 9.0, 10.0] and s.grad_fn.name() == "MaskedSelectBackward0"
     assert tg.masked_select(x[0], m).tolist() == [1.0, 3.0, 3.0, 4.0, 1.0, 2.0]
@@ -361,8 +372,10 @@ def test_record_replays_with_new_inputs():
 
 # -- errors ---------------------------------------------------------------------------------
 BAD = [
-    ("gather_int32_index", lambda m, x: m.gather(x, 0, _t(m, [[0]], "int32")), RuntimeError,
-     "gather(): Expected dtype int64 for index"),
+    ("gather_int16_index", lambda m, x: m.gather(x, 0, _t(m, [[0]], "int16")), RuntimeError,
+     "gather(): Expected dtype int32/int64 for index"),
+    ("gather_list_index", lambda m, x: m.gather(x, 1, [[0]]), TypeError,
+     "gather(): argument 'index' (position 3) must be Tensor, not list"),
     ("gather_out_of_range", lambda m, x: m.gather(x, 1, _t(m, [[4]])), RuntimeError,
      "index 4 is out of bounds for dimension 1 with size 4"),
     ("gather_negative", lambda m, x: m.gather(x, 1, _t(m, [[-1]])), RuntimeError,
@@ -378,6 +391,12 @@ BAD = [
      "out of range: tried to access index 12 on a tensor of 12 elements."),
     ("take_int32", lambda m, x: m.take(x, _t(m, [1], "int32")), RuntimeError,
      "take(): Expected a long tensor for index, but got Int"),
+    ("take_along_dim_int32", lambda m, x: m.take_along_dim(x, _t(m, [[0]], "int32"), 1), RuntimeError,
+     "torch.take_along_dim(): dtype of indices should be Long but got Int"),
+    ("take_along_dim_shapes", lambda m, x: m.take_along_dim(x, _t(m, [[0], [0]]), 1), RuntimeError,
+     "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 0"),
+    ("take_along_dim_flat_negative", lambda m, x: m.take_along_dim(x, _t(m, [-1])), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 12"),
     ("take_along_dim_ndim", lambda m, x: m.take_along_dim(x, _t(m, [0]), 1), RuntimeError,
      "torch.take_along_dim(): input and indices should have the same number of dimensions, but got 2 "
      "dimensions for input, and 1 dimensions for indices"),
@@ -392,30 +411,89 @@ BAD = [
     ("masked_fill_1d_value", lambda m, x: x.masked_fill(_t(m, [True, False, True, False]), _t(m, [1.0])),
      RuntimeError, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with 1 dimension(s)."),
     ("masked_fill_bad_shape", lambda m, x: x.masked_fill(_t(m, [True, False, True]), 0.0), RuntimeError,
-     "The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1"),
+     "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"),
+    ("masked_fill_overflow", lambda m, x: m.masked_fill(_t(m, [1, 2], "int8"), _t(m, [True, False]), 300),
+     RuntimeError, "value cannot be converted to type int8_t without overflow"),
+    ("masked_fill_inf_into_int", lambda m, x: m.masked_fill(_t(m, [1, 2]), _t(m, [True, False]), float("inf")),
+     RuntimeError, "value cannot be converted to type int64_t without overflow"),
+    ("masked_fill_uint8_mask", lambda m, x: x.masked_fill(_t(m, [1, 0, 1, 0], "uint8"), 0.0), RuntimeError,
+     "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"),
+    ("masked_fill__broadcast", lambda m, x: x.masked_fill_(m.ones(2, 3, 4, dtype=m.bool), 0.0), RuntimeError,
+     "output with shape [3, 4] doesn't match the broadcast shape [2, 3, 4]"),
+    ("masked_select_bad_shape", lambda m, x: m.masked_select(x, _t(m, [True, False, True])), RuntimeError,
+     "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"),
     ("masked_select_int_mask", lambda m, x: m.masked_select(x, _t(m, [1, 0, 1, 0])), RuntimeError,
      "masked_select: expected BoolTensor for mask"),
     ("scatter_out_of_range", lambda m, x: x.scatter(0, _t(m, [[3]]), 1.0), RuntimeError,
      "index 3 is out of bounds for dimension 0 with size 3"),
     ("scatter_dtype", lambda m, x: x.scatter(0, _t(m, [[0]]), _t(m, [[1.0]], "float32")), RuntimeError,
      "scatter(): Expected self.dtype to be equal to src.dtype"),
-    ("scatter_add_int32", lambda m, x: x.scatter_add(0, _t(m, [[0]], "int32"), x), RuntimeError,
-     "scatter_add(): Expected dtype int64 for index"),
+    ("scatter_add_int16", lambda m, x: x.scatter_add(0, _t(m, [[0]], "int16"), x), RuntimeError,
+     "scatter(): Expected dtype int32/int64 for index"),
+    ("scatter_add_dtype", lambda m, x: x.scatter_add(0, _t(m, [[0]]), x.float()), RuntimeError,
+     "scatter(): Expected self.dtype to be equal to src.dtype"),
+    ("scatter_value_index_too_large", lambda m, x: x.scatter(0, _t(m, [[0] * 5]), 1.0), RuntimeError,
+     "Expected index [1, 5] to be no larger than self [3, 4] apart from dimension 0"),
+    ("scatter_ndim", lambda m, x: x.scatter(0, _t(m, [0]), 1.0), RuntimeError,
+     "Index tensor must have the same number of dimensions as self tensor"),
+    ("scatter_0d_src", lambda m, x: x.scatter(0, _t(m, [[0]]), _t(m, 1.0, "float64")), RuntimeError,
+     "Index tensor must have the same number of dimensions as src tensor"),
+    ("scatter_negative", lambda m, x: x.scatter_add(0, _t(m, [[-1]]), x), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 3"),
     ("scatter_src_small", lambda m, x: x.scatter(0, _t(m, [[0, 1]]), _t(m, [[1.0]], "float64")), RuntimeError,
      "Expected index [1, 2] to be no larger than self [3, 4] apart from dimension 0 and to be no larger size "
      "than src [1, 1]"),
     ("index_add_count", lambda m, x: x.index_add(0, _t(m, [0, 1]), x), RuntimeError,
-     "index_add_(): Number of indices (2) should be equal to source.size(dim) (3)"),
-    ("index_add_out_of_range", lambda m, x: x.index_add(0, _t(m, [0, 1, 3]), x), IndexError,
-     "index_add_(): index 3 is out of bounds for dimension 0 with size 3"),
+     "index_add_(): Number of indices (2) should be equal to source.size(dim): (3), for dim: 0"),
+    ("index_add_out_of_range", lambda m, x: x.index_add(0, _t(m, [0, 1, 3]), x), RuntimeError,
+     "index 3 is out of bounds for dimension 0 with size 3"),
+    ("index_add_negative", lambda m, x: x.index_add(0, _t(m, [0, 1, -1]), x), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 3"),
+    ("index_add_int16", lambda m, x: x.index_add(0, _t(m, [0, 1, 2], "int16"), x), RuntimeError,
+     "index_add_(): Expected dtype int32/int64 for index but got: Short"),
+    ("index_add_matrix", lambda m, x: x.index_add(0, _t(m, [[0]]), x[:1]), IndexError,
+     "index_add_(): Index is supposed to be a vector, but got dim: 2 with type: Long and size: [1, 1]"),
+    ("index_add_shape", lambda m, x: x.index_add(0, _t(m, [0, 1]), m.ones(2, 5, dtype=m.float64)), RuntimeError,
+     "source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = "
+     "[3, 4] source.shape = [2, 5]"),
+    ("index_add_dtype", lambda m, x: x.index_add(0, _t(m, [0, 1, 2]), x.float()), RuntimeError,
+     "index_add_(): self (Double) and source (Float) must have the same scalar type"),
+    ("index_copy_negative", lambda m, x: x.index_copy(0, _t(m, [0, 1, -1]), x), IndexError,
+     "index_copy_(): index -1 is out of bounds for dimension 0 with size 3"),
+    ("index_copy_count", lambda m, x: x.index_copy(0, _t(m, [0, 1]), x), IndexError,
+     "index_copy_(): Number of indices (2) should be equal to source.size(dim) (3)"),
+    ("index_copy_matrix", lambda m, x: x.index_copy(0, _t(m, [[0, 1, 2]]), x), IndexError,
+     "index_copy_(): Index should have dimension 1 or 0 (got 2)"),
+    ("index_copy_ndim", lambda m, x: x.index_copy(0, _t(m, [0, 1]), m.ones(2, dtype=m.float64)), IndexError,
+     "index_copy_(): When source and destination are not scalars, their dimensionality must match. Source "
+     "dimensionality (1), destination dimensionality (2)"),
+    ("index_copy_slices", lambda m, x: m.zeros(2, 3, 4).index_copy(1, _t(m, [0]), m.zeros(2, 1, 5)), RuntimeError,
+     "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: 2 4 at "
+     "dimension 1 and source slice shape: 2 5 at dimension 0."),
+    ("index_copy_dtype", lambda m, x: x.index_copy(0, _t(m, [0, 1, 2]), x.float()), RuntimeError,
+     "index_copy_(): self and source expected to have the same dtype, but got (self) Double and (source) Float"),
     ("index_copy_int32", lambda m, x: x.index_copy(0, _t(m, [0, 1, 2], "int32"), x), RuntimeError,
      "index_copy_(): Expected a long tensor for index, but got Int"),
-    ("index_fill_int32", lambda m, x: x.index_fill(0, _t(m, [0], "int32"), 1.0), RuntimeError,
-     "index_fill_(): Expected a long tensor for index, but got Int"),
+    ("index_fill_int32", lambda m, x: x.index_fill(0, _t(m, [0], "int32"), 1.0), IndexError,
+     "index_fill_(): Expected dtype int64 for index."),
+    ("index_fill_out_of_range", lambda m, x: x.index_fill(0, _t(m, [3]), 1.0), IndexError,
+     "index 3 is out of bounds for dimension 0 with size 3"),
+    ("index_fill_matrix", lambda m, x: x.index_fill(0, _t(m, [[0]]), 1.0), RuntimeError,
+     "Index has to be a vector/scalar"),
+    ("index_fill_1d_value", lambda m, x: x.index_fill(0, _t(m, [0]), _t(m, [1.0])), RuntimeError,
+     "index_fill_ only supports a 0-dimensional value tensor, but got tensor with 1 dimension(s)."),
+    ("masked_scatter_int_mask", lambda m, x: x.masked_scatter(_t(m, [1, 0, 1, 0]), x), RuntimeError,
+     "masked_scatter_ only supports boolean masks, but got mask with dtype Long"),
+    ("masked_scatter_dtype", lambda m, x: x.masked_scatter(_t(m, [True, False, True, False]), x.float()),
+     RuntimeError, "masked_scatter: expected self and source to have same dtypes but gotDouble and Float"),
     ("masked_scatter_short", lambda m, x: x.masked_scatter(_t(m, MASK), _t(m, [1.0, 2.0], "float64")),
      RuntimeError, "Number of elements of source < number of ones in mask"),
-    ("scatter_reduce_bad", lambda m, x: x.scatter_reduce(0, _t(m, [[0]]), x, "max"), RuntimeError,
-     "reduce argument must be either sum, prod, mean, amax or amin, got max"),
+    ("scatter_reduce_bad", lambda m, x: x.scatter_reduce(0, _t(m, [[0]]), x, "foo"), RuntimeError,
+     "reduce argument must be either sum, prod, mean, amax or amin, got foo"),
+    ("scatter_reduce_int16", lambda m, x: x.scatter_reduce(0, _t(m, [[0]], "int16"), x, "sum"), RuntimeError,
+     "scatter(): Expected dtype int32/int64 for index"),
+    ("scatter_deprecated_reduce", lambda m, x: x.scatter(0, _t(m, [[0]]), x, reduce="mean"), RuntimeError,
+     "reduce argument must be either add or multiply."),
 ]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..core.descriptors import c_strides
-from ..core.dtypes import torch_name
+from ..core.dtypes import cpp_name, torch_name
 from ..core.registry import name_id
 from ..core.tensor import Tensor, _wrap_dim
 from ._record import RESHAPE, SETITEM, record_shape
@@ -23,6 +23,7 @@ from . import reduce as _rd
 from . import shape as _sh
 from .elementwise import BINARY_BY_NAME as _B
 
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _WHERE = _B["where"].record
 _ADD = _B["add"].record
 _MUL = _B["mul"].record
@@ -130,10 +131,18 @@ def _fill_value(fname, x, value):
                                % (fname, value.ndim))
         return _sh.to_dtype(value, x.dtype) if value.dtype != x.dtype else value
     if not isinstance(value, (bool, int, float, np.number, np.bool_)):
-        raise TypeError("%s(): argument 'value' must be Number, not %s" % (fname.rstrip("_"), type(value).__name__))
-    if x.dtype.kind in "iu" and isinstance(value, (float, np.floating)) and not np.isfinite(value):
-        raise RuntimeError("value cannot be converted to type %s without overflow" % x.dtype.name)
-    return Tensor._const(np.asarray(value).astype(x.dtype))
+        raise TypeError("%s() received an invalid combination of arguments - got (Tensor, %s, %s), but expected one "
+                        "of:" % (fname.rstrip("_"), "Tensor" if fname.startswith("masked") else "int, Tensor",
+                                 type(value).__name__))
+    dt = x.dtype
+    if dt.kind in "iu" and not isinstance(value, (bool, np.bool_)):
+        info = np.iinfo(dt)
+        if not (np.isfinite(value) and info.min <= int(value) <= info.max):
+            raise RuntimeError("value cannot be converted to type %s without overflow" % _C_TYPES.get(dt.name, dt.name))
+    return Tensor._const(np.asarray(value).astype(dt))
+
+
+_C_TYPES = {"int64": "int64_t", "int32": "int32_t", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}
 
 
 def _masked(x, mask, v, name):
@@ -173,8 +182,8 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     _need_tensor("gather", index, "index", 3)
     x = input
     ax = _wrap_dim(dim, x.ndim)
-    if index.dtype != np.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index._data.size and index.dtype not in _INDEX_DTYPES:
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     _check_index_dims(x, index, None, ax, True)
     return _gather(x, ax, _values(index))
 
@@ -194,7 +203,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     _need_tensor("take_along_dim", indices, "indices", 2)
     x = input
     if indices.dtype != np.int64:
-        raise RuntimeError("torch.take_along_dim(): dtype of indices should be int64 but got %s"
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got %s"
                            % torch_name(indices.dtype))
     if dim is None:
         return _gather(_sh.reshape(x, (-1,)), 0, _values(indices).reshape(-1))
@@ -209,7 +218,13 @@ def take_along_dim(input, indices, dim=None, *, out=None):
         shape = np.broadcast_shapes(tuple(xs), indices.shape)
     except ValueError:
         raise RuntimeError(_size_mismatch(tuple(xs), indices.shape)) from None
-    idx = np.broadcast_to(_values(indices), shape)
+    idx = _values(indices)
+    n = x.shape[ax]
+    if idx.size and not n:
+        raise RuntimeError("ZeroDivisionError")
+    if idx.size:
+        idx = idx % n       # (along a dim, PyTorch wraps any index, as Python's modulo)
+    idx = np.broadcast_to(idx, shape)
     xs = list(shape)
     xs[ax] = x.shape[ax]
     if x.shape != tuple(xs):
@@ -265,36 +280,28 @@ def index_select(input, dim, index, *, out=None):
     out_shape[ax] = idx.size
     lin = _lin_along(tuple(out_shape), c_strides(xs), ax, _along(idx, len(xs), ax))
     if not x.ndim:
-        lin = lin.reshape(index.shape)
+        lin = lin.reshape(())         # (a 0-d input gives a 0-d result)
     return _sh.gather_linear(x, lin, "IndexSelectBackward0")
 
 
 # -- masked_fill --------------------------------------------------------------------
-def _check_mask(fname, mask, kind="masks"):
-    if mask.dtype != np.bool_:
-        raise RuntimeError("%s only supports boolean %s, but got mask with dtype %s"
-                           % (fname, kind, torch_name(mask.dtype)))
-
-
-def _mask_to(fname, x, mask):
-    """PyTorch's rule for a mask applied in place to ``x``: it broadcasts to x's shape."""
+def _broadcast(x, mask):
+    """The shape of ``x`` and ``mask`` broadcast (PyTorch's message when they do not)."""
     try:
-        shape = np.broadcast_shapes(mask.shape, x.shape)
+        return np.broadcast_shapes(mask.shape, x.shape)
     except ValueError:
-        raise RuntimeError(_size_mismatch(x.shape, mask.shape)) from None
-    if shape != x.shape:
-        raise RuntimeError("%s: expected mask of shape %s to be broadcastable to self of shape %s"
-                           % (fname, list(mask.shape), list(x.shape)))
+        raise RuntimeError(_size_mismatch(mask.shape, x.shape)) from None
 
 
 def masked_fill(input, mask, value):
     _need_tensor("masked_fill", input, "input", 1)
     _need_tensor("masked_fill", mask, "mask", 2)
     x = input
-    _check_mask("masked_fill_", mask)
+    if mask.dtype != np.bool_:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s" % cpp_name(mask.dtype))
     v = _fill_value("masked_fill_", x, value)
-    _mask_to("masked_fill_", x, mask)
-    return _masked(x, mask, v, "MaskedFillBackward0")
+    _broadcast(x, mask)         # (out of place, x broadcasts to the mask's shape too, as in PyTorch)
+    return _masked(x, mask, v, "MaskedFillBackward1" if isinstance(value, Tensor) else "MaskedFillBackward0")
 
 
 # -- masked_select ------------------------------------------------------------------
@@ -305,10 +312,7 @@ def masked_select(input, mask, *, out=None):
     x = input
     if mask.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
-    try:
-        shape = np.broadcast_shapes(mask.shape, x.shape)
-    except ValueError:
-        raise RuntimeError(_size_mismatch(x.shape, mask.shape)) from None
+    shape = _broadcast(x, mask)
     m = _values(mask)
     if x.shape != shape:
         x = _sh.expand(x, *shape)
@@ -323,10 +327,11 @@ def _scatter_index(fname, x, dim, index, src):
     _need_tensor(fname, x, "input", 1)
     _need_tensor(fname, index, "index", 3)
     ax = _wrap_dim(dim, x.ndim)
-    if index.dtype != np.int64:
-        raise RuntimeError("%s(): Expected dtype int64 for index" % fname)
+    # (scatter_add and scatter_reduce check as scatter does, and say so)
+    if index._data.size and index.dtype not in _INDEX_DTYPES:
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     if src is not None and src.dtype != x.dtype:
-        raise RuntimeError("%s(): Expected self.dtype to be equal to src.dtype" % fname)
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     _check_index_dims(x, index, src, ax, False)
     idx = _values(index)
     xs, ish = _shape1(x.shape), _shape1(index.shape)
@@ -378,52 +383,55 @@ def scatter_add(input, dim, index, src):
 
 
 # -- index_add, index_copy, index_fill ------------------------------------------------
-def _index_lin(fname, x, dim, index, source, int32=True):
-    """Checks of the index_* ops; the flat index in ``x`` of each element of
-    ``source`` (or, without a source, of each element of the selected slices)."""
+def _index_vector(fname, x, dim, index, dtypes):
+    """The checks every index_* op makes first; ``(axis, index values as a vector)``."""
     _need_tensor(fname, x, "input", 1)
     _need_tensor(fname, index, "index", 3)
     ax = _wrap_dim(dim, x.ndim)
-    ok = (np.int64, np.int32) if int32 else (np.int64,)
-    if index.dtype not in ok:
-        raise RuntimeError("%s(): Expected dtype %s for index" % (fname, "int32/int64" if int32 else "int64"))
+    if index.dtype not in dtypes:
+        if fname == "index_add":
+            raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: %s"
+                               % torch_name(index.dtype))
+        if fname == "index_copy":
+            raise RuntimeError("index_copy_(): Expected a long tensor for index, but got %s" % torch_name(index.dtype))
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     if index.ndim > 1:
-        raise IndexError("%s(): Index is supposed to be a vector" % fname)
-    idx = _values(index).reshape(-1)
+        if fname == "index_add":
+            raise IndexError("index_add_(): Index is supposed to be a vector, but got dim: %d with type: %s and size: %s"
+                             % (index.ndim, torch_name(index.dtype), list(index.shape)))
+        if fname == "index_copy":
+            raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got %d)" % index.ndim)
+        raise RuntimeError("Index has to be a vector/scalar")
+    return ax, _values(index).reshape(-1)
+
+
+def _source_lin(x, ax, idx, source):
+    """The flat index in ``x`` of each element of ``source`` (slice ``j`` along ``ax``
+    goes to slice ``idx[j]``)."""
     xs = _shape1(x.shape)
-    if source is not None:
-        ss = _shape1(source.shape)
-        if source.ndim and x.ndim and source.ndim != x.ndim or len(ss) != len(xs) or any(
-                a != b for d, (a, b) in enumerate(zip(ss, xs)) if d != ax):
-            raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified "
-                               "dimension. Got self.shape = %s source.shape = %s" % (list(x.shape), list(source.shape)))
-        if idx.size != ss[ax]:
-            raise RuntimeError("%s(): Number of indices (%d) should be equal to source.size(dim) (%d)"
-                               % (fname, idx.size, ss[ax]))
-        shape = ss
-    else:
-        shape = list(xs)
-        shape[ax] = idx.size
-    if idx.size:
-        bad = (idx < -xs[ax]) | (idx >= xs[ax])
-        if bad.any():
-            raise IndexError("%s(): index %d is out of bounds for dimension %d with size %d"
-                             % (fname, idx[np.flatnonzero(bad)[0]], ax, xs[ax]))
-    idx = np.where(idx < 0, idx + xs[ax], idx)
-    return _lin_along(tuple(shape), c_strides(xs), ax, _along(idx, len(xs), ax))
+    return _lin_along(_shape1(source.shape), c_strides(xs), ax, _along(idx, len(xs), ax))
 
 
 def index_add(input, dim, index, source, *, alpha=1, out=None):
     _no_out(out)
     x = input
     _need_tensor("index_add", source, "source", 4)
+    ax, idx = _index_vector("index_add", x, dim, index, (np.int64, np.int32))
+    xs, ss = _shape1(x.shape), _shape1(source.shape)
+    if source.ndim != x.ndim or any(a != b for d, (a, b) in enumerate(zip(ss, xs)) if d != ax):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified "
+                           "dimension. Got self.shape = %s source.shape = %s" % (list(x.shape), list(source.shape)))
+    if idx.size != ss[ax]:
+        raise RuntimeError("index_add_(): Number of indices (%d) should be equal to source.size(dim): (%d), for "
+                           "dim: %d" % (idx.size, ss[ax], ax))
     if source.dtype != x.dtype:
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
                            % (torch_name(x.dtype), torch_name(source.dtype)))
-    lin = _index_lin("index_add_", x, dim, index, source)
+    if idx.size:
+        _check_bounds(idx, xs[ax], ax)
+    lin = _source_lin(x, ax, idx, source)
     if alpha != 1 or type(alpha) is bool:
-        if x.dtype.kind != "f" and isinstance(alpha, (float, np.floating)):
-            raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+        # (alpha in the result's dtype: an integer tensor truncates it, as PyTorch)
         source = _MUL(source, Tensor._const(np.asarray(alpha).astype(x.dtype)))
     return _accumulate(x, source, lin, np.arange(lin.size, dtype=np.int64), "IndexAddBackward0")
 
@@ -432,10 +440,30 @@ def index_copy(input, dim, index, source, *, out=None):
     _no_out(out)
     x = input
     _need_tensor("index_copy", source, "source", 4)
+    ax, idx = _index_vector("index_copy", x, dim, index, (np.int64,))
+    if source.ndim and x.ndim and source.ndim != x.ndim:
+        raise IndexError("index_copy_(): When source and destination are not scalars, their dimensionality must "
+                         "match. Source dimensionality (%d), destination dimensionality (%d)" % (source.ndim, x.ndim))
+    ns = source.shape[ax] if source.ndim else 1
+    if idx.size != ns:
+        raise IndexError("index_copy_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
+                         % (idx.size, ns))
+    xsl = [n for d, n in enumerate(x.shape) if d != ax]
+    ssl = [n for d, n in enumerate(source.shape) if d != ax]
+    if xsl != ssl:
+        raise RuntimeError("index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+                           "shape: %s at dimension %d and source slice shape: %s at dimension 0."
+                           % (" ".join(map(str, xsl)), ax, " ".join(map(str, ssl))))
     if source.dtype != x.dtype:
         raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) %s "
                            "and (source) %s" % (torch_name(x.dtype), torch_name(source.dtype)))
-    lin = _index_lin("index_copy_", x, dim, index, source, int32=False)
+    n = _shape1(x.shape)[ax]
+    if idx.size:
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            raise IndexError("index_copy_(): index %d is out of bounds for dimension %d with size %d"
+                             % (idx[np.flatnonzero(bad)[0]], ax, n))
+    lin = _source_lin(x, ax, idx, source)
     vmap = np.arange(lin.size, dtype=np.int64)
     out = x._data.copy()
     out.reshape(-1)[lin.reshape(-1)] = source._data.reshape(-1)
@@ -444,8 +472,18 @@ def index_copy(input, dim, index, source, *, out=None):
 
 def index_fill(input, dim, index, value):
     x = input
-    lin = _index_lin("index_fill_", x, dim, index, None, int32=False)
+    ax, idx = _index_vector("index_fill", x, dim, index, (np.int64,))
     v = _fill_value("index_fill_", x, value)
+    xs = _shape1(x.shape)
+    n = xs[ax]
+    if idx.size:
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexError("index %d is out of bounds for dimension %d with size %d"
+                             % (idx[np.flatnonzero(bad)[0]], ax, n))
+    sel = list(xs)
+    sel[ax] = idx.size
+    lin = _lin_along(tuple(sel), c_strides(xs), ax, _along(np.where(idx < 0, idx + n, idx), len(xs), ax))
     mask = np.zeros(x.shape, np.bool_)
     mask.reshape(-1)[lin.reshape(-1)] = True
     return _masked(x, Tensor._const(mask), v, "IndexFillBackward1" if isinstance(value, Tensor)
@@ -462,12 +500,9 @@ def masked_scatter(input, mask, source):
         raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with dtype %s"
                            % torch_name(mask.dtype))
     if source.dtype != x.dtype:
-        raise RuntimeError("masked_scatter_: expected self and source to have same dtypes but got%s and %s"
+        raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got%s and %s"
                            % (torch_name(x.dtype), torch_name(source.dtype)))
-    try:
-        shape = np.broadcast_shapes(mask.shape, x.shape)
-    except ValueError:
-        raise RuntimeError(_size_mismatch(x.shape, mask.shape)) from None
+    shape = _broadcast(x, mask)
     m = _values(mask)
     if x.shape != shape:
         x = _sh.expand(x, *shape)
@@ -482,6 +517,7 @@ def masked_scatter(input, mask, source):
 
 # -- scatter_reduce -------------------------------------------------------------------
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+_ALIASES = {"max": "amax", "min": "amin"}      # (PyTorch accepts these, undocumented)
 _AT = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 _PAD = {"prod": 1.0, "amax": -np.inf, "amin": np.inf}
 
@@ -494,6 +530,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
     _no_out(out)
     x = input
     _need_tensor("scatter_reduce", src, "src", 4)
+    reduce = _ALIASES.get(reduce, reduce)
     if reduce not in _REDUCTIONS:
         raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got %s" % reduce)
     lin, vmap = _scatter_index("scatter_reduce", x, dim, index, src)
