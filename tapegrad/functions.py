@@ -374,6 +374,23 @@ index_copy = _ga.index_copy
 index_fill = _ga.index_fill
 scatter_reduce = _ga.scatter_reduce
 
+
+# (the methods whose parameters PyTorch names differently from its functions')
+def _take_m(self, indices):
+    return take(self, indices)
+
+
+def _index_copy_m(self, dim, index, tensor2):
+    return index_copy(self, dim, index, tensor2)
+
+
+def _index_copy__m(self, dim, index, tensor):
+    return index_copy(self, dim, index, tensor)
+
+
+def _masked_scatter_m(self, mask, tensor):
+    return masked_scatter(self, mask, tensor)
+
 def _extreme(x, dim, keepdim, largest):
     """max/min: of another tensor (elementwise), of everything (ties split the
     gradient), or along ``dim`` (values and indices)."""
@@ -767,21 +784,21 @@ class _TensorMethods:
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     gather = gather
     take_along_dim = take_along_dim
-    take = take
+    take = _take_m
     index_select = index_select
     masked_fill = masked_fill
     masked_fill_ = _inplace(masked_fill)
     masked_select = masked_select
-    masked_scatter = masked_scatter
-    masked_scatter_ = _inplace(masked_scatter)
+    masked_scatter = _masked_scatter_m
+    masked_scatter_ = _inplace(_ga.masked_scatter)
     scatter = scatter
     scatter_ = _inplace(scatter)
     scatter_add = scatter_add
     scatter_add_ = _inplace(scatter_add)
     index_add = index_add
     index_add_ = _inplace(index_add)
-    index_copy = index_copy
-    index_copy_ = _inplace(index_copy)
+    index_copy = _index_copy_m
+    index_copy_ = _inplace(_index_copy__m)
     index_fill = index_fill
     index_fill_ = _inplace(index_fill)
     scatter_reduce = scatter_reduce

@@ -50,7 +50,7 @@ del NOT_IN_TORCH["torch.compile"]
 
 # PyTorch documents no signature for these (no signature line, no inspect.signature).
 UNDOCUMENTED = {"Tensor.detach", "Tensor.detach_", "Tensor.log_softmax", "Tensor.relu", "Tensor.relu_",
-                "torch.log_softmax", "torch.relu"}
+                "torch.log_softmax", "torch.relu", "torch.index_fill", "torch.masked_fill", "torch.masked_scatter"}
 
 _RECORDER = ("the op's recorder (the Tensor method itself, no wrapper on the hot path) has the internal "
              "parameters p, q, name after input; user code never passes them")
@@ -114,6 +114,13 @@ DEVIATIONS = {
     "torch.autograd.gradcheck": "PyTorch's check_* and fast_mode/masked/nondet_tol options select checks "
                                 "tapegrad's dense finite-difference check does not make",
     "torch.autograd.gradgradcheck": "as gradcheck; seed= (the random grad_outputs) is tapegrad's",
+    "Tensor.gather": _SHARED % ("gather", "gather") + " (the method documents no sparse_grad, which it accepts)",
+    "Tensor.take_along_dim": "dim=None, as PyTorch's method accepts (its documentation says dim is required)",
+    "torch.scatter": "scatter(input, dim, index, src=None, value=None, *, reduce=None): PyTorch's overloads "
+                     "scatter(..., src), scatter(..., value) and the deprecated reduce= merge into one signature",
+    "Tensor.scatter": "as torch.scatter: the src, value and reduce= overloads in one signature",
+    "torch.index_add": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
+    "torch.index_copy": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}
