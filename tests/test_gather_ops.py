@@ -343,6 +343,11 @@ def test_index_argument_is_a_guard_in_replay():
         y.backward()
         assert y.item() == want and x.grad.tolist() == grad
     assert cf.stats.replays == 1 and cf.stats.recordings == 2
+    # an index argument after a plain number: its guard is on that argument (it once read another one)
+    cd = tg.compile(lambda x, d, i: tg.scatter_add(x, d, i, tg.ones(1, 2, requires_grad=True)).sum())
+    for idx in ([[0, 2]], [[0, 2]], [[1, 1]]):
+        assert cd(x, 1, tg.tensor(idx)).item() == 8.0
+    assert cd.stats.replays == 1 and cd.stats.recordings == 2
     # a mask computed from the inputs: guarded by its recomputed values
     cm = tg.compile(lambda x: tg.masked_select(x, x > 2.0).sum())
     for v, want in (([1.0, 3.0, 5.0], 8.0), ([4.0, 3.0, 0.0], 7.0), ([5.0, 1.0, 9.0], 14.0)):
