@@ -263,6 +263,41 @@ def test_values_and_gradients_match_torch(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_float32_matches_torch(case):
+    # float32 stays float32 (a float64 0-d value is cast to x's dtype); sums may round differently
+    torch = pytest.importorskip("torch")
+    _, f, xv, sv = case
+    outs = []
+    for m in (tg, torch):
+        x = m.tensor(xv, dtype=m.float32, requires_grad=True)
+        s = None if sv is None else m.tensor(sv, dtype=m.float32 if np.ndim(sv) else m.float64, requires_grad=True)
+        y = f(m, x, s)
+        (y * y).sum().backward()
+        outs.append((y, x.grad, None if s is None else s.grad))
+    (y, gx, gs), (yt, gxt, gst) = outs
+    assert y.dtype == tg.float32 and str(yt.dtype) == "torch.float32"
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gx.numpy(), gxt.numpy(), rtol=1e-5, atol=1e-6)
+    if gs is not None:
+        assert gs.dtype.name == str(gst.dtype)[6:]
+        np.testing.assert_allclose(gs.numpy(), gst.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_integer_inputs_match_torch(case):
+    # no gradient: values in the integer dtype (scatter_reduce's mean floors, fill values truncate)
+    torch = pytest.importorskip("torch")
+    _, f, xv, sv = case
+    outs = []
+    for m in (tg, torch):
+        x = m.tensor((np.asarray(xv) * 3 - 17).astype(np.int64).tolist())
+        s = None if sv is None else m.tensor((np.asarray(sv) * 4).astype(np.int64).tolist())
+        outs.append(f(m, x, s))
+    assert outs[0].dtype == tg.int64 and str(outs[1].dtype) == "torch.int64"
+    assert outs[0].tolist() == outs[1].tolist()
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gradcheck_and_gradgradcheck(case):
     _, f, xv, sv = case
     rng = np.random.default_rng(len(case[0]))
