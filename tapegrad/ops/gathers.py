@@ -7,7 +7,8 @@ indices (its values checked as PyTorch checks them), and the op is recorded as o
 flat gather (``out = x.flat[lin]``, reverse: a scatter-add, so repeated indices
 accumulate), a flat scatter-add (reverse: a gather), a setitem (``out.flat[lin] =
 src.flat[vmap]``, reverse: zero at ``lin`` for ``self``, a gather for ``src``) or an
-elementwise ``where``.  Their compiled reverse, create_graph and replay rules are
+elementwise ``where``; scatter_reduce's prod, amax and amin reduce a matrix of each
+position's elements with reduce.py's ops.  Their compiled reverse, create_graph and replay rules are
 those kernels'.  While a function is recorded for replay, the values of an index or
 mask tensor are a guard (a replay with other indices records again).
 """
@@ -25,7 +26,6 @@ from .elementwise import BINARY_BY_NAME as _B
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _WHERE = _B["where"].record
-_ADD = _B["add"].record
 _MUL = _B["mul"].record
 _DIV = _B["div"].record
 
@@ -115,11 +115,11 @@ def _check_index_dims(x, index, src, ax, gathering):
                            "larger size than src %s" % (list(index.shape), list(x.shape), ax, list(src.shape)))
 
 
-def _check_bounds(idx, n, ax, prefix=""):
+def _check_bounds(idx, n, ax):
     bad = (idx < 0) | (idx >= n)
     if bad.any():
-        raise RuntimeError("%sindex %d is out of bounds for dimension %d with size %d"
-                           % (prefix, idx.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]], ax, n))
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
+                           % (idx.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]], ax, n))
 
 
 def _fill_value(fname, x, value):
@@ -571,11 +571,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
 def _reduce_at(reduce, flat, lin, picked, touched, per, include_self):
     """The values of scatter_reduce in place in ``flat`` (no gradient needed)."""
     if not include_self and reduce in ("prod", "amax", "amin"):
-        first = np.full(flat.size, -1, np.int64)
-        first[lin[::-1]] = np.arange(lin.size - 1, -1, -1)     # each position's first element
-        flat[touched] = picked[first[touched]]
+        first = np.unique(lin, return_index=True)[1]       # each position's first element starts it
+        flat[touched] = picked[first]
         keep = np.ones(lin.size, np.bool_)
-        keep[first[touched]] = False
+        keep[first] = False
         lin, picked = lin[keep], picked[keep]
     _AT[reduce].at(flat, lin, picked)
     if reduce == "mean":
