@@ -363,6 +363,7 @@ bmm = _la.bmm
 gather = _ga.gather
 take_along_dim = _ga.take_along_dim
 take = _ga.take
+put = _ga.put
 index_select = _ga.index_select
 masked_fill = _ga.masked_fill
 masked_select = _ga.masked_select
@@ -785,6 +786,8 @@ class _TensorMethods:
     gather = gather
     take_along_dim = take_along_dim
     take = _take_m
+    put = put
+    put_ = _inplace(put)
     index_select = index_select
     masked_fill = masked_fill
     masked_fill_ = _inplace(masked_fill)

@@ -32,6 +32,8 @@ CASES = [
     ("take_along_dim_broadcast_x", lambda m, x, s: m.take_along_dim(x[:1], _t(m, [[0, 2], [1, 1]]), 1), X, None),
     ("take_along_dim_none", lambda m, x, s: x.take_along_dim(_t(m, [[11, 0], [0, 4]])), X, None),
     ("take", lambda m, x, s: m.take(x, _t(m, [[0, -1], [5, 5]])), X, None),
+    ("put", lambda m, x, s: m.put(x, _t(m, [0, -1, 5]), s), X, [1.5, 2.5, 3.5]),
+    ("put_accumulate", lambda m, x, s: x.put(_t(m, [[0, 0], [5, -1]]), s, accumulate=True), X, [[1.5, 2.5], [3.5, 4.5]]),
     ("index_select_dim0", lambda m, x, s: m.index_select(x, 0, _t(m, [2, 0, 2])), X, None),
     ("index_select_dim1_int32", lambda m, x, s: x.index_select(1, _t(m, [3, 3, 1], "int32")), X, None),
     ("masked_fill_number", lambda m, x, s: m.masked_fill(x, _t(m, MASK), -1.5), X, None),
@@ -196,6 +198,18 @@ def test_index_copy_index_fill_masked_scatter_values():
     assert src.grad.tolist() == [1.0] * 6 + [0.0] * 4
 
 
+def test_put_values_and_gradients():
+    x = tg.tensor(X, requires_grad=True)
+    s = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = tg.put(x, tg.tensor([0, -1, 5]), s)
+    assert y.grad_fn.name() == "PutBackward0"
+    assert y.tolist() == [[1.0, 2.0, 3.0, 4.0], [5.0, 3.0, 7.0, 8.0], [9.0, 10.0, 11.0, 2.0]]
+    z = x.put(tg.tensor([0, 0]), s[:2], accumulate=True)
+    assert z.tolist()[0] == [4.0, 2.0, 3.0, 4.0]
+    z.sum().backward()
+    assert x.grad.tolist() == [[1.0] * 4] * 3 and s.grad.tolist() == [1.0, 1.0, 0.0]
+
+
 def test_scatter_reduce_values_and_gradients():
     x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     idx = tg.tensor([0, 0, 2, 2, 2])
@@ -235,8 +249,9 @@ def test_inplace_methods():
     y.index_fill_(0, tg.tensor([1]), 9.0)
     y.scatter_(1, tg.tensor([[3]]), 7.0)
     y.masked_scatter_(tg.tensor([False, False, False, True]), tg.tensor([-1.0, -2.0, -3.0]))
+    y.put_(tg.tensor([2]), tg.tensor([5.0]), accumulate=True)     # (0, 2): 0 + 5, then doubled below
     y.scatter_reduce_(0, tg.tensor([[0, 0, 0, 0]]), tg.tensor([[2.0, 2.0, 2.0, 2.0]]), "prod")
-    assert y.tolist() == [[6.0, 0.0, 0.0, -2.0], [9.0, 9.0, 9.0, -2.0], [1.0, 0.0, 12.0, -3.0]]
+    assert y.tolist() == [[6.0, 0.0, 10.0, -2.0], [9.0, 9.0, 9.0, -2.0], [1.0, 0.0, 12.0, -3.0]]
     y.sum().backward()
     # what survives of x: (2, 2) only (the rest masked, copied over, filled or scattered into)
     assert x.grad.tolist() == [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
@@ -440,6 +455,15 @@ BAD = [
     ("take_along_dim_ndim", lambda m, x: m.take_along_dim(x, _t(m, [0]), 1), RuntimeError,
      "torch.take_along_dim(): input and indices should have the same number of dimensions, but got 2 "
      "dimensions for input, and 1 dimensions for indices"),
+    ("put_int32", lambda m, x: m.put(x, _t(m, [0], "int32"), _t(m, [1.0], "float64")), RuntimeError,
+     "put_(): Expected a long tensor for index, but got Int"),
+    ("put_count", lambda m, x: x.put(_t(m, [0, 1]), _t(m, [1.0, 2.0, 3.0], "float64")), IndexError,
+     "put_(): Expected source and index to have the same number of elements, but got source.numel() = 3, "
+     "index.numel() = 2"),
+    ("put_out_of_range", lambda m, x: x.put(_t(m, [12]), _t(m, [1.0], "float64")), IndexError,
+     "out of range: tried to access index 12 on a tensor of 12 elements."),
+    ("put_dtype", lambda m, x: x.put(_t(m, [0]), _t(m, [1.0], "float32")), RuntimeError,
+     "put_(): self and source expected to have the same dtype, but got self.dtype = Double and source.dtype = Float"),
     ("index_select_out_of_range", lambda m, x: m.index_select(x, 0, _t(m, [3])), IndexError,
      "index out of range in self"),
     ("index_select_matrix", lambda m, x: m.index_select(x, 0, _t(m, [[0]])), IndexError,

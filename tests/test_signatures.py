@@ -50,7 +50,8 @@ del NOT_IN_TORCH["torch.compile"]
 
 # PyTorch documents no signature for these (no signature line, no inspect.signature).
 UNDOCUMENTED = {"Tensor.detach", "Tensor.detach_", "Tensor.log_softmax", "Tensor.relu", "Tensor.relu_",
-                "torch.log_softmax", "torch.relu", "torch.index_fill", "torch.masked_fill", "torch.masked_scatter"}
+                "torch.log_softmax", "torch.relu", "torch.index_fill", "torch.masked_fill", "torch.masked_scatter",
+                "torch.put"}
 
 _RECORDER = ("the op's recorder (the Tensor method itself, no wrapper on the hot path) has the internal "
              "parameters p, q, name after input; user code never passes them")
@@ -121,6 +122,7 @@ DEVIATIONS = {
     "Tensor.scatter": "as torch.scatter: the src, value and reduce= overloads in one signature",
     "torch.index_add": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.index_copy": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
+    "Tensor.put": "PyTorch's method documents the function's signature put(input, index, source, accumulate)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

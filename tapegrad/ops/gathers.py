@@ -250,15 +250,41 @@ def take(input, index):
     x = input
     if index.dtype != np.int64:
         raise RuntimeError("take(): Expected a long tensor for index, but got %s" % torch_name(index.dtype))
-    idx = _values(index)
-    n = x._data.size
+    return _sh.gather_linear(x, _flat_index(_values(index), x._data.size), "TakeBackward0")
+
+
+def put(input, index, source, accumulate=False):
+    """``input`` with ``source``'s elements written (or added) at the flat positions
+    ``index`` names, negative ones counting from the end (the out-of-place ``put_``)."""
+    _need_tensor("put", input, "input", 1)
+    _need_tensor("put", index, "index", 2)
+    _need_tensor("put", source, "source", 3)
+    x = input
+    if index.dtype != np.int64:
+        raise RuntimeError("put_(): Expected a long tensor for index, but got %s" % torch_name(index.dtype))
+    if source._data.size != index._data.size:
+        raise IndexError("put_(): Expected source and index to have the same number of elements, but got "
+                         "source.numel() = %d, index.numel() = %d" % (source._data.size, index._data.size))
+    if source.dtype != x.dtype:
+        raise RuntimeError("put_(): self and source expected to have the same dtype, but got self.dtype = %s and "
+                           "source.dtype = %s" % (torch_name(x.dtype), torch_name(source.dtype)))
+    lin = _flat_index(_values(index), x._data.size).reshape(-1)
+    vmap = np.arange(lin.size, dtype=np.int64)
+    if accumulate:
+        return _accumulate(x, source, lin, vmap, "PutBackward0")
+    out = x._data.copy()
+    out.reshape(-1)[lin] = source._data.reshape(-1)
+    return _setitem(x, out, lin, vmap, source, "PutBackward0")
+
+
+def _flat_index(idx, n):
+    """take's and put's flat indices, negative ones from the end, checked."""
     if idx.size:
         bad = (idx < -n) | (idx >= n)
         if bad.any():
             raise IndexError("out of range: tried to access index %d on a tensor of %d elements."
                              % (idx.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]], n))
-    lin = np.where(idx < 0, idx + n, idx)
-    return _sh.gather_linear(x, lin, "TakeBackward0")
+    return np.where(idx < 0, idx + n, idx)
 
 
 # -- index_select -------------------------------------------------------------------
