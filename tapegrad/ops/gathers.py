@@ -324,7 +324,8 @@ def masked_fill(input, mask, value):
     _need_tensor("masked_fill", mask, "mask", 2)
     x = input
     if mask.dtype != np.bool_:
-        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s" % cpp_name(mask.dtype))
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
+                           % cpp_name(mask.dtype))
     v = _fill_value("masked_fill_", x, value)
     _broadcast(x, mask)         # (out of place, x broadcasts to the mask's shape too, as in PyTorch)
     return _masked(x, mask, v, "MaskedFillBackward1" if isinstance(value, Tensor) else "MaskedFillBackward0")
@@ -423,8 +424,8 @@ def _index_vector(fname, x, dim, index, dtypes):
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
     if index.ndim > 1:
         if fname == "index_add":
-            raise IndexError("index_add_(): Index is supposed to be a vector, but got dim: %d with type: %s and size: %s"
-                             % (index.ndim, torch_name(index.dtype), list(index.shape)))
+            raise IndexError("index_add_(): Index is supposed to be a vector, but got dim: %d with type: %s and "
+                             "size: %s" % (index.ndim, torch_name(index.dtype), list(index.shape)))
         if fname == "index_copy":
             raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got %d)" % index.ndim)
         raise RuntimeError("Index has to be a vector/scalar")
