@@ -129,6 +129,16 @@ def _patterns():
         ("x, labels", lambda: (x(), tg.tensor([0, 3, 1]))),
         ("m, m", lambda: (tg.tensor([True, False, True]), tg.tensor([True, True, False]))),
         ("m", lambda: (tg.tensor([True, False, True]),)),
+        # gathers and scatters: an index along dim 1, a mask
+        ("x, 1, idx", lambda: (x(), 1, tg.tensor([[0, 3], [1, 1], [2, 0]]))),
+        ("x, 1, idx, src", lambda: (x(), 1, tg.tensor([[0, 3], [1, 2], [2, 0]]), _leaf((3, 2)))),
+        ("x, 1, idx, src, 'amax'", lambda: (x(), 1, tg.tensor([[0, 3], [1, 1], [2, 0]]), _leaf((3, 2)), "amax")),
+        ("x, 1, vidx", lambda: (x(), 1, tg.tensor([3, 0]))),
+        ("x, 1, vidx, src", lambda: (x(), 1, tg.tensor([3, 0]), _leaf((3, 2)))),
+        ("x, 1, vidx, 0.5", lambda: (x(), 1, tg.tensor([3, 0]), 0.5)),
+        ("x, mask, 0.5", lambda: (x(), tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), 0.5)),
+        ("x, mask, x", lambda: (x(), tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x())),
+        ("x, labels, w", lambda: (x(), tg.tensor([0, 3, 1]), _leaf((3,)))),
     ]
 
 
@@ -323,7 +333,8 @@ def generate():
         "This page is generated from tapegrad itself. Every public operation was called on small",
         "float64 example tensors (*called with*: `x` is a 3x4 tensor that requires grad, `x.T` a 4x3",
         "one, `v` a vector of 4, `b` a batch of 2x3x4 matrices, `mask` and `m` boolean tensors,",
-        "`labels` class indices; a method is called on its first argument, a module is made with no",
+        "`labels` class indices, `idx` (3x2) and `vidx` (a vector) indices along dim 1, `src` a 3x2",
+        "tensor, `w` a vector of 3; a method is called on its first argument, a module is made with no",
         "arguments or `(4, 3)`). The columns say what that call did: the `grad_fn` of its result",
         "(the same names as PyTorch's), the tape entries it appended (the operations of the table",
         "at the end, which the compiled reverse sweep differentiates), and whether `tg.compile`",

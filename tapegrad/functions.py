@@ -5,6 +5,7 @@ import builtins as _builtins
 
 import numpy as np
 
+from .ops import gathers as _ga
 from .ops import inplace as _ip
 from .ops import linalg as _la
 from .ops import reduce as _rd
@@ -418,6 +419,39 @@ dot = _la.dot
 bmm = _la.bmm
 
 
+# -- gathers and scatters (ops/gathers.py) ---------------------------------------------
+gather = _ga.gather
+take_along_dim = _ga.take_along_dim
+take = _ga.take
+put = _ga.put
+index_select = _ga.index_select
+masked_fill = _ga.masked_fill
+masked_select = _ga.masked_select
+masked_scatter = _ga.masked_scatter
+scatter = _ga.scatter
+scatter_add = _ga.scatter_add
+index_add = _ga.index_add
+index_copy = _ga.index_copy
+index_fill = _ga.index_fill
+scatter_reduce = _ga.scatter_reduce
+
+
+# (the methods whose parameters PyTorch names differently from its functions')
+def _take_m(self, indices):
+    return take(self, indices)
+
+
+def _index_copy_m(self, dim, index, tensor2):
+    return index_copy(self, dim, index, tensor2)
+
+
+def _index_copy__m(self, dim, index, tensor):
+    return index_copy(self, dim, index, tensor)
+
+
+def _masked_scatter_m(self, mask, tensor):
+    return masked_scatter(self, mask, tensor)
+
 def _extreme(x, dim, keepdim, largest):
     """max/min: of another tensor (elementwise), of everything (ties split the
     gradient), or along ``dim`` (values and indices)."""
@@ -825,6 +859,29 @@ class _TensorMethods:
     cumsum = cumsum
     atan2 = _public_binary(_B["atan2"], "atan2", True)
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
+    gather = gather
+    take_along_dim = take_along_dim
+    take = _take_m
+    put = put
+    put_ = _inplace(put)
+    index_select = index_select
+    masked_fill = masked_fill
+    masked_fill_ = _inplace(masked_fill)
+    masked_select = masked_select
+    masked_scatter = _masked_scatter_m
+    masked_scatter_ = _inplace(_ga.masked_scatter)
+    scatter = scatter
+    scatter_ = _inplace(scatter)
+    scatter_add = scatter_add
+    scatter_add_ = _inplace(scatter_add)
+    index_add = index_add
+    index_add_ = _inplace(index_add)
+    index_copy = _index_copy_m
+    index_copy_ = _inplace(_index_copy__m)
+    index_fill = index_fill
+    index_fill_ = _inplace(index_fill)
+    scatter_reduce = scatter_reduce
+    scatter_reduce_ = _inplace(scatter_reduce)
     reshape = _reshape_m
     view = _view
     flatten = flatten

@@ -35,6 +35,7 @@ FLOORS = {
     "tapegrad.ops.elementwise": 2,
     "tapegrad.ops.reduce": 2,
     "tapegrad.ops.linalg": 2,
+    "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -75,7 +76,8 @@ FLOORS = {
 
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
-             "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg"]
+             "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
+             "tapegrad.ops.gathers"]
 
 
 def module_name(path, root):

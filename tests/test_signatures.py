@@ -50,7 +50,8 @@ del NOT_IN_TORCH["torch.compile"]
 
 # PyTorch documents no signature for these (no signature line, no inspect.signature).
 UNDOCUMENTED = {"Tensor.detach", "Tensor.detach_", "Tensor.log_softmax", "Tensor.relu", "Tensor.relu_",
-                "torch.log_softmax", "torch.relu"}
+                "torch.log_softmax", "torch.relu", "torch.index_fill", "torch.masked_fill", "torch.masked_scatter",
+                "torch.put"}
 
 _RECORDER = ("the op's recorder (the Tensor method itself, no wrapper on the hot path) has the internal "
              "parameters p, q, name after input; user code never passes them")
@@ -128,6 +129,14 @@ DEVIATIONS = {
     "Tensor.tensor_split": "one function serves as torch.tensor_split and Tensor.tensor_split: the method, as "
                            "PyTorch's, also takes the sections= and indices= keywords of torch.tensor_split's "
                            "overloads, which its documentation does not list",
+    "Tensor.gather": _SHARED % ("gather", "gather") + " (the method documents no sparse_grad, which it accepts)",
+    "Tensor.take_along_dim": "dim=None, as PyTorch's method accepts (its documentation says dim is required)",
+    "torch.scatter": "scatter(input, dim, index, src=None, value=None, *, reduce=None): PyTorch's overloads "
+                     "scatter(..., src), scatter(..., value) and the deprecated reduce= merge into one signature",
+    "Tensor.scatter": "as torch.scatter: the src, value and reduce= overloads in one signature",
+    "torch.index_add": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
+    "torch.index_copy": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
+    "Tensor.put": "PyTorch's method documents the function's signature put(input, index, source, accumulate)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

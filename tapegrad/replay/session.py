@@ -142,7 +142,7 @@ class _Session(_tp.RecordingObserver):
 
     def arg_read(self, i):
         if i not in self.arg_guards:
-            self.arg_guards[i] = (np.array(self.args[i][2]._real, copy=True), _user_line())
+            self.arg_guards[i] = (np.array(self.arg_at[i][2]._real, copy=True), _user_line())
 
     def made(self, t):
         """A tensor made off the tape (``Tensor._wrap``) while recording."""
