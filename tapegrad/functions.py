@@ -255,14 +255,15 @@ def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        # tensor bounds: the bound that is active receives the gradient
+        # tensor bounds: the bound that is active receives the gradient.  The masks are
+        # tensor comparisons, so that a replay compares its own inputs (not the recording's)
         out = x
         if min is not None:
             m = _tensor(min, x)
-            out = where(x._data < m._data, m, out)
+            out = where(x < m, m, out)
         if max is not None:
             m = _tensor(max, x)
-            out = where(x._data > m._data, m, out)
+            out = where(x > m, m, out)
         return out
     if x.dtype.kind != "f":
         return _clamp_integral(x, min, max)

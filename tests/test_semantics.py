@@ -1250,6 +1250,24 @@ def test_clamp_tensor_bounds_with_rg():
     check(hi.grad, [0., 0., 0., 0., 1.])
 
 
+def test_clamp_tensor_bounds_replayed_with_other_inputs():
+    # the masks are compared again by each replay (they were the recording's arrays)
+    step = tg.compile(lambda x, lo, hi: tg.clamp(x, min=lo, max=hi).sum())
+    for xs, los, his in (([-1., 0., .5, 1., 2.], [0.] * 5, [1.] * 5),
+                         ([3., 3., -3., .25, 0.], [1.] * 5, [2.] * 5),
+                         ([.5, -2., 5., 1.5, 1.], [0., -1., 4., 2., 0.], [1., 0., 6., 3., 2.])):
+        x, lo, hi = leaf(xs), leaf(los), leaf(his)
+        y = step(x, lo, hi)
+        want = np.minimum(np.maximum(xs, los), his)
+        assert y.item() == want.sum()
+        y.backward()
+        inside = (np.array(xs) >= los) & (np.array(xs) <= his)
+        check(x.grad, inside.astype(float))
+        check(lo.grad, (np.array(xs) < los).astype(float))
+        check(hi.grad, (np.array(xs) > his).astype(float))
+    assert step.stats.recordings == 1 and step.stats.replays == 2
+
+
 @pytest.mark.parametrize("f", [lambda x: x ** 0, lambda x: x ** 0.0, lambda x: x ** tg.tensor(0.)],
                          ids=["int0", "float0", "tensor0"])
 def test_pow_zero_exponent(f):
