@@ -58,14 +58,18 @@ def not_recordable(w, X, t):
     return (r * r).sum() + 0.0 * (X @ w).detach().sum()     # (detach feeding the loss: not replayable)
 
 
-@pytest.fixture(scope="module")
-def client():
+def _two_workers():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address=":0")
     c = distributed.Client(cluster)
     yield c
     c.close()
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client():
+    yield from _two_workers()
 
 
 def _problem(n=1003, d=4, seed=0):
@@ -222,12 +226,7 @@ def client_without_stealing():
     # with it the chunk, to the idler worker: the placement is measured without it)
     import dask
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                           dashboard_address=":0")
-        c = distributed.Client(cluster)
-        yield c
-        c.close()
-        cluster.close()
+        yield from _two_workers()
 
 
 def test_data_is_sent_once(client_without_stealing):
