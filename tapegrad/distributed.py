@@ -247,8 +247,8 @@ class DataParallel:
         # which worker holds each chunk (a call's tasks go there; each call's result
         # says where its chunks were, so a lost worker's chunks are found again)
         where = client.who_has([f for c in self._chunks for f in c])
-        self._placement = {i: next(iter(sorted(where.get(c[0].key, ()))), None)
-                           for i, c in enumerate(self._chunks)}
+        row_bytes = [a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in self._data]
+        self._placement = {i: self._colocate(i, where, row_bytes) for i in range(len(self._chunks))}
         self._threads = dict(client.nthreads())
         self._balance()
         if any(h is None for h in self._head):
@@ -355,6 +355,26 @@ class DataParallel:
 
     def gradient(self, *params):
         return self.value_and_grad(*params)[1]
+
+    def _colocate(self, i, where, row_bytes):
+        """The worker that holds most of chunk ``i``'s bytes; the chunk's other arrays
+        are copied there once.  Dask persists each array's chunks on its own, so chunk
+        ``i`` of ``X`` and of ``y`` may sit on different workers, and every call would
+        fetch one of them again (a fetched replica is dropped after its task)."""
+        held = {}
+        for f, nb in zip(self._chunks[i], row_bytes):
+            for w in where.get(f.key, ()):
+                held[w] = held.get(w, 0) + nb
+        if not held:
+            return None
+        home = max(sorted(held), key=lambda w: held[w])
+        if any(home not in where.get(f.key, ()) for f in self._chunks[i]):
+            self._chunks[i] = tuple(f if home in where.get(f.key, ()) else
+                                    self.client.submit(_identity, f, pure=False, workers=[home],
+                                                       allow_other_workers=True)
+                                    for f in self._chunks[i])
+            wait(list(self._chunks[i]))
+        return home
 
     def _balance(self):
         """Spread the chunks over the workers by rows (per thread): Dask places a

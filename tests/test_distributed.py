@@ -281,6 +281,34 @@ def test_chunks_are_spread_over_the_workers(client):
     obj.close()
 
 
+def test_a_chunk_is_moved_to_one_worker_with_all_its_arrays(client):
+    # X's chunks persisted on one worker, t's on the other: each chunk's t is copied
+    # once to where its X is, so that a call moves no data between workers
+    rng = np.random.default_rng(17)
+    X, t = rng.standard_normal((4000, 16)), rng.standard_normal(4000)
+    a, b = sorted(client.nthreads())
+    Xd = client.persist(da.from_array(X, chunks=(1000, 16)), workers=[a])
+    td = client.persist(da.from_array(t, chunks=1000), workers=[b])
+    distributed.wait([Xd, td])
+    obj = DataParallel(least_squares, data=(Xd, td), client=client, block_bytes=None)
+    where = client.who_has([f for c in obj._chunks for f in c])
+    for i, c in enumerate(obj._chunks):
+        homes = [set(where[f.key]) for f in c]
+        assert obj._placement[i] in homes[0] and obj._placement[i] in homes[1], (i, homes)
+    w = rng.standard_normal(16)
+    v0, (g0,) = _single(least_squares, w, X, t, nparams=1)
+    v, g = obj.value_and_grad(w)
+
+    def sent(dask_worker):
+        return dask_worker.transfer_outgoing_bytes_total
+    before = sum(client.run(sent).values())
+    for k in range(3):
+        v, g = obj.value_and_grad(w)
+    assert abs(v - v0) <= 1e-12 * v0 and _rel(g, g0) <= 1e-12
+    assert sum(client.run(sent).values()) - before < 3 * 3 * 4096      # (t's chunk alone is 8000 bytes)
+    obj.close()
+
+
 def test_loss_exception_surfaces_with_its_type_and_message(client):
     rng = np.random.default_rng(5)
     X, t = rng.standard_normal((520, 3)), rng.standard_normal(520)
