@@ -36,7 +36,8 @@ POLL_S = 0.1            # at most this often, a look at the compile process
 STAMP = "tapegrad-kernels.ready"
 LOCK = "tapegrad-kernels.lock"
 LOG = "tapegrad-warmup.log"
-GROUPS = ("select", "elementwise", "reductions", "indexing/shape", "matmul", "replay", "sweep variants")
+GROUPS = ("select", "elementwise", "more elementwise", "reductions", "indexing/shape", "matmul", "replay",
+          "sweep variants")
 ONLY = None             # the warm-up groups a background compile does (None: all; tests narrow it)
 
 _phase = [None]         # None, "compiling" (the child runs), "loading" (the thread runs), "failed"

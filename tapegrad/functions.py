@@ -342,6 +342,133 @@ def square(input):
     return pow(input, 2)
 
 
+# -- the second table's binary ops and their compositions ------------------------
+def _either_number(name, input, other, number_first=True, number_second=True):
+    """The two operands as tensors, a Python number taking the tensor's dtype (PyTorch's
+    Scalar overloads); PyTorch's TypeError for a combination it has no overload for."""
+    ok_a = isinstance(input, Tensor) or (number_first and _scalar(input) and isinstance(other, Tensor))
+    ok_b = isinstance(other, Tensor) or (number_second and _scalar(other) and isinstance(input, Tensor))
+    if not (ok_a and ok_b):
+        raise TypeError("%s() received an invalid combination of arguments - got (%s, %s)"
+                        % (name, type(input).__name__, type(other).__name__))
+    like = input if isinstance(input, Tensor) else other
+    a = input if isinstance(input, Tensor) else _tensor(_python_number(input), like)
+    b = other if isinstance(other, Tensor) else _tensor(_python_number(other), like)
+    return a, b
+
+
+def _integral_result(name, a, b, f):
+    """``f`` of two integer (or bool) tensors: no gradient, PyTorch's integer rules."""
+    ad, bd = a._data, b._data
+    if ad.dtype.kind == "b" and bd.dtype.kind == "b":
+        raise NotImplementedError("\"%s_cpu\" not implemented for 'Bool'" % name)
+    if (bd == 0).any():
+        raise RuntimeError("ZeroDivisionError")
+    dt = _pr.result_type(ad, bd)
+    return Tensor._wrap(np.asarray(f(ad.astype(dt), bd.astype(dt)), dt))
+
+
+def hypot(input, other):
+    """``sqrt(input**2 + other**2)`` without overflow (floats only, as in PyTorch)."""
+    for pos, v, arg in ((1, input, "input"), (2, other, "other")):
+        if not isinstance(v, Tensor):
+            raise TypeError("hypot(): argument '%s' (position %d) must be Tensor, not %s"
+                            % (arg, pos, type(v).__name__))
+    return _B["hypot"].record(input, other)
+
+
+def remainder(input, other):
+    """Python's ``%``: the remainder has the divisor's sign (``fmod``: the dividend's).
+    Either operand may be a number; integers stay integers."""
+    a, b = _either_number("remainder", input, other)
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return _integral_result("remainder", a, b, np.remainder)
+    return _B["remainder"].record(a, b)
+
+
+def fmod(input, other):
+    """C's ``fmod``: the remainder has the dividend's sign.  ``other`` may be a number."""
+    a, b = _either_number("fmod", input, other, number_first=False)
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return _integral_result("fmod", a, b, np.fmod)
+    return _B["fmod"].record(a, b)
+
+
+def copysign(input, other):
+    """``|input|`` with the sign of ``other`` (a tensor or a number); the gradient of
+    ``other`` is zero."""
+    a, b = _either_number("copysign", input, other, number_first=False)
+    return _B["copysign"].record(a, b)
+
+
+def xlogy(input, other):
+    """``input * log(other)``, 0 where ``input`` is 0 (unless ``other`` is nan).
+    Either operand may be a number."""
+    a, b = _either_number("xlogy", input, other)
+    return _B["xlogy"].record(a, b)
+
+
+def logit(input, eps=None):
+    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``."""
+    if not isinstance(input, Tensor):
+        raise TypeError("logit(): argument 'input' (position 1) must be Tensor, not %s" % type(input).__name__)
+    return _U["logit"].record(input, -1.0 if eps is None else float(eps))
+
+
+sinc = _u("sinc")
+
+
+def _float_tensor(name, v, pos, arg):
+    if not isinstance(v, Tensor):
+        raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                        % (name, arg, pos, type(v).__name__))
+    return v if v.dtype.kind == "f" else v.to(_pr.DEFAULT)
+
+
+def logaddexp(input, other):
+    """``log(exp(input) + exp(other))`` without overflow: PyTorch's formula
+    ``max + log1p(exp(-|input - other|))``, equal infinities kept."""
+    a, b = _float_tensor("logaddexp", input, 1, "input"), _float_tensor("logaddexp", other, 2, "other")
+    out = maximum(a, b) + log1p(exp(-abs(a - b)))
+    return where((a == b) & (abs(a) == np.inf), a, out)
+
+
+def logaddexp2(input, other):
+    """``log2(2**input + 2**other)``: ``max + log1p(2**-|input - other|) / ln 2``."""
+    a, b = _float_tensor("logaddexp2", input, 1, "input"), _float_tensor("logaddexp2", other, 2, "other")
+    out = maximum(a, b) + log1p(exp2(-abs(a - b))) * (1.0 / 0.6931471805599453)
+    return where((a == b) & (abs(a) == np.inf), a, out)
+
+
+def lerp(input, end, weight):
+    """``input + weight * (end - input)``, PyTorch's two-sided formula (exact at
+    ``weight`` 0 and 1); ``weight`` a number or a tensor."""
+    if not isinstance(input, Tensor) or not isinstance(end, Tensor):
+        raise TypeError("lerp(): argument 'input' and 'end' must be Tensors")
+    if isinstance(weight, Tensor):
+        return where(abs(weight) < 0.5, input + weight * (end - input), end - (end - input) * (1 - weight))
+    if not _scalar(weight):
+        raise TypeError("lerp(): argument 'weight' must be Tensor or Number, not %s" % type(weight).__name__)
+    w = _python_number(weight)
+    if _builtins.abs(w) < 0.5:
+        return input + w * (end - input)
+    return end - (end - input) * (1 - w)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """nan, +inf and -inf replaced (by default with 0 and the dtype's largest and
+    smallest finite values); the gradient passes where ``input`` is finite."""
+    if not isinstance(input, Tensor):
+        raise TypeError("nan_to_num(): argument 'input' (position 1) must be Tensor, not %s" % type(input).__name__)
+    if input.dtype.kind != "f":
+        return clone(input)
+    fi = np.finfo(input.dtype)
+    hi = float(fi.max) if posinf is None else posinf
+    lo = float(fi.min) if neginf is None else neginf
+    out = where(input == np.inf, hi, where(input == -np.inf, lo, input))
+    return where(input != input, nan, out)
+
+
 def clone(input):
     return _sh._record(_sh.RESHAPE, input, input._data.copy(), "CloneBackward0")
 
@@ -859,6 +986,23 @@ class _TensorMethods:
     log_softmax = log_softmax
     cumsum = cumsum
     atan2 = _public_binary(_B["atan2"], "atan2", True)
+    hypot = hypot
+    def remainder(self, divisor):
+        return remainder(self, divisor)
+
+    def fmod(self, divisor):
+        return fmod(self, divisor)
+
+    copysign = copysign
+    xlogy = xlogy
+    logit = logit
+    sinc = sinc
+    logaddexp = logaddexp
+    logaddexp2 = logaddexp2
+    lerp = lerp
+    nan_to_num = nan_to_num
+    __mod__ = remainder
+    __rmod__ = lambda s, o: remainder(o, s)
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     gather = gather
     take_along_dim = take_along_dim

@@ -43,11 +43,11 @@ def test_optimization_decreases_loss(tour):
 def test_warmup():
     out = _run("warmup")
     # one line per group with its time (tqdm's bar, on a terminal only, goes to stderr)
-    for group in ("numba", "select", "elementwise", "reductions", "indexing/shape", "matmul", "replay",
-                  "sweep: unary+binary", "sweep: reduce", "sweep: shape+linalg",
-                  "sweep: unary+binary+reduce+shape+linalg"):
+    for group in ("numba", "select", "elementwise", "more elementwise", "reductions", "indexing/shape", "matmul",
+                  "replay", "sweep: unary+binary+unary2+binary2", "sweep: reduce", "sweep: shape+linalg",
+                  "sweep: unary+binary+reduce+shape+linalg+unary2+binary2"):
         assert re.search(r"^  %s +[\d.]+ s$" % re.escape(group), out, re.M), group
-    assert out.count(" s\n") == 1 + 6 + 8 + 1        # numba, six families, eight variants, the total
+    assert out.count(" s\n") == 1 + 7 + 8 + 1        # numba, seven families, eight variants, the total
     assert re.search(r"warmup done in [\d.]+ s", out)
 
 

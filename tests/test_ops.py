@@ -28,6 +28,14 @@ def leaf(*shape, lo=-2.0, hi=2.0, positive=False, away=0.0):
     return tg.tensor(a, requires_grad=True)
 
 
+def _functional(x):
+    """tg.nn.functional, or torch's for a torch tensor (softplus is no Tensor method)."""
+    if isinstance(x, tg.Tensor):
+        return tg.nn.functional
+    import torch
+    return torch.nn.functional
+
+
 UNARY = {
     "neg": (lambda x: -x, {}),
     "abs": (tg.abs, dict(away=0.1)),
@@ -81,6 +89,9 @@ UNARY = {
     "ceil": (lambda x: x.ceil(), dict(lo=1.1, hi=1.9)),
     "trunc": (lambda x: x.trunc(), dict(lo=-1.9, hi=-1.1)),
     "frac": (lambda x: x.frac(), dict(lo=-0.9, hi=-0.1)),
+    "logit": (lambda x: x.logit(), dict(lo=0.1, hi=0.9)),
+    "sinc": (lambda x: x.sinc(), dict(away=0.1)),
+    "softplus": (lambda x: _functional(x).softplus(x, 2.0, 1.0), {}),
 }
 SHAPES = [(), (5,), (3, 4)]
 
@@ -105,6 +116,11 @@ BINARY = {
     "atan2": (tg.atan2, dict(away=0.3)),
     "div_trunc": (lambda a, b: tg.div(a, b, rounding_mode="trunc"), dict(positive=True)),
     "div_floor": (lambda a, b: tg.div(a, b, rounding_mode="floor"), dict(positive=True)),
+    "hypot": (tg.hypot, {}),
+    "remainder": (lambda a, b: a % b, dict(positive=True)),
+    "fmod": (tg.fmod, dict(positive=True)),
+    "copysign": (tg.copysign, dict(away=0.3)),
+    "xlogy": (tg.xlogy, dict(positive=True)),
 }
 PAIRS = [((), ()), ((4,), (4,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), ()),
          ((2, 3, 4), (3, 1)), ((1,), (3,))]

@@ -11,8 +11,10 @@ kernel) and one name can cover several kernels.
 
 from typing import Callable, NamedTuple
 
-META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
-FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
+META, UNARY, BINARY, REDUCE, SHAPE, LINALG, UNARY2, BINARY2 = range(8)
+FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg", "unary2", "binary2")
+# UNARY2 and BINARY2: the elementwise ops of the second table (``ops/elementwise.py``),
+# whose kernels are compiled only once a backward meets one of them
 META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
 

@@ -21,8 +21,8 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..core.registry import (BINARY, CONST, EXT, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
-                             SAVES_BY_RG, SHAPE, UNARY, index)
+from ..core.registry import (BINARY, BINARY2, CONST, EXT, FAMILY_NAMES, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
+                             SAVES_BY_RG, SHAPE, UNARY, UNARY2, index)
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from ..core.descriptors import slot_view, strided_scatter_add
@@ -31,11 +31,14 @@ from ..core.tape import A, AUX, B, C, F0, F1, OP, PARAM
 _gen, SOURCE_HASH = codegen.load()
 unary_reverse = _gen.unary_reverse
 binary_reverse = _gen.binary_reverse
+unary2_reverse = _gen.unary2_reverse        # the second table's (UNARY2, BINARY2)
+binary2_reverse = _gen.binary2_reverse
 # ... which the sweep calls by the addresses of their C entries (``ENTRIES``), so that
 # no variant of it compiles them again (see ``_jit.c_entry``)
 call_unary = _jit.c_caller(codegen.UNARY_ENTRY_ARGS)
 call_binary = _jit.c_caller(codegen.BINARY_ENTRY_ARGS)
-ENTRIES = np.zeros(2, np.int64)     # unary_reverse's entry, binary_reverse's (0: not made yet)
+# the C entries of unary_reverse, binary_reverse, unary2_reverse, binary2_reverse (0: not made yet)
+ENTRIES = np.zeros(4, np.int64)
 replay_scalar = _gen.replay_scalar     # tapegrad.replay: a tape of single numbers, forward
 sweep_scalar = _gen.sweep_scalar       # ... and reverse
 
@@ -52,7 +55,7 @@ SUB = index(OPCODES["sub"])
 # of its inputs need a gradient: bit 0 input a, bit 1 input b (a constant's slot is
 # the one kind of input that does not).  ``mark`` and ``free_saved`` compute those
 # bits inline (a helper kernel would load Numba when they run as Python).
-SAVES_TABLE = np.zeros((6 << FAMILY_SHIFT, 4), np.int64)
+SAVES_TABLE = np.zeros((len(FAMILY_NAMES) << FAMILY_SHIFT, 4), np.int64)
 for _code, _masks in SAVES_BY_RG.items():
     SAVES_TABLE[_code] = _masks
 
@@ -258,7 +261,7 @@ def _addresses(loc, ptr, base, n):
     return out
 
 
-FAMILIES = (UNARY, BINARY, REDUCE, SHAPE, LINALG)
+FAMILIES = (UNARY, BINARY, REDUCE, SHAPE, LINALG, UNARY2, BINARY2)
 ALL = sum(1 << f for f in FAMILIES)     # a mask of families: bit ``f`` for family ``f``
 
 
@@ -275,6 +278,8 @@ def _make_run(fams):
     has_reduce = bool(fams >> REDUCE & 1)
     has_shape = bool(fams >> SHAPE & 1)
     has_linalg = bool(fams >> LINALG & 1)
+    has_unary2 = bool(fams >> UNARY2 & 1)
+    has_binary2 = bool(fams >> BINARY2 & 1)
     has_other = has_reduce or has_shape or has_linalg
     # With NUMBA_BOUNDSCHECK=1 the elementwise kernels are called directly: an index
     # error raised in a C entry could not reach Python (it is printed and ignored)
@@ -314,17 +319,19 @@ def _make_run(fams):
             c = ints[e, C]
             at = ints[e, AUX]
             i1 = ints[e, PARAM]
-            if has_unary and fam == UNARY:
+            if (has_unary and fam == UNARY) or (has_unary2 and fam == UNARY2):
                 ovw = fresh[a] == 1
                 fresh[a] = 0
-                if direct:
+                if direct and fam == UNARY:
                     unary_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
+                elif direct:
+                    unary2_reverse(k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw)
                 else:
-                    call_unary(entries[0], (k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1],
-                                            aaddr[a], ovw))
+                    call_unary(entries[0 if fam == UNARY else 2],
+                               (k, sz[e], aaddr[e], vaddr[a], vaddr[e], flts[e, F0], flts[e, F1], aaddr[a], ovw))
                 continue
-            if has_binary and fam == BINARY:
-                if at >= 0 and (k == ADD or k == SUB):
+            if (has_binary and fam == BINARY) or (has_binary2 and fam == BINARY2):
+                if at >= 0 and fam == BINARY and (k == ADD or k == SUB):
                     # broadcast add/sub: each adjoint is a strided sum of g, no index maps
                     for s in (a, b):
                         if fresh[s]:
@@ -346,12 +353,16 @@ def _make_run(fams):
                             _zero_at(aaddr[s], sz[s])
                 fresh[a] = 0
                 fresh[b] = 0
-                if direct:
+                if direct and fam == BINARY:
                     binary_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
                                    aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
                                    aux, at, i1 >> 3, ovw)
+                elif direct:
+                    binary2_reverse(k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c], vaddr[e],
+                                    aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1, 0 if i1 & 4 else 1,
+                                    aux, at, i1 >> 3, ovw)
                 else:
-                    call_binary(entries[1], (k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c],
+                    call_binary(entries[1 if fam == BINARY else 3], (k, sz[e], aaddr[e], vaddr[a], sz[a], vaddr[b], sz[b], vaddr[c], sz[c],
                                              vaddr[e], aaddr[a], aaddr[b], 0 if i1 & 1 else 1, 0 if i1 & 2 else 1,
                                              0 if i1 & 4 else 1, auxp, aux.size, at, i1 >> 3, ovw))
                 continue
@@ -392,7 +403,9 @@ def _make_run(fams):
 # ops are rarely apart; shape and linalg kernels are the cheapest to compile;
 # reductions are apart, being in nearly every tape (a tape of elementwise ops and
 # a sum compiles neither shape nor linalg kernels).
-GROUPS = ((1 << UNARY) | (1 << BINARY), 1 << REDUCE, (1 << SHAPE) | (1 << LINALG))
+# The second elementwise table rides with the first: a variant calls its kernels by
+# address (``make_entries`` makes them once a backward meets one of its ops).
+GROUPS = ((1 << UNARY) | (1 << BINARY) | (1 << UNARY2) | (1 << BINARY2), 1 << REDUCE, (1 << SHAPE) | (1 << LINALG))
 _VARIANT_OF = [0] * (ALL + 1)           # mask of families -> its variant's mask
 for _m in range(ALL + 1):
     for _g in GROUPS:
@@ -429,21 +442,28 @@ def _new_run(fams):
 
 
 ELEMENTWISE = (1 << UNARY) | (1 << BINARY)
+SECOND_TABLE = (1 << UNARY2) | (1 << BINARY2)
 
 
-def make_entries():
-    """(Once Numba is loaded.)  The elementwise kernels' C entries, compiled or
-    loaded from the cache, their addresses in ``ENTRIES``."""
-    if ENTRIES[1] == 0 and not by_call():
+def make_entries(fams=ELEMENTWISE):
+    """(Once Numba is loaded.)  The C entries of the elementwise kernels, compiled
+    or loaded from the cache, their addresses in ``ENTRIES``; the second table's
+    only when ``fams`` has one of its families."""
+    if by_call():
+        return
+    if ENTRIES[1] == 0:
         ENTRIES[0] = _jit.c_entry(_gen.unary_reverse_entry, codegen.UNARY_ENTRY_ARGS).address
         ENTRIES[1] = _jit.c_entry(_gen.binary_reverse_entry, codegen.BINARY_ENTRY_ARGS).address
+    if fams & SECOND_TABLE and ENTRIES[3] == 0:
+        ENTRIES[2] = _jit.c_entry(_gen.unary2_reverse_entry, codegen.UNARY_ENTRY_ARGS).address
+        ENTRIES[3] = _jit.c_entry(_gen.binary2_reverse_entry, codegen.BINARY_ENTRY_ARGS).address
 
 
 def variant_dispatcher(fams):
     """(Once Numba is loaded.)  The variant's dispatcher for mask ``fams``, made if new."""
     v = variant(fams)
     if v & ELEMENTWISE:
-        make_entries()      # (before the variant is handed out: it calls them by address)
+        make_entries(fams)      # (before the variant is handed out: it calls them by address)
     with _jit._LOCK:
         r = _VARIANTS.get(v)
         if r is None:

@@ -64,6 +64,16 @@ def sigmoid(input):
     return _f.sigmoid(input)
 
 
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log1p(exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``
+    (PyTorch's linear reversion, which keeps it finite)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("softplus(): argument 'input' (position 1) must be Tensor, not %s" % type(input).__name__)
+    if input.dtype.kind != "f":
+        raise NotImplementedError("\"softplus_cpu\" not implemented for '%s'" % _torch_name(input.dtype))
+    return _f._U["softplus"].record(input, float(beta), float(threshold))
+
+
 def _implicit_dim(name, ndim):
     warnings.warn("Implicit dimension choice for {} has been deprecated. Change the call to include dim=X "
                   "as an argument.".format(name), stacklevel=3)

@@ -10,7 +10,7 @@ from ..core.tensor import Tensor, _as_array, _init
 from ..core.tensor import typename as _typename
 from . import functional as F
 
-__all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
+__all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
            "LogSoftmax", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "BCELoss"]
 
 
@@ -454,6 +454,19 @@ class Tanh(Module):
 class Sigmoid(Module):
     def forward(self, input):
         return F.sigmoid(input)
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return "beta={}, threshold={}".format(self.beta, self.threshold)
 
 
 class Softmax(Module):

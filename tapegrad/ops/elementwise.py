@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT, result_type, with_number
-from ..core.registry import BINARY, SAVE_MARKER, SAVES_BY_RG, UNARY, define
+from ..core.registry import BINARY, BINARY2, SAVE_MARKER, SAVES_BY_RG, UNARY, UNARY2, define
 
 
 class Unary:
@@ -173,6 +173,67 @@ def _frac(x):
     return np.subtract(x, np.trunc(x))
 
 
+_XLOGY = []
+
+
+def _scipy_special(name):
+    """A scipy.special function, imported on first use (as ``expit``)."""
+    import scipy.special
+    return getattr(scipy.special, name)
+
+
+def _float_operands(a, b):
+    # (a and b have one dtype here; integers and bools give the default float, as in PyTorch)
+    if a.dtype.kind != "f":
+        return a.astype(DEFAULT), b.astype(DEFAULT)
+    return a, b
+
+
+def _hypot(a, b):
+    if a.dtype.kind != "f":
+        raise NotImplementedError("\"hypot_cpu\" not implemented for '%s'" % torch_name(a.dtype))
+    return np.hypot(a, b)
+
+
+def _remainder(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.remainder(a, b)
+
+
+def _fmod(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmod(a, b)
+
+
+def _copysign(a, b):
+    return np.copysign(*_float_operands(a, b))
+
+
+def _xlogy(a, b):
+    if not _XLOGY:
+        _XLOGY.append(_scipy_special("xlogy"))
+    return _XLOGY[0](*_float_operands(a, b))
+
+
+def _logit(x, eps):
+    if x.dtype.kind != "f":
+        x = x.astype(DEFAULT)
+    if eps >= 0.0:
+        x = np.clip(x, eps, 1.0 - eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x / (1.0 - x))
+
+
+def _sinc(x):
+    return np.sinc(x if x.dtype.kind == "f" else x.astype(DEFAULT))
+
+
+def _softplus(x, beta, threshold):
+    # PyTorch's: x where x * beta > threshold (linear there), else log1p(exp(x * beta)) / beta
+    with np.errstate(over="ignore"):
+        return np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta).astype(x.dtype, copy=False)
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -274,7 +335,50 @@ BINARY_OPS = [
 ]
 
 
-NUMBER_FORWARD = {op.name: op.number for op in UNARY_OPS + BINARY_OPS if op.number is not None}
+# The second table: ops whose kernels (families UNARY2 and BINARY2, a second unary
+# and binary kernel) are compiled only once a backward meets one of them, so that
+# the first backward of a tape of the common ops above compiles none of these.
+# Same columns; their replay forward is NumPy's (no compiled replay kernel).
+UNARY_OPS_2 = [
+    # logit(x, eps): p = eps, -1.0 for None (PyTorch's nan outside [0, 1]; with eps, 0 outside
+    # [eps, 1 - eps] and at nan)
+    Unary("logit",    "LogitBackward0",   _logit,
+          "where(p < 0.0, where(x < 0.0, nan_like(x), where(x > 1.0, nan_like(x), g / (x * (1.0 - x)))),"
+          " where((x >= p) and (x <= 1.0 - p), g / (x * (1.0 - x)), 0.0))",
+          "where(p < 0.0, log(x / (1.0 - x)), log(mn(mx(x, p), 1.0 - p) / (1.0 - mn(mx(x, p), 1.0 - p))))",
+          nparams=1),
+    Unary("sinc",     "SincBackward0",    _sinc,
+          "where(x == 0.0, 0.0, (3.141592653589793 * x * cos(3.141592653589793 * x)"
+          " - sin(3.141592653589793 * x)) / (3.141592653589793 * x * x)) * g",
+          "where(x == 0.0, 1.0, sin(3.141592653589793 * x) / (3.141592653589793 * x))"),
+    # softplus(x, beta, threshold): p = beta, q = threshold
+    Unary("softplus", "SoftplusBackward0", _softplus,
+          "where(x * p > q, g, g * exp(x * p) / (exp(x * p) + 1.0))",
+          "where(x * p > q, x, log1p(exp(x * p)) / p)", nparams=2),
+]
+
+BINARY_OPS_2 = [
+    Binary("hypot",    "HypotBackward0",    _hypot,      "g * a / y", "g * b / y", "hypot(a, b)"),
+    # PyTorch's: -g times the quotient rounded down (for remainder PyTorch's floor division:
+    # (a - fmod(a, b)) / b, one less where the signs differ, rounded to the nearest integer)
+    # or toward zero (fmod)
+    Binary("remainder", "RemainderBackward0", _remainder, "g",
+           "-g * floor((a - fmod(a, b)) / b - where((fmod(a, b) != 0.0) and ((b < 0.0) != (fmod(a, b) < 0.0)),"
+           " 1.0, 0.0) + 0.5)",
+           "where((fmod(a, b) != 0.0) and ((b < 0.0) != (fmod(a, b) < 0.0)), fmod(a, b) + b, fmod(a, b))"),
+    Binary("fmod",     "FmodBackward0",     _fmod,       "g", "-g * trunc(a / b)", "fmod(a, b)"),
+    Binary("copysign", "CopysignBackward0", _copysign,   "where(a == 0.0, 0.0, g * (y / a))", "0.0",
+           "copysign(a, b)"),
+    # PyTorch's: xlogy(g, b), 0 where a == 0 and b <= 0
+    Binary("xlogy",    "XlogyBackward0",    _xlogy,
+           "where((a == 0.0) and (b <= 0.0), 0.0, where((g == 0.0) and (b == b), 0.0, g * log(b)))",
+           "g * a / b", "where((a == 0.0) and (b == b), 0.0, a * log(b))"),
+]
+
+
+ALL_UNARY = UNARY_OPS + UNARY_OPS_2
+ALL_BINARY = BINARY_OPS + BINARY_OPS_2
+NUMBER_FORWARD = {op.name: op.number for op in ALL_UNARY + ALL_BINARY if op.number is not None}
 
 
 def _uses(rule, name):
@@ -282,9 +386,10 @@ def _uses(rule, name):
     return re.search(r"\b%s\b" % name, rule) is not None
 
 
-for _i, _op in enumerate(UNARY_OPS):
-    _op.saves |= (1 if _uses(_op.rule, "x") else 0) | (8 if _uses(_op.rule, "y") else 0)
-    _op.code = define(UNARY, _i, _op.name, _op.saves)
+for _table, _family in ((UNARY_OPS, UNARY), (UNARY_OPS_2, UNARY2)):
+    for _i, _op in enumerate(_table):
+        _op.saves |= (1 if _uses(_op.rule, "x") else 0) | (8 if _uses(_op.rule, "y") else 0)
+        _op.code = define(_family, _i, _op.name, _op.saves)
 
 
 def _reads(rule):
@@ -295,13 +400,14 @@ def _reads(rule):
 # Each input's rule decides what is kept when that input needs a gradient (a * b
 # keeps b only when a requires grad); the output is kept whenever a rule reads it
 # (PyTorch always saves an output its formulas use).
-for _i, _op in enumerate(BINARY_OPS):
-    _op.reads = (_reads(_op.rule_a), _reads(_op.rule_b))
-    _op.saves = _op.reads[0] | _op.reads[1]
-    _op.code = define(BINARY, _i, _op.name, _op.saves & 8, (_op.reads[0] & 7, _op.reads[1] & 7))
+for _table, _family in ((BINARY_OPS, BINARY), (BINARY_OPS_2, BINARY2)):
+    for _i, _op in enumerate(_table):
+        _op.reads = (_reads(_op.rule_a), _reads(_op.rule_b))
+        _op.saves = _op.reads[0] | _op.reads[1]
+        _op.code = define(_family, _i, _op.name, _op.saves & 8, (_op.reads[0] & 7, _op.reads[1] & 7))
 
-UNARY_BY_NAME = {op.name: op for op in UNARY_OPS}
-BINARY_BY_NAME = {op.name: op for op in BINARY_OPS}
+UNARY_BY_NAME = {op.name: op for op in ALL_UNARY}
+BINARY_BY_NAME = {op.name: op for op in ALL_BINARY}
 
 
 # -- recording ------------------------------------------------------------------
@@ -310,7 +416,7 @@ from ..core.descriptors import broadcast_strides, descriptor  # noqa: E402
 from ..core.tensor import NumberTensor, Tensor  # noqa: E402
 from ..core.registry import name_id  # noqa: E402
 
-for _op in UNARY_OPS + BINARY_OPS:
+for _op in ALL_UNARY + ALL_BINARY:
     _op.nm = name_id(_op.grad_fn)
 _SUB_NM = name_id("SubBackward0")       # add_s recorded as a subtraction (``x - 2``)
 
@@ -780,9 +886,9 @@ def _binary_recorder(op):
     return record
 
 
-for _op in UNARY_OPS:
+for _op in ALL_UNARY:
     _op.record = _unary_recorder(_op)
-for _op in BINARY_OPS:
+for _op in ALL_BINARY:
     _op.record = _binary_recorder(_op)
 
 
@@ -818,6 +924,8 @@ def tensor_where(cond, a, b):
     """where() of a rule: ``cond`` a bool tensor or a Python bool, ``a``/``b`` tensors or numbers."""
     if isinstance(cond, (bool, np.bool_)):
         return a if cond else b
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):    # (two numbers: the default float)
+        a = Tensor._const(np.asarray(a, DEFAULT))
     like = a if isinstance(a, Tensor) else b
     return BINARY_BY_NAME["where"].record(_operand(a, like), _operand(b, like), cond)
 
@@ -830,6 +938,11 @@ def _ipow_rule(v, e):
     return UNARY_BY_NAME["pow_s"].record(v, e)
 
 
+def _nan_like(x):
+    """A rule's nan (logit outside [0, 1]); ``where`` makes it a tensor of x's dtype."""
+    return float("nan")
+
+
 def _tensor_or_number(op):
     number = getattr(np, op.name, op.forward)
 
@@ -839,8 +952,22 @@ def _tensor_or_number(op):
     return f
 
 
-_GRAPH_NS = {op.name: _tensor_or_number(op) for op in UNARY_OPS}
-_GRAPH_NS.update(where=tensor_where, ipow=_ipow_rule)
+def _binary_tensor_or_number(op):
+    number = getattr(np, op.name, op.forward)
+
+    def f(u, v):
+        if not isinstance(u, Tensor) and not isinstance(v, Tensor):
+            return number(u, v)
+        like = u if isinstance(u, Tensor) else v
+        return op.record(_operand(u, like), _operand(v, like))
+    f.__name__ = op.name
+    return f
+
+
+# (binary ops by name too: a rule may call fmod(a, b))
+_GRAPH_NS = {op.name: _binary_tensor_or_number(op) for op in ALL_BINARY if op.name in ("fmod", "hypot", "copysign")}
+_GRAPH_NS.update({op.name: _tensor_or_number(op) for op in ALL_UNARY})
+_GRAPH_NS.update(where=tensor_where, ipow=_ipow_rule, nan_like=_nan_like)
 GRAPH_FUNCTIONS = frozenset(_GRAPH_NS)      # what a rule may call
 
 
@@ -854,9 +981,9 @@ def _graph_rule(rule, params):
     return eval(compile(src, "<rule %s>" % rule, "eval"), _GRAPH_NS)
 
 
-for _op in UNARY_OPS:
+for _op in ALL_UNARY:
     _op.graph = _graph_rule(_op.rule, "g, x, y, p, q")
-for _op in BINARY_OPS:
+for _op in ALL_BINARY:
     _op.graph = (_graph_rule(_op.rule_a, "g, a, b, c, y"), _graph_rule(_op.rule_b, "g, a, b, c, y"))
 
 
@@ -884,8 +1011,8 @@ def _adjoint(r, g):
     return Tensor._wrap(np.full(g._data.shape, r, g.dtype))
 
 
-def unary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
-    op = UNARY_OPS[k]
+def unary_differentiable_reverse(ctx, s, k, row, f0, f1, g, table=UNARY_OPS):
+    op = table[k]
     a = row[_tp.A]
     if not ctx.needs(a):
         return []
@@ -894,8 +1021,8 @@ def unary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
     return [(a, _adjoint(op.graph(g, x, y, f0, f1), g))]
 
 
-def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
-    op = BINARY_OPS[k]
+def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g, table=BINARY_OPS):
+    op = table[k]
     ins = (row[_tp.A], row[_tp.B], row[_tp.C])
     i0, bits = row[_tp.AUX], row[_tp.PARAM]
     maps = [None, None, None]           # input k -> output: flat index of every output element
@@ -935,10 +1062,10 @@ def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g):
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
-def unary_replay_rule(k, row, aux, shape, name, f0, f1):
+def unary_replay_rule(k, row, aux, shape, name, f0, f1, table=UNARY_OPS):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
     the recorder's NumPy call with the entry's constants bound once."""
-    op = UNARY_OPS[k]
+    op = table[k]
     a, fwd, n = row[_tp.A], op.forward, op.nparams
     if n == 0:
         return lambda v: np.asarray(fwd(v[a]))
@@ -949,8 +1076,8 @@ def unary_replay_rule(k, row, aux, shape, name, f0, f1):
     return lambda v: np.asarray(fwd(v[a], f0, f1))
 
 
-def binary_replay_rule(k, row, aux, shape, name, f0, f1):
-    op = BINARY_OPS[k]
+def binary_replay_rule(k, row, aux, shape, name, f0, f1, table=BINARY_OPS):
+    op = table[k]
     a, b, c, fwd = row[_tp.A], row[_tp.B], row[_tp.C], op.forward
 
     def f(v):
@@ -965,10 +1092,25 @@ def _always(k, ints, e, sizes, aux, live):
     return True
 
 
-# Every elementwise op has a compiled reverse, a compiled replay of arrays and of
-# single numbers (the kernels generated from the rows).
+# The first table: a compiled reverse, a compiled replay of arrays and of single numbers
+# (the kernels generated from the rows).
 register_family(_UNARY_FAMILY, FamilyRules(unary_differentiable_reverse, unary_replay_rule, expands_adjoint=False,
                                            scalar_replay=frozenset(range(len(UNARY_OPS))), compiled_forward=_always))
 register_family(_BINARY_FAMILY, FamilyRules(binary_differentiable_reverse, binary_replay_rule, expands_adjoint=False,
                                             scalar_replay=frozenset(range(len(BINARY_OPS))),
                                             compiled_forward=_always))
+
+
+def _never(k, ints, e, sizes, aux, live):
+    return False
+
+
+# The second table: compiled reverse only (its replay forward is the NumPy call)
+register_family(UNARY2, FamilyRules(
+    _functools.partial(unary_differentiable_reverse, table=UNARY_OPS_2),
+    _functools.partial(unary_replay_rule, table=UNARY_OPS_2),
+    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never))
+register_family(BINARY2, FamilyRules(
+    _functools.partial(binary_differentiable_reverse, table=BINARY_OPS_2),
+    _functools.partial(binary_replay_rule, table=BINARY_OPS_2),
+    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never))
