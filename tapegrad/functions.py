@@ -416,6 +416,23 @@ def logit(input, eps=None):
 
 
 sinc = _u("sinc")
+erf = _u("erf")
+erfc = _u("erfc")
+erfinv = _u("erfinv")
+lgamma = _u("lgamma")
+digamma = _u("digamma")
+i0 = _u("i0")
+
+
+def polygamma(n, input):
+    """The ``n``-th derivative of ``digamma`` (``n`` a non-negative integer)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError("polygamma(): argument 'n' (position 1) must be int, not %s" % type(n).__name__)
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if not isinstance(input, Tensor):
+        raise TypeError("polygamma(): argument 'input' (position 2) must be Tensor, not %s" % type(input).__name__)
+    return _U["polygamma"].record(input, float(n))
 
 
 def _float_tensor(name, v, pos, arg):
@@ -997,6 +1014,15 @@ class _TensorMethods:
     xlogy = xlogy
     logit = logit
     sinc = sinc
+    erf = erf
+    erfc = erfc
+    erfinv = erfinv
+    lgamma = lgamma
+    digamma = digamma
+    i0 = i0
+
+    def polygamma(self, n):
+        return polygamma(n, self)
     logaddexp = logaddexp
     logaddexp2 = logaddexp2
     lerp = lerp

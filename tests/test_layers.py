@@ -41,6 +41,7 @@ FLOORS = {
     "tapegrad.kernels.codegen": 3,
     "tapegrad.kernels.sweep": 3,
     "tapegrad.kernels.forward": 3,
+    "tapegrad.kernels.special": 3,      # SciPy's special functions for the kernels' rules
     # 4, backward passes and the autograd API
     "tapegrad.autograd": 4.5,           # its public names, above its modules
     "tapegrad.autograd.anomaly": 4,
@@ -69,6 +70,7 @@ FLOORS = {
     "tapegrad.nn.modules": 6,
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,
+    "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
     "tapegrad": 7,                      # the package's public names
     "tapegrad.__main__": 8,             # python -m tapegrad
     "tapegrad.distributed": 8,          # Dask, over the public tg.record

@@ -30,6 +30,7 @@ NAMESPACES = [
     ("torch.autograd.functional", "tapegrad.autograd.functional", "torch.autograd.functional", "functions"),
     ("torch.optim", "tapegrad.optim", "torch.optim", "classes"),
     ("torch.nn", "tapegrad.nn", "torch.nn", "classes"),
+    ("torch.special", "tapegrad.special", "torch.special", "functions"),
 ]
 
 

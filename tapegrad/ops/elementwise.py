@@ -31,13 +31,14 @@ class Unary:
     expression in ``g, x, y, p, q``) and its forward on one float (an expression in
     ``x, p, q``, the compiled replay of single numbers)."""
     __slots__ = ("name", "grad_fn", "forward", "rule", "scalar", "nparams", "code", "saves", "nm", "record",
-                 "graph", "number")
+                 "graph", "number", "second")
 
     def __init__(self, name, grad_fn, forward, rule, scalar, nparams=0, saves_anyway=False, number=None):
         self.name, self.grad_fn, self.forward, self.rule, self.scalar = name, grad_fn, forward, rule, scalar
         self.nparams = nparams
         self.saves = SAVE_MARKER if saves_anyway else 0
         self.number = number        # the forward on one Python float (see the comment on UNARY_OPS), or None
+        self.second = False         # a row of UNARY_OPS_2
 
 
 class Binary:
@@ -45,12 +46,13 @@ class Binary:
     ``g, a, b, c, y``; ``c`` is where's condition) and the one-float forward in
     ``a, b, c``."""
     __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "scalar", "code", "saves", "reads", "nm",
-                 "record", "graph", "operator", "number")
+                 "record", "graph", "operator", "number", "second")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b, scalar, number=None):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
         self.rule_a, self.rule_b, self.scalar = rule_a, rule_b, scalar
         self.number = number
+        self.second = False         # a row of BINARY_OPS_2
 
 
 _EXPIT = []
@@ -234,6 +236,34 @@ def _softplus(x, beta, threshold):
         return np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta).astype(x.dtype, copy=False)
 
 
+def _special(name, fix=None):
+    """The forward of a special function: SciPy's ufunc (imported on first use), in the
+    input's float dtype (integers and bools give the default float, as in PyTorch)."""
+    cache = []
+
+    def f(x, *params):
+        if not cache:
+            cache.append(_scipy_special(name))
+        if x.dtype.kind != "f":
+            x = x.astype(DEFAULT)
+        with np.errstate(all="ignore"):
+            out = cache[0](*[int(p) for p in params], x) if params else cache[0](x)
+        if fix is not None:
+            out = fix(x, out)
+        out = np.asarray(out)
+        return out.astype(x.dtype, copy=False) if out.dtype != x.dtype else out
+    f.__name__ = name
+    return f
+
+
+def _lgamma_at_minus_inf(x, out):
+    return np.where(x == -np.inf, np.inf, out)       # (PyTorch's, C's lgamma: +inf; SciPy's gammaln: -inf)
+
+
+def _xlog1py(a, b):
+    return _scipy_special("xlog1py")(*_float_operands(a, b))
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -351,6 +381,32 @@ UNARY_OPS_2 = [
           "where(x == 0.0, 0.0, (3.141592653589793 * x * cos(3.141592653589793 * x)"
           " - sin(3.141592653589793 * x)) / (3.141592653589793 * x * x)) * g",
           "where(x == 0.0, 1.0, sin(3.141592653589793 * x) / (3.141592653589793 * x))"),
+    # special functions: SciPy's forwards; the rules' special functions are SciPy's too
+    # (kernels/special.py).  PyTorch's formulas (derivatives.yaml); no one-float forward
+    # where the kernels have no such function (the second table needs none)
+    Unary("erf",      "ErfBackward0",     _special("erf"), "1.1283791670955126 * exp(-(x * x)) * g", "erf(x)"),
+    Unary("erfc",     "ErfcBackward0",    _special("erfc"), "-1.1283791670955126 * exp(-(x * x)) * g", "erfc(x)"),
+    Unary("erfinv",   "ErfinvBackward0",  _special("erfinv"), "0.886226925452758 * exp(y * y) * g", None),
+    Unary("lgamma",   "LgammaBackward0",  _special("gammaln", _lgamma_at_minus_inf), "g * digamma(x)", "lgamma(x)"),
+    Unary("digamma",  "DigammaBackward0", _special("psi"), "g * polygamma(x, 1.0)", "digamma(x)"),
+    # polygamma(n, x): p = n
+    Unary("polygamma", "PolygammaBackward0", _special("polygamma"), "g * polygamma(x, p + 1.0)",
+          "polygamma(x, p)", nparams=1),
+    Unary("i0",       "I0Backward0",      _special("i0"), "g * i1(x)", "i0(x)"),
+    Unary("i0e",      "SpecialI0EBackward0", _special("i0e"), "g * (i1e(x) - sign(x) * y)", "i0e(x)"),
+    # (PyTorch's: 0.5 where |x| is below the float64 epsilon)
+    Unary("i1",       "SpecialI1Backward0", _special("i1"),
+          "g * where(abs(x) > 2.220446049250313e-16, i0(x) - y / where(abs(x) > 2.220446049250313e-16, x, 1.0),"
+          " 0.5)", "i1(x)"),
+    Unary("i1e",      "SpecialI1EBackward0", _special("i1e"),
+          "g * where(abs(x) > 2.220446049250313e-16, i0e(x) - y * (sign(x) + 1.0 / where(abs(x) >"
+          " 2.220446049250313e-16, x, 1.0)), 0.5)", "i1e(x)"),
+    Unary("ndtr",     "SpecialNdtrBackward0", _special("ndtr"), "g * (exp(-0.5 * (x * x)) * 0.3989422804014327)",
+          "0.5 * erfc(-x * 0.7071067811865476)"),
+    Unary("ndtri",    "SpecialNdtriBackward0", _special("ndtri"), "g * 2.5066282746310002 * exp(y * y * 0.5)", None),
+    Unary("log_ndtr", "SpecialLogNdtrBackward0", _special("log_ndtr"),
+          "g / 2.5066282746310002 * exp(-(y + x * x / 2.0))", None),
+    Unary("entr",     "SpecialEntrBackward0", _special("entr"), "g * -(1.0 + log(x))", None),
     # softplus(x, beta, threshold): p = beta, q = threshold
     Unary("softplus", "SoftplusBackward0", _softplus,
           "where(x * p > q, g, g * exp(x * p) / (exp(x * p) + 1.0))",
@@ -373,9 +429,14 @@ BINARY_OPS_2 = [
     Binary("xlogy",    "XlogyBackward0",    _xlogy,
            "where((a == 0.0) and (b <= 0.0), 0.0, where((g == 0.0) and (b == b), 0.0, g * log(b)))",
            "g * a / b", "where((a == 0.0) and (b == b), 0.0, a * log(b))"),
+    Binary("xlog1py",  "SpecialXlog1PyBackward0", _xlog1py,
+           "where((a == 0.0) and (b <= -1.0), 0.0, where((g == 0.0) and (b == b), 0.0, g * log1p(b)))",
+           "g * a / (b + 1.0)", "where((a == 0.0) and (b == b), 0.0, a * log1p(b))"),
 ]
 
 
+for _op in UNARY_OPS_2 + BINARY_OPS_2:
+    _op.second = True           # (compiled reverse only: no one-float forward needed)
 ALL_UNARY = UNARY_OPS + UNARY_OPS_2
 ALL_BINARY = BINARY_OPS + BINARY_OPS_2
 NUMBER_FORWARD = {op.name: op.number for op in ALL_UNARY + ALL_BINARY if op.number is not None}
