@@ -11,7 +11,7 @@ from ..core.tensor import typename as _typename
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax",
-           "LogSoftmax", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "BCELoss"]
+           "LogSoftmax", "Flatten", "Unflatten", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "BCELoss"]
 
 
 class Parameter(Tensor):
@@ -471,6 +471,44 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim)
+
+
+class Flatten(Module):
+    """``input.flatten(start_dim, end_dim)`` (by default every dimension but the batch)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return "start_dim=%s, end_dim=%s" % (self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """``input.unflatten(dim, unflattened_size)``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if isinstance(dim, int):
+            if not isinstance(unflattened_size, (tuple, list)) or \
+                    not all(isinstance(s, int) and not isinstance(s, bool) for s in unflattened_size):
+                raise TypeError("unflattened_size must be tuple of ints, but found type {}".format(
+                    type(unflattened_size).__name__ if not isinstance(unflattened_size, (tuple, list)) else
+                    next(type(s).__name__ for s in unflattened_size if not isinstance(s, int) or isinstance(s, bool))))
+        else:
+            raise TypeError("invalid argument type for dim parameter")
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return "dim=%s, unflattened_size=%s" % (self.dim, self.unflattened_size)
 
 
 class _Loss(Module):
