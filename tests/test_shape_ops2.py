@@ -359,11 +359,25 @@ def test_views_contiguous_flatten_values():
     assert v._version == y._version and v[0].item() == 1.0
 
 
+def test_unflatten_module_checks_its_sizes():
+    for sizes, msg in ((3, "unflattened_size must be a tuple of ints, but found type int"),
+                       ((2, 1.5), "unflattened_size must be tuple of ints, but found element of type float at pos 1")):
+        with pytest.raises(TypeError) as e:
+            tg.nn.Unflatten(1, sizes)
+        assert str(e.value) == msg
+
+
 def test_module_reprs_match_torch():
     torch = pytest.importorskip("torch")
     for f in (lambda m: m.nn.Flatten(), lambda m: m.nn.Flatten(0, 2), lambda m: m.nn.Unflatten(1, (3, 1)),
               lambda m: m.nn.Unflatten(-1, [2, 2])):
         assert repr(f(tg)) == repr(f(torch))
+    for sizes in (3, (2, 1.5)):
+        with pytest.raises(TypeError) as e:
+            torch.nn.Unflatten(1, sizes)
+        with pytest.raises(TypeError) as g:
+            tg.nn.Unflatten(1, sizes)
+        assert str(e.value) == str(g.value)
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -657,3 +671,36 @@ def test_repeats_argument_is_a_guard_in_replay():
         y.backward()
         assert y.item() == want and x.grad.tolist() == grad
     assert cf.stats.replays == 1 and cf.stats.recordings == 2
+
+
+def _random_equations(count, seed):
+    """Equations over the labels a-e (sizes 1-3), 1-4 operands of up to 3 labels (a label
+    may repeat inside one), an explicit output of labels that appear, or an implicit one."""
+    rng = np.random.default_rng(seed)
+    size = dict(zip("abcde", rng.integers(1, 4, 5)))
+    out = []
+    while len(out) < count:
+        ops = ["".join(rng.choice(list("abcde"), rng.integers(0, 4))) for _ in range(rng.integers(1, 5))]
+        seen = sorted(set("".join(ops)))
+        if rng.random() < 0.3:
+            eq = ",".join(ops)
+        else:
+            k = rng.integers(0, len(seen) + 1)
+            eq = ",".join(ops) + "->" + "".join(rng.permutation(seen)[:k])
+        out.append((eq, [tuple(int(size[c]) for c in o) for o in ops]))
+    return out
+
+
+@pytest.mark.parametrize("eq,shapes", _random_equations(60, 7))
+def test_random_equations_match_numpy(eq, shapes):
+    rng = np.random.default_rng(len(eq))
+    vals = [rng.standard_normal(s) for s in shapes]
+    got = tg.einsum(eq, *[tg.tensor(v) for v in vals])
+    np.testing.assert_allclose(got.numpy(), np.einsum(eq, *vals), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("eq,shapes", _random_equations(20, 8))
+def test_random_equations_gradcheck(eq, shapes):
+    rng = np.random.default_rng(len(eq))
+    xs = [tg.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+    assert tg.autograd.gradcheck(lambda *a: tg.einsum(eq, *a), xs)

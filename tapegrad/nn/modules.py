@@ -493,14 +493,13 @@ class Unflatten(Module):
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
-        if isinstance(dim, int):
-            if not isinstance(unflattened_size, (tuple, list)) or \
-                    not all(isinstance(s, int) and not isinstance(s, bool) for s in unflattened_size):
-                raise TypeError("unflattened_size must be tuple of ints, but found type {}".format(
-                    type(unflattened_size).__name__ if not isinstance(unflattened_size, (tuple, list)) else
-                    next(type(s).__name__ for s in unflattened_size if not isinstance(s, int) or isinstance(s, bool))))
-        else:
-            raise TypeError("invalid argument type for dim parameter")
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be a tuple of ints, but found type %s"
+                            % type(unflattened_size).__name__)
+        for i, n in enumerate(unflattened_size):
+            if not isinstance(n, int):
+                raise TypeError("unflattened_size must be tuple of ints, but found element of type %s at pos %d"
+                                % (type(n).__name__, i))
         self.dim = dim
         self.unflattened_size = unflattened_size
 
