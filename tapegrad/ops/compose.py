@@ -251,9 +251,22 @@ def _sum_labels(x, dl, gone):
     return _rd.sum(x, [dl.index(s) for s in gone]), [s for s in dl if s not in gone]
 
 
+_PATHS = {}      # (labels of each term, output, sizes) -> the pairs to contract
+
+
 def _path(terms, out, sizes):
     """The pairs to contract, in ``np.einsum_path``'s greedy order (left to right
     when there are more labels than letters)."""
+    key = (tuple(tuple(dl) for _, dl in terms), tuple(out), tuple(sorted(sizes.items())))
+    path = _PATHS.get(key)
+    if path is None:
+        if len(_PATHS) > 1024:
+            _PATHS.clear()
+        path = _PATHS[key] = _find_path(terms, out, sizes)
+    return path
+
+
+def _find_path(terms, out, sizes):
     used = sorted({s for _, dl in terms for s in dl} | set(out))
     if len(used) > 52:
         return [(0, 1)] + [(0, 1)] * (len(terms) - 2)
