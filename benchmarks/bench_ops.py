@@ -191,6 +191,35 @@ class Matmul:
         self.run(n)
 
 
+class Compose:
+    """Ops composed of recorded ones (``ops/compose.py``) on an (r, c) matrix ``x`` with
+    ``n`` elements: ``einsum("ij,kj,k->i", x, x, v)`` (a three-operand path), ``tensordot``
+    of ``x`` with itself, a reflect pad of 2 on each side and ``repeat_interleave`` by 2
+    along the rows, then sum + backward."""
+    params = (SIZES[:3], ["einsum", "tensordot", "pad_reflect", "repeat_interleave"])
+    param_names = ["n", "op"]
+
+    def setup(self, n, op):
+        r, c = _side(n)
+        self.x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
+        v = tg.tensor(_data(r, 1))
+        if op == "pad_reflect" and c < 3:
+            raise NotImplementedError("a reflect pad of 2 needs 3 columns")
+        self.f = {
+            "einsum": lambda x: tg.einsum("ij,kj,k->i", x, x, v),
+            "tensordot": lambda x: tg.tensordot(x, x, ([1], [1])),
+            "pad_reflect": lambda x: tg.nn.functional.pad(x, (2, 2), mode="reflect"),
+            "repeat_interleave": lambda x: tg.repeat_interleave(x, 2, dim=0),
+        }[op]
+        self.run(n, op)
+
+    def run(self, n, op):
+        self.f(self.x).sum().backward()
+
+    def time_compose(self, n, op):
+        self.run(n, op)
+
+
 # -- the reverse sweep alone ------------------------------------------------------
 
 class Sweep:

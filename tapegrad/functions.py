@@ -5,6 +5,7 @@ import builtins as _builtins
 
 import numpy as np
 
+from .ops import compose as _co
 from .ops import gathers as _ga
 from .ops import inplace as _ip
 from .ops import linalg as _la
@@ -514,6 +515,7 @@ def transpose(input, dim0, dim1):
 
 
 flatten = _sh.flatten
+unflatten = _sh.unflatten
 squeeze = _sh.squeeze
 unsqueeze = _sh.unsqueeze
 permute = _sh.permute
@@ -562,6 +564,10 @@ mm = _la.mm
 mv = _la.mv
 dot = _la.dot
 bmm = _la.bmm
+einsum = _co.einsum
+tensordot = _co.tensordot
+cross = _co.cross
+repeat_interleave = _co.repeat_interleave
 
 
 # -- gathers and scatters (ops/gathers.py) ---------------------------------------------
@@ -837,6 +843,36 @@ def _expand_as(self, other):
     return _sh.expand(self, *other.shape)
 
 
+def _other_tensor(fname, other):
+    if not isinstance(other, Tensor):
+        raise TypeError("%s(): argument 'other' (position 1) must be Tensor, not %s" % (fname, type(other).__name__))
+
+
+def _view_as(self, other):
+    _other_tensor("view_as", other)
+    return _sh.reshape(self, other.shape)
+
+
+def _reshape_as(self, other):
+    _other_tensor("reshape_as", other)
+    return _sh.reshape(self, other.shape)
+
+
+def _contiguous(self):
+    """``self`` when its array is C-contiguous, else a contiguous copy (CloneBackward0)."""
+    if self._data.flags.c_contiguous:
+        return self
+    return _sh._record(_sh.RESHAPE, self, np.ascontiguousarray(self._data), "CloneBackward0")
+
+
+def _cross_m(self, other, dim=None):
+    return _co.cross(self, other, dim)
+
+
+def _repeat_interleave_m(self, repeats, dim=None, *, output_size=None):
+    return _co.repeat_interleave(self, repeats, dim, output_size=output_size)
+
+
 _TO_FORMS = ("to() received an invalid combination of arguments - got (%s), but expected one of:\n"
              " * (device device = None, dtype dtype = None, bool non_blocking = False, bool copy = False, *, "
              "memory_format memory_format = None)\n"
@@ -1063,6 +1099,12 @@ class _TensorMethods:
     t = t
     expand = _expand
     expand_as = _expand_as
+    view_as = _view_as
+    reshape_as = _reshape_as
+    contiguous = _contiguous
+    unflatten = unflatten
+    cross = _cross_m
+    repeat_interleave = _repeat_interleave_m
     broadcast_to = broadcast_to
     diagonal = diagonal
     split = _split_m

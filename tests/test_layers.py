@@ -36,6 +36,7 @@ FLOORS = {
     "tapegrad.ops.reduce": 2,
     "tapegrad.ops.linalg": 2,
     "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
+    "tapegrad.ops.compose": 2,           # einsum, tensordot, cross, repeat_interleave, pad: compositions of recorded ops
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -79,7 +80,7 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
-             "tapegrad.ops.gathers"]
+             "tapegrad.ops.gathers", "tapegrad.ops.compose"]
 
 
 def module_name(path, root):

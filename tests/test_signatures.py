@@ -77,6 +77,9 @@ DEVIATIONS = {
     "Tensor.floor_divide_": _SHARED % ("floor_divide", "floor_divide_") + " (other / value)",
     "Tensor.pow": _SHARED % ("pow", "pow") + " (other / exponent)",
     "Tensor.pow_": _SHARED % ("pow", "pow_") + " (other / exponent)",
+    "torch.repeat_interleave": "PyTorch documents overloads repeat_interleave(input, repeats, dim=None, *, "
+                               "output_size=None) and repeat_interleave(repeats, *, output_size=None), which merge "
+                               "into no single Python signature (repeats=None is the second form)",
     "torch.pow": "pow(input, other): PyTorch documents overloads pow(input, exponent) and pow(self, exponent) "
                  "(a number base), which merge into no single Python signature",
     "Tensor.matmul": _SHARED % ("matmul", "matmul") + " (other / tensor2)",

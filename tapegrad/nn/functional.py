@@ -8,9 +8,10 @@ from .. import functions as _f
 from ..core import tape as _tp
 from ..core.dtypes import torch_name as _torch_name
 from ..core.tensor import Tensor, from_data
+from ..ops import compose as _compose
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
-           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "pad"]
 
 
 def _t(x, like=None):
@@ -302,3 +303,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None:
         loss = loss * _t(weight, input)
     return _reduce(loss, reduction)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """``input`` padded by ``pad`` (last dimension first: ``(left, right, top, bottom, ...)``;
+    a negative pad crops) with ``value`` (mode "constant"), or by reflecting, replicating
+    or wrapping around its edges (modes "reflect", "replicate", "circular")."""
+    return _compose.pad(input, pad, mode, value)

@@ -11,7 +11,8 @@ from ..core.tensor import typename as _typename
 from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
-           "LogSoftmax", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "BCELoss"]
+           "LogSoftmax", "Flatten", "Unflatten", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss",
+           "BCELoss"]
 
 
 class Parameter(Tensor):
@@ -484,6 +485,43 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim)
+
+
+class Flatten(Module):
+    """``input.flatten(start_dim, end_dim)`` (by default every dimension but the batch)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return "start_dim=%s, end_dim=%s" % (self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """``input.unflatten(dim, unflattened_size)``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be a tuple of ints, but found type %s"
+                            % type(unflattened_size).__name__)
+        for i, n in enumerate(unflattened_size):
+            if not isinstance(n, int):
+                raise TypeError("unflattened_size must be tuple of ints, but found element of type %s at pos %d"
+                                % (type(n).__name__, i))
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return "dim=%s, unflattened_size=%s" % (self.dim, self.unflattened_size)
 
 
 class _Loss(Module):

@@ -194,6 +194,31 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(x, new)
 
 
+def unflatten(input, dim, sizes):
+    """Dimension ``dim`` of ``input`` as the dimensions ``sizes`` (one may be -1)."""
+    x = input
+    d = _wrap_dim(dim, x.ndim)
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = x.shape[d] if x.ndim else 1
+    if -1 not in sizes and int(np.prod(sizes, dtype=np.int64)) != n:
+        raise RuntimeError("unflatten: Provided sizes %s don't multiply up to the size of dim %d (%d) in the input "
+                           "tensor" % (list(sizes), d, n))
+    if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+        _check_inferred(sizes)
+    if -1 in sizes:
+        rest = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
+        if rest == 0 or n % rest:
+            if rest == 0:
+                raise RuntimeError("cannot reshape tensor of 0 elements into shape %s because the unspecified "
+                                   "dimension size -1 can be any value and is ambiguous" % list(sizes))
+            raise RuntimeError("shape '%s' is invalid for input of size %d" % (list(sizes), n))
+        sizes = tuple(n // rest if s == -1 else s for s in sizes)
+    sh = x.shape
+    return reshape(x, sh[:d] + sizes + sh[d + 1:])
+
+
 def squeeze(input, dim=None, **kw):
     x = input
     if kw:
