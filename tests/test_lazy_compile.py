@@ -13,7 +13,7 @@ import tapegrad as tg
 import tapegrad.nn.functional as F
 from tapegrad.autograd import engine, walk
 from tapegrad.kernels import sweep as K
-from tapegrad.core.registry import BINARY, LINALG, REDUCE, SHAPE, UNARY
+from tapegrad.core.registry import BINARY, BINARY2, LINALG, REDUCE, SHAPE, UNARY, UNARY2
 
 
 def _run(code, cache_dir):
@@ -65,14 +65,15 @@ def test_a_tape_compiles_only_its_families_and_a_later_process_loads_them(tmp_pa
 
 
 def test_variants_are_few_and_cover_their_families():
-    all_ = sum(1 << f for f in (UNARY, BINARY, REDUCE, SHAPE, LINALG))
+    all_ = sum(1 << f for f in (UNARY, BINARY, REDUCE, SHAPE, LINALG, UNARY2, BINARY2))
     assert K.ALL == all_ and len(K.VARIANTS) == 8
     for m in range(0, all_ + 1, 2):
         assert K.variant(m) in K.VARIANTS and K.variant(m) & m == m
     assert K.variant(0) == 0
-    assert K.variant(1 << UNARY | 1 << BINARY | 1 << REDUCE) == 1 << UNARY | 1 << BINARY | 1 << REDUCE
     assert K.variant(1 << REDUCE | 1 << LINALG) == 1 << REDUCE | 1 << SHAPE | 1 << LINALG
-    assert K.variant(1 << UNARY) == 1 << UNARY | 1 << BINARY
+    elementwise = 1 << UNARY | 1 << BINARY | 1 << UNARY2 | 1 << BINARY2     # (both tables: one group)
+    assert K.variant(1 << UNARY) == K.variant(1 << BINARY2) == elementwise
+    assert K.variant(1 << UNARY | 1 << BINARY | 1 << REDUCE) == elementwise | 1 << REDUCE
     assert K.run_for(K.ALL) is K.run
 
 
