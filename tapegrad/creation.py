@@ -11,7 +11,6 @@ import operator
 import numpy as np
 
 from .core import random as _random
-from .core.dtypes import cpp_name as _cpp
 from .core.dtypes import torch_name as _torch_name
 from .core.tape import is_grad_enabled as _is_grad_enabled
 from .core.tensor import Tensor, check_device
@@ -107,7 +106,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     if isinstance(obj, Tensor):
         if copy is False and dt is not None and dt != obj.dtype:
             raise ValueError("can't alias tensor with dtype '%s' into dtype '%s'."
-                             % (_cpp(obj.dtype), _cpp(dt)))
+                             % (_torch_name(obj.dtype), _torch_name(dt)))
         if copy:
             out = _from_data(obj.detach()._data, dt)
         elif dt is not None and dt != obj.dtype:
@@ -118,8 +117,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
             out = obj.detach()
     elif isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":
         if copy is False and dt is not None and dt != obj.dtype:
-            raise ValueError("can't alias NumPy array with dtype '%s' into dtype '%s'."
-                             % (_cpp(obj.dtype), _cpp(dt)))
+            raise ValueError("can't alias tensor with dtype '%s' into dtype '%s'."
+                             % (_torch_name(obj.dtype), _torch_name(dt)))
         if copy is False and not obj.flags.c_contiguous:
             raise ValueError("can't alias a non-contiguous NumPy array into a tensor.")
         out = _from_data(obj, dt) if copy or (dt is not None and dt != obj.dtype) else from_numpy(obj)
@@ -620,9 +619,10 @@ def random_(self, *args, generator=None, **kw):
     rng = _random.generator(generator, "random_")
     dt = self.dtype
     if not args and not kw:
-        hi = {"f": (1 << (np.finfo(dt).nmant + 1)) + 1, "b": 2}.get(dt.kind)
-        if hi is None:
-            hi = _builtins.int(np.iinfo(dt).max) + 1
+        if dt.kind == "f":
+            hi = (1 << (np.finfo(dt).nmant + 1)) + 1
+        else:
+            hi = 2 if dt.kind == "b" else _builtins.int(np.iinfo(dt).max) + 1
         return _fill_random(self, rng.integers(0, hi, self.shape))
     if len(args) == 1 and not kw:
         lo, hi = 0, args[0]

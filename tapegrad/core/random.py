@@ -42,6 +42,8 @@ class Generator:
 
     def manual_seed(self, seed):
         """Seed the generator (any integer in [-2**63, 2**64)); returns the generator."""
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)):
+            raise RuntimeError("manual_seed expected a long, but got %s" % type(seed).__name__)
         self._reset(_seed_value(seed))
         return self
 
@@ -91,8 +93,9 @@ default_generator = Generator()
 
 
 def manual_seed(seed):
-    """Seed tapegrad's default random generator; returns it (a ``tg.Generator``)."""
-    return default_generator.manual_seed(seed)
+    """Seed tapegrad's default random generator (with ``int(seed)``, as PyTorch);
+    returns it (a ``tg.Generator``)."""
+    return default_generator.manual_seed(int(seed))
 
 
 def seed():
