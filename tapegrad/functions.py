@@ -18,7 +18,6 @@ from .core.registry import name_id as _name_id
 from .ops._args import numpy_names as _numpy_names
 from .ops import elementwise as _el
 from .core import promotion as _pr
-from .core.dtypes import cpp_name as _cpp_name
 from .core.dtypes import torch_name as _torch_name
 from .autograd import engine as _engine
 from .core import tape as _tp
@@ -256,7 +255,8 @@ def where(condition, input=None, other=None, *, out=None):
     if x is None and y is None:
         return nonzero(condition, as_tuple=True)
     if x is None or y is None:
-        raise TypeError(_WHERE_FORMS % ", ".join(type(v).__name__ for v in (condition, x, y) if v is not None))
+        got = [type(condition).__name__, type(x).__name__ if y is None else "other=" + type(y).__name__]
+        raise TypeError(_WHERE_FORMS % ", ".join(got))
     c = _tensor(condition)
     if c.dtype != np.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
@@ -328,7 +328,7 @@ def _close_args(name, input, other, rtol, atol):
     _need_tensor(name, input, 1, "input")
     _need_tensor(name, other, 2, "other")
     if input.dtype != other.dtype:
-        raise RuntimeError("%s did not match %s" % (_cpp_name(input.dtype), _cpp_name(other.dtype)))
+        raise RuntimeError("%s did not match %s" % (_torch_name(input.dtype), _torch_name(other.dtype)))
     if rtol < 0:
         raise RuntimeError("rtol must be greater than or equal to zero, but got %s" % _num(rtol))
     if atol < 0:
