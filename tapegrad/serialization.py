@@ -17,6 +17,7 @@ function such as ``os.system``) is refused with ``pickle.UnpicklingError`` namin
 before it is called.  ``weights_only=False`` unpickles anything, which runs whatever
 code the file names: only for files of a trusted source.
 """
+import _compat_pickle
 import collections
 import io
 import os
@@ -80,11 +81,11 @@ class _Pickler(pickle.Pickler):
     def persistent_id(self, obj):
         if isinstance(obj, Tensor):
             kind = "parameter" if isinstance(obj, _Parameter) else "tensor"
-            return self._member(obj, lambda: (kind, np.ascontiguousarray(obj._data), bool(obj.requires_grad)))
+            return self._member(obj, lambda: (kind, np.require(obj._data, requirements="C"), bool(obj.requires_grad)))
         if type(obj) is np.ndarray:
             if obj.dtype.hasobject:
                 return None         # (pickled as usual: refused by a weights-only load)
-            return self._member(obj, lambda: ("ndarray", np.ascontiguousarray(obj), False))
+            return self._member(obj, lambda: ("ndarray", np.require(obj, requirements="C"), False))
         return None
 
     def _member(self, obj, describe):
@@ -132,6 +133,10 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
         if not self._weights_only:
             return super().find_class(module, name)
+        if (module, name) in _compat_pickle.NAME_MAPPING:         # (Python 2 names, in protocols 0-2)
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
         g = _SAFE.get((module, name)) or _USER_SAFE.get((module, name))
         if g is None:
             raise pickle.UnpicklingError(
