@@ -3,8 +3,6 @@
 Operations run eagerly on NumPy arrays and append one entry each to a per-thread
 tape; ``backward()`` walks the tape once in compiled (Numba) code.
 """
-import builtins as _builtins
-import operator
 
 import numpy as np
 
