@@ -67,7 +67,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 
 def from_numpy(ndarray):
-    """A tensor sharing memory with ``ndarray`` (a C-contiguous one; any other is copied)."""
+    """A tensor sharing memory with ``ndarray`` (as PyTorch, also a strided one, such as
+    a transposed array; one with a negative or zero stride, which PyTorch refuses or
+    cannot write, is copied)."""
     arr = ndarray
     if not isinstance(arr, np.ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
@@ -77,7 +79,8 @@ def from_numpy(ndarray):
         raise TypeError(_unsupported_array_msg(arr.dtype))
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return Tensor._const(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+    shared = arr.flags.c_contiguous or all(st > 0 for st, n in zip(arr.strides, arr.shape) if n > 1)
+    return Tensor._const(arr if shared else np.ascontiguousarray(arr))
 
 
 def as_tensor(data, *, dtype=None, device=None):
@@ -119,8 +122,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
         if copy is False and dt is not None and dt != obj.dtype:
             raise ValueError("can't alias tensor with dtype '%s' into dtype '%s'."
                              % (_torch_name(obj.dtype), _torch_name(dt)))
-        if copy is False and not obj.flags.c_contiguous:
-            raise ValueError("can't alias a non-contiguous NumPy array into a tensor.")
+        if copy is False and any(st <= 0 for st, n in zip(obj.strides, obj.shape) if n > 1):
+            raise ValueError("At least one stride in the given numpy array is negative, and tensors with negative "
+                             "strides are not currently supported. (You can probably work around this by making a "
+                             "copy of your array  with array.copy().) ")
         out = _from_data(obj, dt) if copy or (dt is not None and dt != obj.dtype) else from_numpy(obj)
     else:
         if copy is False:

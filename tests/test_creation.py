@@ -168,6 +168,17 @@ def test_to_as_pytorch():
 
 
 # -- as_tensor / asarray / from_numpy / clone ---------------------------------------------------
+def test_from_numpy_of_a_transposed_array_shares_and_differentiates():
+    a = np.arange(6.0).reshape(2, 3).T
+    t = tg.from_numpy(a).requires_grad_()
+    (t * t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), 2 * a)
+    with tg.no_grad():
+        t.mul_(10)
+    assert a[1, 0] == 10.0                  # (written through)
+    assert tg.from_numpy(np.arange(3.0)[::-1]).tolist() == [2.0, 1.0, 0.0]    # (negative stride: a copy)
+
+
 def test_from_numpy_shares_memory():
     a = np.arange(4.0)
     t = tg.from_numpy(a)
@@ -249,12 +260,21 @@ def test_asarray_as_pytorch():
         with pytest.raises(ValueError) as me:
             tg.asarray(obj, **mkw)
         assert str(me.value) == str(te.value)
-    # sharing: what PyTorch shares, tapegrad shares
-    for make in (lambda m: m.asarray(a), lambda m: m.as_tensor(a), lambda m: m.from_numpy(a)):
-        b = a.copy()
-        b[:] = [0, 1, 2]
-        torch_shares = np.shares_memory(make(torch).numpy(), a)
-        assert np.shares_memory(make(tg)._data, a) == torch_shares
+    # sharing: what PyTorch shares, tapegrad shares (contiguous, transposed, strided arrays)
+    for src in (a, np.arange(6.0).reshape(2, 3).T, np.arange(8.0)[::2], np.arange(4, dtype=np.int32)):
+        for make in (lambda m, v: m.asarray(v), lambda m, v: m.as_tensor(v), lambda m, v: m.from_numpy(v),
+                     lambda m, v: m.asarray(v, copy=False), lambda m, v: m.tensor(v),
+                     lambda m, v: m.asarray(v, copy=True)):
+            torch_shares = np.shares_memory(make(torch, src).numpy(), src)
+            t = make(tg, src)
+            assert np.shares_memory(t._data, src) == torch_shares
+            np.testing.assert_array_equal(t.numpy(), src)
+    neg = np.arange(4.0)[::-1]
+    with pytest.raises(ValueError) as te:
+        torch.asarray(neg, copy=False)
+    with pytest.raises(ValueError) as me:
+        tg.asarray(neg, copy=False)
+    assert str(me.value) == str(te.value)
 
 
 def test_clone():
