@@ -316,3 +316,40 @@ def test_out_refused():
               lambda: tg.arange(3, out=tg.zeros(3)), lambda: tg.randperm(3, out=tg.zeros(3))):
         with pytest.raises(TypeError, match="out= is not supported by tapegrad"):
             f()
+
+
+# -- nn.Module.to / cpu / cuda / double / float ----------------------------------------------------------
+def test_module_to_casts_in_place():
+    tg.manual_seed(0)
+    net = tg.nn.Sequential(tg.nn.Linear(3, 2, device="cpu"), tg.nn.Tanh())
+    opt = tg.optim.SGD(net.parameters(), lr=0.1)
+    net(tg.randn(4, 3)).sum().backward()
+    w = net[0].weight
+    before = w.detach().numpy().copy()
+    assert net.to("cpu") is net and net.cpu() is net and net.to(tg.device("cpu")) is net
+    assert net.to(tg.float32) is net
+    assert net[0].weight is w and w.dtype == np.float32 and w.grad.dtype == np.float32
+    assert isinstance(w, tg.nn.Parameter) and w.requires_grad
+    np.testing.assert_array_equal(w.detach().numpy(), before.astype(np.float32))
+    out = net(tg.randn(4, 3, dtype=tg.float32))
+    assert out.dtype == np.float32
+    opt.step()                      # (the optimizer holds the same, cast, parameters)
+    assert w.dtype == np.float32
+    net.double()
+    assert w.dtype == np.float64
+    net.to("cpu", tg.float32)
+    assert w.dtype == np.float32
+    net.to(tg.zeros(1))
+    assert w.dtype == np.float64
+
+
+def test_module_to_errors_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for call in (lambda m: m.nn.Linear(2, 2).to("cuda"), lambda m: m.nn.Linear(2, 2).cuda(),
+                 lambda m: m.nn.Linear(2, 2).to(m.int64), lambda m: m.nn.Linear(2, 2, device="cuda"),
+                 lambda m: m.nn.Linear(2, 2).to("gpu")):
+        with pytest.raises(Exception) as te:
+            call(torch)
+        with pytest.raises(Exception) as me:
+            call(tg)
+        assert type(me.value) is type(te.value) and str(me.value) == str(te.value)
