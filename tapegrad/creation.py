@@ -439,7 +439,9 @@ def _zero_grad_link(out, *inputs):
         return t
     never = Tensor._const(np.zeros((), np.bool_))
     for v in links:
-        t = t + _where(never, v, Tensor._const(np.zeros((), v.dtype)))
+        if v.dtype != t.dtype:
+            v = _sh.to_dtype(v, t.dtype)
+        t = t + _where(never, v, Tensor._const(np.zeros((), t.dtype)))
     return t
 
 
