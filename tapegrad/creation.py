@@ -20,7 +20,7 @@ from .ops import shape as _sh
 from .functions import where as _where
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
-           "ones_like", "empty_like", "full_like", "arange", "linspace", "eye", "rand", "randn", "randint",
+           "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "eye", "rand", "randn", "randint",
            "rand_like", "randn_like", "randint_like", "randperm", "multinomial", "normal", "poisson", "bernoulli",
            "is_tensor", "numel"]
 
@@ -238,6 +238,21 @@ def _linspace(start, end, steps):
     bb = s - base
     se = (base - (s - bb)) + (p - bb)
     return s + (se + pe)
+
+
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, device=None, requires_grad=False):
+    """``base ** linspace(start, end, steps)``."""
+    _check(out, device)
+    dt = np.dtype(dtype or np.float64)
+    if dt.kind == "b" and steps > 1:
+        raise NotImplementedError("\"logspace_cpu\" not implemented for 'Bool'")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    exps = _linspace(start, end, steps) if steps > 1 else np.full(steps, float(start))
+    vals = np.power(float(base), exps)
+    if dt.kind in "iu":
+        vals = np.trunc(vals)
+    return _make(vals.astype(dt), requires_grad)
 
 
 def eye(n, m=None, *, out=None, dtype=None, device=None, requires_grad=False):
@@ -665,6 +680,43 @@ def geometric_(self, p, *, generator=None):
     return _fill_random(self, rng.geometric(p, self.shape))
 
 
+def _new(self, size, dtype, device, requires_grad, fill):
+    _device(device)
+    arr = np.empty(_shape(size), np.dtype(dtype or self.dtype))
+    if fill is not None:
+        arr[...] = fill
+    return _make(arr, requires_grad)
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    """A tensor of zeros of shape ``size``, of this tensor's dtype unless ``dtype`` says otherwise."""
+    return _new(self, size, dtype, device, requires_grad, 0)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones of shape ``size``, of this tensor's dtype unless ``dtype`` says otherwise."""
+    return _new(self, size, dtype, device, requires_grad, 1)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    """An uninitialized tensor of shape ``size``, of this tensor's dtype unless ``dtype`` says otherwise."""
+    return _new(self, size, dtype, device, requires_grad, None)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of shape ``size`` filled with ``fill_value``, of this tensor's dtype unless
+    ``dtype`` says otherwise."""
+    return _new(self, (size,), dtype, device, requires_grad, fill_value)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    """A copy of ``data`` as a new leaf, of this tensor's dtype unless ``dtype`` says otherwise."""
+    _device(device)
+    if isinstance(data, Tensor):
+        data = data.detach()._data
+    return _from_data(data, np.dtype(dtype or self.dtype), requires_grad)
+
+
 def _bernoulli_m(self, p=None, *, generator=None):
     return bernoulli(self, p, generator=generator)
 
@@ -676,5 +728,7 @@ def _multinomial_m(self, num_samples, replacement=False, *, generator=None):
 # the methods
 for _name, _fn in {"normal_": normal_, "uniform_": uniform_, "exponential_": exponential_, "bernoulli_": bernoulli_,
            "random_": random_, "cauchy_": cauchy_, "log_normal_": log_normal_, "geometric_": geometric_,
-           "bernoulli": _bernoulli_m, "multinomial": _multinomial_m}.items():
+           "bernoulli": _bernoulli_m, "multinomial": _multinomial_m,
+                    "new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty, "new_full": new_full,
+                    "new_tensor": new_tensor}.items():
     setattr(Tensor, _name, _fn)

@@ -18,6 +18,10 @@ CREATORS = {
     "arange": lambda m, **k: m.arange(5, **k),
     "linspace": lambda m, **k: m.linspace(0, 1, 5, **k),
     "eye": lambda m, **k: m.eye(3, **k),
+    "logspace": lambda m, **k: m.logspace(0, 2, 3, **k),
+    "Tensor.new_zeros": lambda m, **k: m.ones(2).new_zeros(2, 3, **k),
+    "Tensor.new_full": lambda m, **k: m.ones(2).new_full((2,), 1.5, **k),
+    "Tensor.new_tensor": lambda m, **k: m.ones(2).new_tensor([1.0], **k),
     "rand": lambda m, **k: m.rand(2, 3, **k),
     "randn": lambda m, **k: m.randn(2, 3, **k),
     "randint": lambda m, **k: m.randint(0, 10, (4,), **k),
@@ -353,3 +357,23 @@ def test_module_to_errors_as_pytorch():
         with pytest.raises(Exception) as me:
             call(tg)
         assert type(me.value) is type(te.value) and str(me.value) == str(te.value)
+
+
+def test_new_methods_and_logspace_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for case in (lambda m, x: x.new_zeros(3), lambda m, x: x.new_zeros((2, 3)), lambda m, x: x.new_zeros(2, 3),
+                 lambda m, x: x.new_ones(2, dtype=m.int32), lambda m, x: x.new_full((2,), 5),
+                 lambda m, x: x.new_tensor([1, 2]), lambda m, x: x.new_empty(0),
+                 lambda m, x: x.new_ones(2, requires_grad=True), lambda m, x: x.new_tensor([1.5], dtype=m.int64),
+                 lambda m, x: m.logspace(0, 2, 5, dtype=m.float64), lambda m, x: m.logspace(-1, 3, 7, base=2,
+                                                                                            dtype=m.float64),
+                 lambda m, x: m.logspace(0, 3, 4, dtype=m.int64), lambda m, x: m.logspace(1, 1, 1, dtype=m.float64),
+                 lambda m, x: m.logspace(0, 1, 0, dtype=m.float64)):
+        t = case(torch, torch.ones(2, dtype=torch.float64, requires_grad=True))
+        m = case(tg, tg.ones(2, requires_grad=True))
+        assert str(m.dtype) == str(t.dtype).split(".")[-1]
+        assert list(m.shape) == list(t.shape) and m.requires_grad == t.requires_grad and m.is_leaf
+        if t.numel():
+            np.testing.assert_allclose(m.detach().numpy(), t.detach().numpy(), rtol=1e-15)
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        tg.ones(1).new_zeros(2, device="cuda")

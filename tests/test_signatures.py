@@ -150,6 +150,8 @@ DEVIATIONS = {
                           "after an optional one) is no Python signature; randint_like(x, high) as PyTorch",
     "torch.asarray": "PyTorch documents dtype and device without their default (None, as tapegrad's)",
     "torch.as_tensor": "PyTorch documents device without its default (None, as tapegrad's)",
+    **{"Tensor.%s" % n: "%s(*size, ...): also the sizes as separate ints (x.%s(2, 3)), which PyTorch's method "
+                        "accepts without documenting it" % (n, n) for n in ("new_zeros", "new_ones", "new_empty")},
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}
