@@ -138,21 +138,26 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
 
 # -- filled ---------------------------------------------------------------------------
 def zeros(*size, out=None, dtype=None, device=None, requires_grad=False):
+    """A tensor of zeros of shape ``size`` (float64 unless ``dtype`` says otherwise)."""
     _check(out, device)
     return _make(np.zeros(_shape(size), dtype or np.float64), requires_grad)
 
 
 def ones(*size, out=None, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones of shape ``size`` (float64 unless ``dtype`` says otherwise)."""
     _check(out, device)
     return _make(np.ones(_shape(size), dtype or np.float64), requires_grad)
 
 
 def empty(*size, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of shape ``size`` (float64 unless ``dtype`` says otherwise)."""
     _check(out, device)
     return _make(np.empty(_shape(size), dtype or np.float64), requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=False):
+    """A tensor of shape ``size`` filled with ``fill_value`` (its dtype: bool, int64 or the
+    default float, unless ``dtype`` says otherwise)."""
     _check(out, device)
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
@@ -168,30 +173,37 @@ def _like(input, dtype):
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``input``'s shape and dtype (unless ``dtype`` says otherwise)."""
     _device(device)
     shape, dt = _like(input, dtype)
     return _make(np.zeros(shape, dt), requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Ones of ``input``'s shape and dtype (unless ``dtype`` says otherwise)."""
     _device(device)
     shape, dt = _like(input, dtype)
     return _make(np.ones(shape, dt), requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``fill_value`` in ``input``'s shape and dtype (unless ``dtype`` says otherwise)."""
     _device(device)
     shape, dt = _like(input, dtype)
     return _make(np.full(shape, fill_value, dt), requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    """An uninitialized tensor of ``input``'s shape and dtype (unless ``dtype`` says
+    otherwise)."""
     _device(device)
     shape, dt = _like(input, dtype)
     return _make(np.empty(shape, dt), requires_grad)
 
 
 def arange(start=0, end=None, step=1, *, out=None, dtype=None, device=None, requires_grad=False):
+    """``start, start + step, ...`` up to ``end`` (excluded); ``arange(end)`` from 0. int64
+    for integer arguments, else the default float."""
     _check(out, device)
     if end is None:
         start, end = 0, start
@@ -204,6 +216,8 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, device=None, requ
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, device=None, requires_grad=False):
+    """``steps`` values evenly spaced from ``start`` to ``end`` (both included), PyTorch's
+    to the bit in float64."""
     _check(out, device)
     dt = np.dtype(dtype or np.float64)
     if dt.kind == "b" and steps > 1:
@@ -256,15 +270,18 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, device=None,
 
 
 def eye(n, m=None, *, out=None, dtype=None, device=None, requires_grad=False):
+    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
     _check(out, device)
     return _make(np.eye(n, m, dtype=dtype or np.float64), requires_grad)
 
 
 def is_tensor(obj, /):
+    """Whether ``obj`` is a tapegrad tensor."""
     return isinstance(obj, Tensor)
 
 
 def numel(input):
+    """The number of elements of ``input``."""
     return input.numel()
 
 
@@ -303,6 +320,7 @@ def rand(*size, generator=None, out=None, dtype=None, device=None, requires_grad
 
 
 def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Numbers drawn uniformly from [0, 1) in ``input``'s shape and dtype."""
     _device(device)
     shape, dt = _like(input, dtype)
     dt = _float_dtype(dt, "check_uniform_bounds")
@@ -310,6 +328,7 @@ def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=F
 
 
 def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal numbers in ``input``'s shape and dtype."""
     _device(device)
     shape, dt = _like(input, dtype)
     dt = _float_dtype(dt, "normal_kernel_cpu")
