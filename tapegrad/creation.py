@@ -17,6 +17,7 @@ from .core.tensor import Tensor, check_device
 from .core.tensor import from_data as _from_data
 from .core.tensor import unsupported_array_msg as _unsupported_array_msg
 from .ops import shape as _sh
+from .functions import clone as _clone
 from .functions import where as _where
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
@@ -101,23 +102,26 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     """``obj`` as a tensor (PyTorch's ``asarray``): ``copy=None`` shares memory with a
     tensor or a NumPy array when the dtype allows (as ``as_tensor``), ``copy=True``
     always copies, ``copy=False`` never does (a ValueError when it would have to).
-    ``requires_grad=None`` is the tensor's own flag (False for other data)."""
+    ``requires_grad=None`` is the tensor's own flag (False for other data).  Of a tensor,
+    a copy or a cast is recorded (``clone``, ``to``), as in PyTorch."""
     _device(device)
     dt = _dtype(dtype)
-    if requires_grad is None:
-        requires_grad = isinstance(obj, Tensor) and obj.requires_grad
     if isinstance(obj, Tensor):
         if copy is False and dt is not None and dt != obj.dtype:
             raise ValueError("can't alias tensor with dtype '%s' into dtype '%s'."
                              % (_torch_name(obj.dtype), _torch_name(dt)))
-        if copy:
-            out = _from_data(obj.detach()._data, dt)
-        elif dt is not None and dt != obj.dtype:
-            out = _from_data(obj.detach()._data, dt)
-        elif requires_grad == obj.requires_grad:
-            return obj
+        if dt is not None and dt != obj.dtype:
+            out = _sh.to_dtype(obj, dt)
+        elif copy:
+            out = _clone(obj)
         else:
-            out = obj.detach()
+            out = obj
+        if requires_grad is None or bool(requires_grad) == out.requires_grad:
+            return out
+        out = out.detach()
+        if requires_grad:
+            out._set_requires_grad(True, creation=True)
+        return out
     elif isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":
         if copy is False and dt is not None and dt != obj.dtype:
             raise ValueError("can't alias tensor with dtype '%s' into dtype '%s'."

@@ -241,8 +241,25 @@ def test_asarray_copy_modes():
     assert z.requires_grad and z.is_leaf
     with pytest.raises(ValueError, match="can't alias tensor with dtype 'Double' into dtype 'Float'."):
         tg.asarray(x, dtype=tg.float32, copy=False)
-    w = tg.asarray(x, copy=True)
-    assert w is not x and not np.shares_memory(w._data, x._data) and w.requires_grad and w.is_leaf
+    w = tg.asarray(x, copy=True)        # (a recorded copy, as PyTorch's)
+    assert w is not x and not np.shares_memory(w._data, x._data) and w.requires_grad
+    assert w.grad_fn.name() == "CloneBackward0"
+    (w * 2).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_asarray_of_a_tensor_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for kw in ({}, {"copy": True}, {"dtype": "float32"}, {"requires_grad": True, "copy": True},
+               {"copy": True, "requires_grad": False}, {"dtype": "float32", "requires_grad": False}):
+        got = []
+        for m in (torch, tg):
+            x = m.ones(2, dtype=m.float64, requires_grad=True)
+            k = dict(kw, dtype=getattr(m, kw["dtype"])) if "dtype" in kw else kw
+            y = m.asarray(x, **k)
+            got.append((y is x, y.requires_grad, y.is_leaf, None if y.grad_fn is None else y.grad_fn.name(),
+                        str(y.dtype).split(".")[-1], np.shares_memory(y.detach().numpy(), x.detach().numpy())))
+        assert got[0] == got[1], kw
 
 
 def test_asarray_as_pytorch():
