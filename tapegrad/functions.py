@@ -265,6 +265,24 @@ def where(condition, input=None, other=None, *, out=None):
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
 
 
+def _where_m(self, condition, y):
+    return where(condition, self, y)
+
+
+def is_floating_point(input):
+    """Whether ``input``'s dtype is a floating-point one."""
+    _need_tensor("is_floating_point", input, 1, "input")
+    return input.dtype.kind == "f"
+
+
+def get_default_dtype():
+    """The dtype of a float made without one: float64 in tapegrad (float32 in PyTorch)."""
+    return _DEFAULT_FLOAT
+
+
+_DEFAULT_FLOAT = np.dtype(np.float64)
+
+
 def nonzero(input, *, out=None, as_tuple=False):
     """The indices of the nonzero elements: an int64 tensor of one row per element
     (``as_tuple=False``), or one 1-D tensor per dimension (``as_tuple=True``)."""
@@ -1002,6 +1020,8 @@ class _TensorMethods:
     allclose = allclose
     equal = equal
     nonzero = lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple)
+    where = _where_m
+    is_floating_point = is_floating_point
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     gather = gather
     take_along_dim = take_along_dim

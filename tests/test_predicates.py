@@ -278,3 +278,23 @@ def test_softmax_dtype_gradcheck():
     x = tg.tensor([[0.1, 1.2, -0.7], [2.0, 0.0, 0.5]], requires_grad=True)
     assert tg.autograd.gradcheck(lambda v: tg.softmax(v, 1, dtype=tg.float64), (x,))
     assert tg.autograd.gradgradcheck(lambda v: tg.log_softmax(v, 0, dtype=tg.float64), (x,))
+
+
+def test_where_method_is_floating_point_default_dtype_as_pytorch():
+    torch = pytest.importorskip("torch")
+    a = np.array([1.0, -2.0, 3.0])
+    t = torch.tensor(a, requires_grad=True)
+    m = tg.tensor(a, requires_grad=True)
+    for x, mod in ((t, torch), (m, tg)):
+        y = x.where(x > 0, mod.zeros(3, dtype=mod.float64))
+        (y * mod.tensor([1.0, 2.0, 3.0], dtype=mod.float64)).sum().backward()
+    assert m.grad.tolist() == t.grad.tolist() == [1.0, 0.0, 3.0]
+    for v in ([1.0], [1], [True]):
+        assert tg.is_floating_point(tg.tensor(v)) is torch.is_floating_point(torch.tensor(v))
+        assert tg.tensor(v).is_floating_point() is torch.tensor(v).is_floating_point()
+    with pytest.raises(TypeError) as te:
+        torch.is_floating_point(1.0)
+    with pytest.raises(TypeError) as me:
+        tg.is_floating_point(1.0)
+    assert str(me.value) == str(te.value)
+    assert tg.get_default_dtype() == tg.float64 and tg.tensor(1.0).dtype == tg.get_default_dtype()
