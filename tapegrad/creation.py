@@ -17,6 +17,7 @@ from .core.tensor import Tensor, check_device
 from .core.tensor import from_data as _from_data
 from .core.tensor import unsupported_array_msg as _unsupported_array_msg
 from .ops import shape as _sh
+from .functions import _broadcast_msg, _num
 from .functions import clone as _clone
 from .functions import where as _where
 
@@ -524,20 +525,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         shape = m.shape if tm else s.shape
     arr = np.asarray(rng.standard_normal(shape) * s + m, dt)
     return _zero_grad_link(arr, mean, std)
-
-
-def _num(v):
-    return ("%g" % v) if float(v) != _builtins.int(v) else "%d" % v
-
-
-def _broadcast_msg(a, b):
-    for i in range(1, _builtins.max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x != y and x != 1 and y != 1:
-            return ("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton dimension %d"
-                    % (x, y, _builtins.max(len(a), len(b)) - i))
-    return "shapes %s and %s do not broadcast" % (a, b)
 
 
 def poisson(input, generator=None):
