@@ -356,7 +356,7 @@ def _close_args(name, input, other, rtol, atol):
 def _num(v):
     """A number as PyTorch's messages print it (``-1``, ``1.3``, ``-inf``)."""
     f = float(v)
-    return "%d" % f if f == f and abs(f) != float("inf") and f == _builtins.int(f) else "%g" % f
+    return "%d" % f if f == f and _builtins.abs(f) != float("inf") and f == _builtins.int(f) else "%g" % f
 
 
 def _isclose(a, b, rtol, atol, equal_nan):

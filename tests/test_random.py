@@ -399,3 +399,14 @@ def test_random_functions_are_not_replayed():
                  lambda x: x * tg.zeros(3).uniform_(), lambda x: x * tg.bernoulli(tg.full((3,), 0.5))):
         with pytest.raises(tg.NotReplayable, match="random"):
             tg.record(lambda x: body(x).sum(), np.array([1.0, 2.0, 3.0]))
+
+
+def test_messages_print_numbers_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for call in (lambda m: m.zeros(2).normal_(0, -float("inf")), lambda m: m.zeros(2).exponential_(-2.5),
+                 lambda m: m.zeros(2).uniform_(1.5, -0.25), lambda m: m.zeros(2).bernoulli_(1.25)):
+        with pytest.raises(RuntimeError) as te:
+            call(torch)
+        with pytest.raises(RuntimeError) as me:
+            call(tg)
+        assert str(me.value) == str(te.value)
