@@ -241,14 +241,168 @@ atan2 = _public_binary(_B["atan2"], "atan2")
 arctan2 = _public_binary(_B["atan2"], "arctan2")
 
 
-def where(condition, input, other):
+_WHERE_FORMS = ("where() received an invalid combination of arguments - got (%s), but expected one of:\n"
+                " * (Tensor condition)\n * (Tensor condition, Tensor input, Tensor other, *, Tensor out = None)\n"
+                " * (Tensor condition, Number self, Tensor other)\n * (Tensor condition, Tensor input, Number other)\n"
+                " * (Tensor condition, Number self, Number other)\n")
+
+
+def where(condition, input=None, other=None, *, out=None):
+    """``input`` where ``condition`` holds, else ``other``; ``where(condition)`` alone
+    is ``nonzero(condition, as_tuple=True)``."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
     x, y = input, other
+    if x is None and y is None:
+        return nonzero(condition, as_tuple=True)
+    if x is None or y is None:
+        got = [type(condition).__name__, type(x).__name__ if y is None else "other=" + type(y).__name__]
+        raise TypeError(_WHERE_FORMS % ", ".join(got))
     c = _tensor(condition)
     if c.dtype != np.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
                            % _torch_name(c.dtype))
     like = x if isinstance(x, Tensor) else (y if isinstance(y, Tensor) else None)
     return _binary(_B["where"], _tensor(x, like), _tensor(y, like), c)
+
+
+def _where_m(self, condition, y):
+    return where(condition, self, y)
+
+
+def is_floating_point(input):
+    """Whether ``input``'s dtype is a floating-point one."""
+    _need_tensor("is_floating_point", input, 1, "input")
+    return input.dtype.kind == "f"
+
+
+def get_default_dtype():
+    """The dtype of a float made without one: float64 in tapegrad (float32 in PyTorch)."""
+    return _DEFAULT_FLOAT
+
+
+_DEFAULT_FLOAT = np.dtype(np.float64)
+
+
+def nonzero(input, *, out=None, as_tuple=False):
+    """The indices of the nonzero elements: an int64 tensor of one row per element
+    (``as_tuple=False``), or one 1-D tensor per dimension (``as_tuple=True``)."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    _need_tensor("nonzero", input, 1, "input")
+    d = input._data
+    if as_tuple:
+        return tuple(Tensor._wrap(np.asarray(i, np.int64)) for i in np.nonzero(d.reshape(1) if d.ndim == 0 else d))
+    return Tensor._wrap(np.asarray(np.argwhere(d), np.int64))
+
+
+def _need_tensor(name, v, pos, arg):
+    if not isinstance(v, Tensor):
+        raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                        % (name, arg, pos, type(v).__name__))
+
+
+# -- predicates (bool results, off the tape) -------------------------------------------
+def _predicate(name, ufunc, ints):
+    """``tg.<name>(input)``: a bool tensor; ``ints`` its value on integer and bool
+    tensors (which hold no NaN or infinity).  A replay recomputes it from its input."""
+    def f(input):
+        _need_tensor(name, input, 1, "input")
+        d = input._data
+        if d.dtype.kind != "f":         # (its value depends on the shape only)
+            return Tensor._const(np.full(d.shape, ints))
+        out = Tensor._wrap(np.asarray(ufunc(d), np.bool_))
+        if _tp.recording[0]:
+            rec = _tp.state().rec
+            if rec is not None:
+                rec.compared(ufunc, input, None, out)
+        return out
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = "Elementwise: whether each element %s (a bool tensor)." % {
+        "isnan": "is NaN", "isinf": "is infinite", "isfinite": "is finite", "isposinf": "is +inf",
+        "isneginf": "is -inf"}[name]
+    return f
+
+
+isnan = _predicate("isnan", np.isnan, False)
+isinf = _predicate("isinf", np.isinf, False)
+isfinite = _predicate("isfinite", np.isfinite, True)
+_isposinf = _predicate("isposinf", np.isposinf, False)
+_isneginf = _predicate("isneginf", np.isneginf, False)
+
+
+def isposinf(input, *, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _isposinf(input)
+
+
+def isneginf(input, *, out=None):
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    return _isneginf(input)
+
+
+def _close_args(name, input, other, rtol, atol):
+    _need_tensor(name, input, 1, "input")
+    _need_tensor(name, other, 2, "other")
+    if input.dtype != other.dtype:
+        raise RuntimeError("%s did not match %s" % (_torch_name(input.dtype), _torch_name(other.dtype)))
+    if rtol < 0:
+        raise RuntimeError("rtol must be greater than or equal to zero, but got %s" % _num(rtol))
+    if atol < 0:
+        raise RuntimeError("atol must be greater than or equal to zero, but got %s" % _num(atol))
+
+
+def _num(v):
+    """A number as PyTorch's messages print it (``-1``, ``1.3``, ``-inf``)."""
+    f = float(v)
+    return "%d" % f if f == f and _builtins.abs(f) != float("inf") and f == _builtins.int(f) else "%g" % f
+
+
+def _isclose(a, b, rtol, atol, equal_nan):
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise RuntimeError(_broadcast_msg(a.shape, b.shape)) from None
+    if a.dtype.kind == "b":
+        return np.asarray(a == b)
+    if a.dtype.kind in "iu":        # (exactly equal, or close in float64)
+        fa, fb = a.astype(np.float64), b.astype(np.float64)
+        return np.asarray((a == b) | (np.abs(fa - fb) <= atol + rtol * np.abs(fb)))
+    return np.asarray(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _broadcast_msg(a, b):
+    n = _builtins.max(len(a), len(b))
+    for i in range(1, n + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            return ("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton dimension %d"
+                    % (x, y, n - i))
+    return "shapes do not broadcast"
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether each element of ``input`` is within ``atol + rtol * |other|`` of
+    ``other``'s (both of one dtype, broadcast; NaNs equal when ``equal_nan``)."""
+    _close_args("isclose", input, other, rtol, atol)
+    return Tensor._wrap(_isclose(input._data, other._data, rtol, atol, equal_nan))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``isclose`` holds everywhere (a Python bool)."""
+    _close_args("allclose", input, other, rtol, atol)
+    return _builtins.bool(_isclose(input._data, other._data, rtol, atol, equal_nan).all())
+
+
+def equal(input, other):
+    """Whether the two tensors have the same shape and elements (a Python bool)."""
+    _need_tensor("equal", input, 1, "input")
+    _need_tensor("equal", other, 2, "other")
+    a, b = input._data, other._data
+    return a.shape == b.shape and _builtins.bool((a == b).all())
 
 
 def clamp(input, min=None, max=None):
@@ -1065,6 +1219,17 @@ class _TensorMethods:
     nan_to_num = nan_to_num
     __mod__ = remainder
     __rmod__ = lambda s, o: remainder(o, s)
+    isnan = isnan
+    isinf = isinf
+    isfinite = isfinite
+    isposinf = lambda self: _isposinf(self)
+    isneginf = lambda self: _isneginf(self)
+    isclose = isclose
+    allclose = allclose
+    equal = equal
+    nonzero = lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple)
+    where = _where_m
+    is_floating_point = is_floating_point
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     gather = gather
     take_along_dim = take_along_dim

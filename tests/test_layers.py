@@ -57,6 +57,9 @@ FLOORS = {
     "tapegrad._background": 4,          # the background compile the engine asks for
     # 5, the public functions and replay
     "tapegrad.functions": 5,
+    "tapegrad.creation": 5,             # creation and random functions (over functions.where)
+    "tapegrad.cuda": 5,                 # tg.cuda: no CUDA device
+    "tapegrad.serialization": 6,        # tg.save / tg.load
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers

@@ -104,7 +104,6 @@ DEVIATIONS = {
     "torch.std": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
     "Tensor.var": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
     "Tensor.std": "also takes the deprecated positional unbiased, as torch.var; correction=None means 1",
-    "torch.where": "where(condition, input, other): PyTorch's merged overloads include where(condition)",
     "torch.arange": "arange(start=0, end=None, step=1): PyTorch's 'start=0, end' (a required parameter "
                     "after an optional one) is no Python signature",
     "torch.randint": "randint(*args, ...): randint(high, size) and randint(low, high, size) are parsed from "
@@ -141,6 +140,22 @@ DEVIATIONS = {
     "torch.index_add": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.index_copy": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "Tensor.put": "PyTorch's method documents the function's signature put(input, index, source, accumulate)",
+    "Tensor.nonzero": "as_tuple=False, which PyTorch's method accepts without documenting it",
+    "Tensor.uniform_": "uniform_(*args, generator=None, **kw): PyTorch's parameter 'from' is a Python keyword, "
+                       "so from= and to= are parsed from **kw",
+    "Tensor.random_": "random_(*args, generator=None, **kw): PyTorch's parameter 'from' is a Python keyword, "
+                      "so from= and to= are parsed from **kw",
+    "torch.bernoulli": "bernoulli(input, p=None, ...): PyTorch's overload bernoulli(input, p) (a number) is in "
+                       "its argument parser, not its documentation",
+    "Tensor.bernoulli": "bernoulli(p=None, ...): the overload with a number p, as torch.bernoulli",
+    "torch.normal": "dtype, device, requires_grad, pin_memory: the keywords of PyTorch's overload "
+                    "normal(float mean, float std, size), in its argument parser, not its documentation",
+    "torch.randint_like": "randint_like(input, low=0, high=None): PyTorch's 'low=0, high' (a required parameter "
+                          "after an optional one) is no Python signature; randint_like(x, high) as PyTorch",
+    "torch.asarray": "PyTorch documents dtype and device without their default (None, as tapegrad's)",
+    "torch.as_tensor": "PyTorch documents device without its default (None, as tapegrad's)",
+    **{"Tensor.%s" % n: "%s(*size, ...): also the sizes as separate ints (x.%s(2, 3)), which PyTorch's method "
+                        "accepts without documenting it" % (n, n) for n in ("new_zeros", "new_ones", "new_empty")},
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

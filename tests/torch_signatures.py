@@ -101,6 +101,8 @@ def norm_default(v):
         return repr(float(v))
     if isinstance(v, (tuple, list)):
         return "(" + ", ".join(norm_default(x) for x in v) + ")"
+    if inspect.ismodule(v):             # (pickle_module=pickle)
+        return v.__name__
     mod = type(v).__module__
     if mod.startswith("numpy") and hasattr(v, "name"):      # a tapegrad dtype
         return "torch." + v.name

@@ -1,4 +1,5 @@
-"""Grad mode: no_grad, enable_grad, set_grad_enabled (thread-local, exception-safe)."""
+"""Grad mode: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local,
+exception-safe)."""
 import functools
 
 from ..core import tape as _tp
@@ -66,3 +67,39 @@ class set_grad_enabled(_Mode):
 
     def clone(self):
         return set_grad_enabled(self._value)
+
+
+class inference_mode(_Mode):
+    """``with tg.inference_mode():`` (or ``@tg.inference_mode()``, ``@tg.inference_mode``):
+    nothing is recorded, as under ``no_grad``, and the tensors made inside are
+    inference tensors (``Tensor.is_inference()``).  ``inference_mode(False)`` turns it
+    off (and grad mode on), as PyTorch's."""
+
+    def __init__(self, mode=True):
+        if callable(mode):          # @tg.inference_mode without parentheses
+            self.mode = True
+            self._func = mode
+            return
+        self.mode = bool(mode)
+        self._func = None
+
+    def __enter__(self):
+        st = _tp.state()
+        self._prev = (st.grad, st.inference)
+        st.grad = not self.mode
+        _tp.set_inference(st, self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        st = _tp.state()
+        st.grad = self._prev[0]
+        _tp.set_inference(st, self._prev[1])
+        return False
+
+    def clone(self):
+        return inference_mode(self.mode)
+
+
+def is_inference_mode_enabled():
+    """Whether this thread is in ``tg.inference_mode``."""
+    return _tp.state().inference

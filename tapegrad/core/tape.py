@@ -32,9 +32,10 @@ _tls = threading.local()
 # older than the counter must check the versions of the values it saved.
 inplace_counter = [0]
 
-# How many threads are recording a function for replay (``tapegrad.replay``): the
-# few places that must tell the recording something (``RecordingObserver``) test
-# this first, so they cost nothing otherwise.
+# How many threads are recording a function for replay (``tapegrad.replay``) or are
+# in inference mode (``tg.inference_mode``): the few places that must tell the
+# recording something (``RecordingObserver``), and ``Tensor._wrap``, which marks the
+# tensors made in inference mode, test this first, so they cost nothing otherwise.
 recording = [0]
 
 # A tape is freed only when none of its tensors is alive, so the thread starts a new
@@ -61,12 +62,21 @@ ESIZE = ENTRY.size
 
 class _State:
     """Per-thread grad mode and recording tape."""
-    __slots__ = ("grad", "tape", "rec")
+    __slots__ = ("grad", "tape", "rec", "inference")
 
     def __init__(self):
         self.grad = True
         self.tape = None
         self.rec = None         # the RecordingObserver recording on this thread (tapegrad.replay)
+        self.inference = False  # in tg.inference_mode
+
+
+def set_inference(st, flag):
+    """Turn this thread's inference mode on or off (``recording`` counts it)."""
+    flag = bool(flag)
+    if flag != st.inference:
+        recording[0] += 1 if flag else -1
+        st.inference = flag
 
 
 class RecordingObserver:

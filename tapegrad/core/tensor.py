@@ -117,9 +117,10 @@ def is_float_dtype(dt):
 
 class _Extra:
     """Fields most tensors never use, kept off the hot creation path."""
-    __slots__ = ("grad", "hooks", "retains", "accnode", "base", "post_hooks", "name")
+    __slots__ = ("grad", "hooks", "retains", "accnode", "base", "post_hooks", "name", "inference")
 
     def __init__(self):
+        self.inference = False      # made in tg.inference_mode
         self.grad = None
         self.hooks = None
         self.retains = False
@@ -159,9 +160,12 @@ class Tensor:
         t._tape = None
         t._extra = None
         if _recording[0]:
-            rec = _tp.state().rec
+            st = _tp.state()
+            rec = st.rec
             if rec is not None:
                 rec.made(t)
+            if st.inference:
+                t._extras().inference = True
         return t
 
     @staticmethod
@@ -177,6 +181,8 @@ class Tensor:
         t._slot_version = 0
         t._tape = None
         t._extra = None
+        if _recording[0] and _tp.state().inference:
+            t._extras().inference = True
         return t
 
     @staticmethod
@@ -394,6 +400,11 @@ class Tensor:
     def device(self):
         return CPU
 
+    def is_inference(self):
+        """Whether the tensor was made in ``tg.inference_mode``."""
+        x = self._extra
+        return x is not None and x.inference
+
     @property
     def is_cuda(self):
         return False
@@ -519,6 +530,8 @@ def _init(t, arr, requires_grad=False, alias_of=None):
     t._slot_version = t._ver[0]
     t._tape = None
     t._extra = None
+    if _recording[0] and _tp.state().inference:
+        t._extras().inference = True
     if requires_grad:
         t._set_requires_grad(True, creation=True)
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core import random as _random
 from ..autograd.grad_mode import no_grad
-from ..core.tensor import Tensor, _as_array, _init
+from ..core.tensor import Tensor, _as_array, _init, check_device
 from ..core.tensor import typename as _typename
 from . import functional as F
 
@@ -265,6 +265,46 @@ class Module:
         from ..optim import zero_grads
         zero_grads(self.parameters(), set_to_none)
 
+    # -- devices and dtypes: tapegrad has the CPU only ------------------------------------
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``: the CPU only
+        (another device raises as PyTorch without it); a dtype casts the floating-point
+        parameters and buffers (and gradients) in place, as PyTorch's."""
+        probe = Tensor._const(np.zeros((), np.float64)).to(*args, **kwargs)
+        dtype = None
+        if any(_is_dtype(v) or isinstance(v, Tensor) for v in args) or kwargs.get("dtype") is not None:
+            dtype = probe.dtype
+        if dtype is not None:
+            if dtype.kind != "f":
+                raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                                "dtype=%s" % _torch_dtype(dtype))
+            self._cast(dtype)
+        return self
+
+    def _cast(self, dtype):
+        with no_grad():
+            for t in list(self.parameters()) + list(self.buffers()):
+                if t.dtype.kind == "f" and t.dtype != dtype:
+                    t.data = t.data.to(dtype)
+                    if t.grad is not None:
+                        t.grad = t.grad.to(dtype)
+        return self
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    def double(self):
+        return self._cast(np.dtype(np.float64))
+
+    def float(self):
+        return self._cast(np.dtype(np.float32))
+
+    def half(self):
+        return self._cast(np.dtype(np.float16))
+
     # -- state dict ----------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """Parameters and persistent buffers by dotted name (detached, sharing storage,
@@ -361,13 +401,23 @@ class OptimizedModule(Module):
             return getattr(self._modules["_orig_mod"], name)
 
 
+def _is_dtype(v):
+    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
+
+
+def _torch_dtype(dt):
+    return "torch." + dt.name
+
+
 class Linear(Module):
     """``y = x @ W.T + b``; W (out_features, in_features) and b drawn from
     U(-1/sqrt(in_features), 1/sqrt(in_features)) with tapegrad's generator (PyTorch's
     kaiming_uniform_(a=sqrt(5)) default)."""
 
-    def __init__(self, in_features, out_features, bias=True, dtype=None):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        if device is not None:
+            check_device(device)
         self.in_features = in_features
         self.out_features = out_features
         dt = np.dtype(dtype or np.float64)
