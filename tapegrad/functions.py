@@ -8,6 +8,7 @@ import numpy as np
 from .ops import gathers as _ga
 from .ops import inplace as _ip
 from .ops import linalg as _la
+from .ops import order as _od
 from .ops import reduce as _rd
 from .ops import shape as _sh
 from .ops.elementwise import BINARY_BY_NAME as _B
@@ -436,6 +437,22 @@ index_copy = _ga.index_copy
 index_fill = _ga.index_fill
 scatter_reduce = _ga.scatter_reduce
 
+# -- sorting, selection and scans (ops/order.py) -----------------------------------------
+sort = _od.sort
+argsort = _od.argsort
+msort = _od.msort
+topk = _od.topk
+kthvalue = _od.kthvalue
+median = _od.median
+nanmedian = _od.nanmedian
+quantile = _od.quantile
+nanquantile = _od.nanquantile
+cummax = _od.cummax
+cummin = _od.cummin
+diff = _od.diff
+searchsorted = _od.searchsorted
+unique = _od.unique
+
 
 # (the methods whose parameters PyTorch names differently from its functions')
 def _take_m(self, indices):
@@ -858,6 +875,19 @@ class _TensorMethods:
     softmax = softmax
     log_softmax = log_softmax
     cumsum = cumsum
+    sort = sort
+    argsort = argsort
+    msort = msort
+    topk = topk
+    kthvalue = kthvalue
+    median = median
+    nanmedian = nanmedian
+    quantile = quantile
+    nanquantile = nanquantile
+    cummax = cummax
+    cummin = cummin
+    diff = diff
+    unique = unique
     atan2 = _public_binary(_B["atan2"], "atan2", True)
     arctan2 = _public_binary(_B["atan2"], "arctan2", True)
     gather = gather

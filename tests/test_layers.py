@@ -36,6 +36,7 @@ FLOORS = {
     "tapegrad.ops.reduce": 2,
     "tapegrad.ops.linalg": 2,
     "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
+    "tapegrad.ops.order": 2,             # sorting, selection, cummax/cummin, diff: compositions (gathers)
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -77,7 +78,7 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
-             "tapegrad.ops.gathers"]
+             "tapegrad.ops.gathers", "tapegrad.ops.order"]
 
 
 def module_name(path, root):
