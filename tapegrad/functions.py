@@ -362,6 +362,8 @@ logsumexp = _rd.logsumexp
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
 cumsum = _rd.cumsum
+cumprod = _rd.cumprod
+logcumsumexp = _rd.logcumsumexp
 def reshape(input, shape):
     return _sh.reshape(input, shape)
 
@@ -875,6 +877,8 @@ class _TensorMethods:
     softmax = softmax
     log_softmax = log_softmax
     cumsum = cumsum
+    cumprod = cumprod
+    logcumsumexp = logcumsumexp
     sort = sort
     argsort = argsort
     msort = msort
