@@ -255,14 +255,14 @@ def test_the_core_calls_only_the_observer_protocol():
                 used[node.attr].add(path.name)
     assert set(used) - _protocol() == set()
     assert {"made", "adopted", "refuse", "read", "really_requires_grad", "compared", "index", "gathered",
-            "picked", "labels"} <= set(used)
+            "picked", "ordered", "labels"} <= set(used)
 
 
 def test_the_replay_session_implements_the_whole_protocol():
     from tapegrad.replay import _Session
     from tapegrad.core.tape import RecordingObserver
     methods = {k for k in _protocol() if callable(getattr(RecordingObserver, k))}
-    assert len(methods) == 10
+    assert len(methods) == 11
     assert {k for k in methods if getattr(_Session, k) is getattr(RecordingObserver, k)} == set()
 
 

@@ -140,6 +140,10 @@ REDUCTIONS = {
     "logsumexp01": lambda x: tg.logsumexp(x, (0, 2)),
     "cumsum1": lambda x: x.cumsum(1),
     "cumsum-1": lambda x: x.cumsum(-1),
+    "cumprod1": lambda x: x.cumprod(1),
+    "cumprod-1": lambda x: x.cumprod(-1),
+    "logcumsumexp0": lambda x: x.logcumsumexp(0),
+    "logcumsumexp2": lambda x: x.logcumsumexp(2),
 }
 
 

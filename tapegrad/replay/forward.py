@@ -42,6 +42,7 @@ _DERIVED_FNS = {name: _promoting(getattr(np, name)) for name in
                 ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
                  "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or")}
 _DERIVED_FNS["invert"] = np.invert
+_DERIVED_FNS["isnan"] = np.isnan        # (nanquantile: which elements its ranks skip)
 
 
 # The compiled forward serves tapes of small and middling arrays, whose NumPy calls
