@@ -195,6 +195,10 @@ def test_orders_against_torch_with_ties(seed):
             _same(r.values, s.values)
     _same(tg.median(x), torch.median(t))
     _same(tg.nanmedian(x), torch.nanmedian(t))
+    row, rt = tg.tensor(a[0]), _tt(torch, a[0])        # (one row: 1-d)
+    for k in range(1, a.shape[1] + 1):
+        _same(tg.kthvalue(row, k).indices, torch.kthvalue(rt, k).indices)
+    _same(tg.median(row, 0).indices, torch.median(rt, 0).indices)
     _same(tg.msort(x), torch.msort(t))
 
 
@@ -513,8 +517,18 @@ def test_compile_nanquantile_guards_the_nan_pattern():
     assert cf.stats.recordings == 2         # (a new NaN pattern records again)
 
 
-def test_indices_outputs_of_a_compiled_function_stay_right():
-    cf = tg.compile(lambda x: tg.sort(x, 0))
-    for xv in ([3.0, 1.0, 2.0], [1.0, 3.0, 2.0]):
-        v, i = cf(tg.tensor(xv, requires_grad=True))
-        assert v.tolist() == sorted(xv) and i.tolist() == list(np.argsort(xv, kind="stable"))
+def test_indices_outputs_replay():
+    def body(x):
+        s, i = tg.sort(x, 0, True)
+        return s * 2.0, i, tg.topk(x, 2).indices, tg.cummax(x, 0).indices, tg.kthvalue(x, 2).indices, \
+            tg.median(x, 0).indices
+    cf = tg.compile(body)
+    for xv in ([3.0, 1.0, 2.0, 2.0], [1.0, 3.0, 2.0, 0.0], [0.0, 0.0, 5.0, -1.0]):
+        got = cf(tg.tensor(xv, requires_grad=True))
+        want = body(tg.tensor(xv, requires_grad=True))
+        assert got[0].tolist() == want[0].tolist()
+        for g, w in zip(got[1:], want[1:]):
+            assert g.dtype == tg.int64 and g.tolist() == w.tolist()
+    assert cf.stats.recordings == 1 and cf.stats.replays == 2
+    tape = tg.record(lambda x: tg.sort(x, 0)[1], np.array([2.0, 1.0, 3.0]))
+    np.testing.assert_array_equal(tape(np.array([3.0, 2.0, 1.0])), [2, 1, 0])

@@ -137,6 +137,15 @@ DEVIATIONS = {
     "torch.index_add": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.index_copy": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "Tensor.put": "PyTorch's method documents the function's signature put(input, index, source, accumulate)",
+    "Tensor.sort": _SHARED % ("sort", "sort") + " (the method documents no stable=, which it accepts)",
+    "Tensor.argsort": _SHARED % ("argsort", "argsort") + " (the method documents no stable=, which it accepts)",
+    "torch.cumprod": _REQUIRED_DIM,
+    "Tensor.cumprod": _SHARED % ("cumprod", "cumprod") + " (dtype positional in the method), and " + _REQUIRED_DIM,
+    "torch.median": "median(input) (of all elements, a tensor) and median(input, dim=-1, keepdim=False) (values "
+                    "and indices) merge into dim=None: omitting dim gives the first overload, as in PyTorch",
+    "torch.nanmedian": "as torch.median: nanmedian(input) and nanmedian(input, dim=-1, keepdim=False) merge into "
+                       "dim=None",
+    "torch.msort": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

@@ -12,8 +12,8 @@ subtracts two slices.  Their compiled reverse, create_graph and replay rules are
 kernels'.  Which elements a gather picks depends on the input's values: while a
 function is recorded for replay, the gather is reported to the recording
 (``rec.ordered``), which picks the elements again from the replayed input
-(``ORDER_LIN``), as ``max(dim)`` does.  The indices outputs are integer tensors made
-off the tape.
+(``ORDER_LIN``), as ``max(dim)`` does, and computes the indices output (an int64
+tensor made off the tape) again.
 """
 import numpy as np
 
@@ -172,7 +172,8 @@ def _kth_lin(d, ax, k, keepdim):
     if tied.any():
         moved = np.moveaxis(e, ax, -1)
         im = np.moveaxis(idx, ax, -1)
-        for pos in zip(*np.nonzero(np.moveaxis(tied, ax, -1)[..., 0])):
+        rows = np.moveaxis(tied, ax, -1)[..., 0]
+        for pos in (zip(*np.nonzero(rows)) if rows.ndim else [()]):
             im[pos + (0,)] = _quickselect(moved[pos], k - 1)
         idx = np.moveaxis(im, -1, ax)
     return _squeeze(e, d, idx, ax, keepdim)
@@ -234,14 +235,15 @@ ORDER_LIN = {"sort": _sort_lin, "topk": _topk_lin, "median": _median_lin, "kth":
 
 def _picked(x, kind, params, name):
     """The elements of ``x`` that ``ORDER_LIN[kind]`` picks, as a recorded gather
-    (a replay picks them again), and their indices."""
+    (a replay picks them again), and their indices (an int64 tensor, or None)."""
     idx, lin = ORDER_LIN[kind](x._data, *params)
     values = _sh.gather_linear(x, lin, name)
+    indices = None if idx is None else _index_tensor(idx)
     if _tp.recording[0]:
         rec = _tp.state().rec
         if rec is not None:
-            rec.ordered(x, values, kind, params)
-    return values, idx
+            rec.ordered(x, values, kind, params, indices)
+    return values, indices
 
 
 def _index_tensor(idx):
@@ -264,8 +266,7 @@ def sort(input, dim=-1, descending=False, *, stable=False, out=None):
     if not x._data.size:
         return MaxMin((_sh.gather_linear(x, np.zeros(x.shape, np.int64), "SortBackward0"),
                        _index_tensor(np.zeros(x.shape, np.int64))))
-    values, idx = _picked(x, "sort", (ax, bool(descending)), "SortBackward0")
-    return MaxMin((values, _index_tensor(idx)))
+    return MaxMin(_picked(x, "sort", (ax, bool(descending)), "SortBackward0"))
 
 
 def argsort(input, dim=-1, descending=False, *, stable=False):
@@ -302,8 +303,7 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
             shape[ax] = k
         z = np.zeros(shape, np.int64)
         return MaxMin((_sh.gather_linear(x, z, "TopkBackward0"), _index_tensor(z)))
-    values, idx = _picked(x, "topk", (ax, k, bool(largest)), "TopkBackward0")
-    return MaxMin((values, _index_tensor(idx)))
+    return MaxMin(_picked(x, "topk", (ax, k, bool(largest)), "TopkBackward0"))
 
 
 def kthvalue(input, k, dim=None, keepdim=False, *, out=None):
@@ -319,8 +319,7 @@ def kthvalue(input, k, dim=None, keepdim=False, *, out=None):
         raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % ax)
     if not x._data.size:
         return _empty_reduced(x, ax, keepdim, "KthvalueBackward0")
-    values, idx = _picked(x, "kth", (ax, k, bool(keepdim)), "KthvalueBackward0")
-    return MaxMin((values, _index_tensor(idx)))
+    return MaxMin(_picked(x, "kth", (ax, k, bool(keepdim)), "KthvalueBackward0"))
 
 
 def _empty_reduced(x, ax, keepdim, name):
@@ -351,8 +350,7 @@ def _median(fname, input, dim, keepdim, ignore_nan):
         raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (fname, ax))
     if not x._data.size:
         return _empty_reduced(x, ax, keepdim, name.replace("Backward0", "Backward1"))
-    values, idx = _picked(x, "median", (ax, bool(keepdim), ignore_nan), name.replace("Backward0", "Backward1"))
-    return MaxMin((values, _index_tensor(idx)))
+    return MaxMin(_picked(x, "median", (ax, bool(keepdim), ignore_nan), name.replace("Backward0", "Backward1")))
 
 
 def _no_median(fname):
@@ -466,8 +464,7 @@ def _cum(fname, input, dim, largest):
         z = np.zeros(x.shape, np.int64)
         return MaxMin((_sh.gather_linear(x, z, "CummaxBackward0" if largest else "CumminBackward0"),
                        _index_tensor(z)))
-    values, idx = _picked(x, "cum", (ax, largest), "CummaxBackward0" if largest else "CumminBackward0")
-    return MaxMin((values, _index_tensor(idx)))
+    return MaxMin(_picked(x, "cum", (ax, largest), "CummaxBackward0" if largest else "CumminBackward0"))
 
 
 def cummax(input, dim, *, out=None):
