@@ -532,3 +532,24 @@ def test_indices_outputs_replay():
     assert cf.stats.recordings == 1 and cf.stats.replays == 2
     tape = tg.record(lambda x: tg.sort(x, 0)[1], np.array([2.0, 1.0, 3.0]))
     np.testing.assert_array_equal(tape(np.array([3.0, 2.0, 1.0])), [2, 1, 0])
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_logcumsumexp_leading_minus_inf(mode, monkeypatch):
+    torch = _torch()
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    row, w = [-math.inf, -math.inf, 1.0, 0.5], [1.0, -2.0, 3.0, -1.5]
+    x = tg.tensor(row, requires_grad=True)
+    (g,) = tg.autograd.grad((tg.logcumsumexp(x, 0) * tg.tensor(w)).sum(), x, create_graph=True)
+    (h,) = tg.autograd.grad((g * g).sum(), x)
+    t = torch.tensor(row, requires_grad=True, dtype=torch.float64)
+    (gt,) = torch.autograd.grad((torch.logcumsumexp(t, 0) * torch.tensor(w, dtype=torch.float64)).sum(), t,
+                                create_graph=True)
+    (ht,) = torch.autograd.grad((gt * gt).sum(), t)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-13, atol=1e-15)
+    assert np.isnan(g.detach().numpy()[:2]).all()       # (PyTorch's exp(-inf - -inf))
+    x = tg.tensor([1.0, -math.inf, 2.0], requires_grad=True)
+    (tg.logcumsumexp(x, 0) * tg.tensor([1.0, -2.0, 3.0])).sum().backward()
+    assert x.grad.tolist()[1] == 0.0 and np.isfinite(x.grad.numpy()).all()
+    np.testing.assert_allclose(h.numpy()[2:], ht.numpy()[2:], rtol=1e-12, atol=1e-14)
+    assert np.isfinite(h.numpy()[2:]).all()

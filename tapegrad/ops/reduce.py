@@ -725,10 +725,16 @@ def logcumsumexp(input, dim, *, out=None):
     d = x._data
     if d.dtype.kind != "f":
         raise NotImplementedError('"logcumsumexp_out_cpu" not implemented for \'%s\'' % torch_name(d.dtype))
-    ax = _wrap_dim(dim, d.ndim)
+    return _logcumsumexp(x, _wrap_dim(dim, d.ndim), 0.0)
+
+
+def _logcumsumexp(x, ax, f0):
+    """f0 = 0: PyTorch's NaN gradient at a row's leading -infs; 1 (the differentiable
+    reverse's own use, whose -inf terms are absent ones): 0 there."""
+    d = x._data
     if d.ndim == 0:
-        return _record(LOGCUMSUMEXP, x, d.copy(), (), "LogcumsumexpBackward0")
-    return _record(LOGCUMSUMEXP, x, np.logaddexp.accumulate(d, axis=ax), (ax,), "LogcumsumexpBackward0")
+        return _record(LOGCUMSUMEXP, x, d.copy(), (), "LogcumsumexpBackward0", f0)
+    return _record(LOGCUMSUMEXP, x, np.logaddexp.accumulate(d, axis=ax), (ax,), "LogcumsumexpBackward0", f0)
 
 
 @differentiable(LOGCUMSUMEXP)
@@ -741,17 +747,22 @@ def _logcumsumexp_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
     y = ctx.value(s).reshape(shape)
     G = g.reshape(shape)
     gd = G._data
+    empty = y._data == -np.inf      # (a row's leading -infs: no terms, and no -inf - -inf)
+    if empty.any():
+        y = tensor_where(Tensor._wrap(empty), 0.0, y)
     dx = None
-    for sign, mask in ((1.0, gd > 0), (-1.0, gd < 0)):    # sum_i>=j g_i exp(x_j - y_i), in logs, by sign
-        if not mask.any():
+    for sign, mask in ((1.0, (gd > 0) & ~empty), (-1.0, (gd < 0) & ~empty)):    # sum_i>=j g_i exp(x_j - y_i)
+        if not mask.any():                                                     # in logs, by sign
             continue
         m = Tensor._wrap(mask)
         lg = tensor_where(m, _log(tensor_where(m, G * sign, 1.0)), -np.inf)
-        r = flip(logcumsumexp(flip(lg - y, [ax]), ax), [ax])
+        r = flip(_logcumsumexp(flip(lg - y, [ax]), ax, 1.0), [ax])
         part = _exp(x + r)
         dx = part * sign if dx is None else dx + part * sign
     if dx is None:
         dx = G * 0.0
+    if empty.any() and f0 == 0.0:
+        dx = tensor_where(Tensor._wrap(empty), np.nan, dx)
     return dx.reshape(-1)
 
 
@@ -944,6 +955,8 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
             nxt[o] = y[i]
             if x[i] != -math.inf:
                 dx[i] += math.exp(x[i] - y[i]) * t[o]
+            elif y[i] == -math.inf and f0 == 0.0:   # (a row's leading -infs: NaN, as PyTorch's exp(x - y))
+                dx[i] += np.nan
 
 
 # The compiled forward of a replay (kernels/forward.py): reductions whose groups are
