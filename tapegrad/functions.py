@@ -878,6 +878,7 @@ class _TensorMethods:
     log_softmax = log_softmax
     cumsum = cumsum
     cumprod = cumprod
+    cumprod_ = _inplace(cumprod)
     logcumsumexp = logcumsumexp
     sort = sort
     argsort = argsort

@@ -553,3 +553,24 @@ def test_logcumsumexp_leading_minus_inf(mode, monkeypatch):
     assert x.grad.tolist()[1] == 0.0 and np.isfinite(x.grad.numpy()).all()
     np.testing.assert_allclose(h.numpy()[2:], ht.numpy()[2:], rtol=1e-12, atol=1e-14)
     assert np.isfinite(h.numpy()[2:]).all()
+
+
+def test_cumprod_in_place():
+    torch = _torch()
+    a = tg.tensor([1.0, 2.0, 0.0, 3.0], requires_grad=True)
+    b = a * 2.0
+    assert b.cumprod_(0) is b and b.grad_fn.name() == "CumprodBackward0"
+    (b * tg.tensor([1.0, -1.0, 2.0, 0.5])).sum().backward()
+    t = torch.tensor([1.0, 2.0, 0.0, 3.0], requires_grad=True, dtype=torch.float64)
+    u = t * 2.0
+    u.cumprod_(0)
+    (u * torch.tensor([1.0, -1.0, 2.0, 0.5], dtype=torch.float64)).sum().backward()
+    assert b.tolist() == u.tolist() and a.grad.tolist() == t.grad.tolist()
+
+
+def test_recorded_indices_in_a_tape_file(tmp_path):
+    tape = tg.record(lambda x: tg.topk(x, 2, 0).indices, np.array([2.0, 1.0, 3.0]))
+    path = tmp_path / "topk.tape"
+    tape.save(str(path))
+    loaded = tg.load_tape(str(path))
+    np.testing.assert_array_equal(loaded(np.array([0.5, 4.0, 1.0])), [1, 2])

@@ -141,6 +141,8 @@ DEVIATIONS = {
     "Tensor.argsort": _SHARED % ("argsort", "argsort") + " (the method documents no stable=, which it accepts)",
     "torch.cumprod": _REQUIRED_DIM,
     "Tensor.cumprod": _SHARED % ("cumprod", "cumprod") + " (dtype positional in the method), and " + _REQUIRED_DIM,
+    "Tensor.cumprod_": "as Tensor.cumprod: " + _SHARED % ("cumprod", "cumprod_") + " (dtype positional in the "
+                       "method), and " + _REQUIRED_DIM,
     "torch.median": "median(input) (of all elements, a tensor) and median(input, dim=-1, keepdim=False) (values "
                     "and indices) merge into dim=None: omitting dim gives the first overload, as in PyTorch",
     "torch.nanmedian": "as torch.median: nanmedian(input) and nanmedian(input, dim=-1, keepdim=False) merge into "
