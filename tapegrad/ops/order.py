@@ -293,6 +293,8 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     _need_tensor("topk", input, "input", 1)
     k = _need_int("topk", k, "k", 2)
     x = input
+    if x.dtype.kind == "b":
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     ax = _wrap_dim(-1 if dim is None else dim, x.ndim)
     n = x.shape[ax] if x.ndim else 1
     if k < 0 or k > n:
@@ -313,6 +315,8 @@ def kthvalue(input, k, dim=None, keepdim=False, *, out=None):
     _need_tensor("kthvalue", input, "input", 1)
     k = _need_int("kthvalue", k, "k", 2)
     x = input
+    if x.dtype.kind == "b":
+        raise NotImplementedError('"kthvalue_cpu" not implemented for \'Bool\'')
     ax = _wrap_dim(-1 if dim is None else dim, x.ndim)
     n = x.shape[ax] if x.ndim else 1
     if k < 1 or k > n:
@@ -337,6 +341,8 @@ def _median(fname, input, dim, keepdim, ignore_nan):
     _need_tensor(fname, input, "input", 1)
     x = input
     _no_complex(fname, x)
+    if x.dtype.kind == "b":
+        raise NotImplementedError('"%s" not implemented for \'Bool\'' % ("median_cpu" if dim is None else "median_out"))
     name = "NanmedianBackward0" if ignore_nan else "MedianBackward0"
     if dim is None:
         flat = _sh.reshape(x, (-1,))
@@ -347,7 +353,7 @@ def _median(fname, input, dim, keepdim, ignore_nan):
         return _picked(flat, "median", (0, False, ignore_nan), name)[0]
     ax = _wrap_dim(dim, x.ndim)
     if x.ndim and x.shape[ax] == 0:
-        raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (fname, ax))
+        raise IndexError("median(): Expected reduction dim %d to have non-zero size." % ax)     # (nanmedian too)
     if not x._data.size:
         return _empty_reduced(x, ax, keepdim, name.replace("Backward0", "Backward1"))
     return MaxMin(_picked(x, "median", (ax, bool(keepdim), ignore_nan), name.replace("Backward0", "Backward1")))
@@ -392,10 +398,12 @@ def _quantile(fname, input, q, dim, keepdim, interpolation, ignore_nan):
             raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
         qs = tuple(float(v) for v in qv.reshape(-1))
         scalar = qv.ndim == 0
+        if not all(0.0 <= v <= 1.0 for v in qs):
+            raise RuntimeError("quantile() q values must be in the range [0, 1]")
     elif isinstance(q, (float, int, np.floating, np.integer)) and not isinstance(q, bool):
         qs, scalar = (float(q),), True
     else:
-        raise TypeError("%s() received an invalid combination of arguments - got (Tensor, %s)"
+        raise TypeError("%s() received an invalid combination of arguments - got (Tensor, %s), but expected one of:"
                         % (fname, type(q).__name__))
     if not x._data.size:
         raise RuntimeError("quantile() input tensor must be non-empty")
@@ -492,13 +500,14 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         raise RuntimeError("order must be non-negative but got %d" % n)
     ax = _wrap_dim(dim, x.ndim)
     parts = []
-    for v, arg, pos in ((prepend, "prepend", 4), (None, None, None), (append, "append", 5)):
+    for v, arg in ((prepend, "prepend"), (None, None), (append, "append")):
         if arg is None:
             parts.append(x)
             continue
         if v is None:
             continue
-        _need_tensor("diff", v, arg, pos)
+        if not isinstance(v, Tensor):
+            raise TypeError("diff(): argument '%s' must be Tensor, not %s" % (arg, type(v).__name__))
         if v.ndim != x.ndim:
             raise RuntimeError("diff expects prepend or append to be the same dimension as input")
         parts.append(v)
@@ -543,7 +552,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
                                % torch_name(srt.dtype))
         if srt.shape != seq.shape:
             raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
-                               "tensor %s and got sorter tensor %s" % (list(seq.shape), list(srt.shape)))
+                               "tensor %sand got sorter tensor %s" % (list(seq.shape), list(srt.shape)))
         seq = np.take_along_axis(seq, srt, axis=-1) if seq.ndim else seq
     if seq.ndim == 0:
         raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 "
