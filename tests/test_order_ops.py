@@ -189,10 +189,10 @@ def test_orders_against_torch_with_ties(seed):
             r, s = tg.kthvalue(x, k, dim, keepdim=True), torch.kthvalue(t, k, dim, keepdim=True)
             _same(r.values, s.values)
             _same(r.indices, s.indices)
-            r, s = tg.topk(x, k, dim), torch.topk(t, k, dim)
-            _same(r.values, s.values)       # (indices among equal values: see topk's docstring)
-            r, s = tg.topk(x, k, dim, largest=False), torch.topk(t, k, dim, largest=False)
-            _same(r.values, s.values)
+            for largest in (True, False):
+                r, s = tg.topk(x, k, dim, largest), torch.topk(t, k, dim, largest)
+                _same(r.values, s.values)
+                _same(r.indices, s.indices)
     _same(tg.median(x), torch.median(t))
     _same(tg.nanmedian(x), torch.nanmedian(t))
     row, rt = tg.tensor(a[0]), _tt(torch, a[0])        # (one row: 1-d)
@@ -200,6 +200,19 @@ def test_orders_against_torch_with_ties(seed):
         _same(tg.kthvalue(row, k).indices, torch.kthvalue(rt, k).indices)
     _same(tg.median(row, 0).indices, torch.median(rt, 0).indices)
     _same(tg.msort(x), torch.msort(t))
+
+
+@pytest.mark.parametrize("n", [64, 130, 300])
+def test_topk_ties_in_long_rows_against_torch(n):
+    # (k * 64 <= n: PyTorch's kernel takes a partial sort, else a selection and a sort)
+    torch = _torch()
+    rng = np.random.default_rng(n)
+    a = _ties(rng, (2, n), nan=True)
+    for k in (1, 2, 5, n // 2, n):
+        for largest in (True, False):
+            r, s = tg.topk(tg.tensor(a), k, 1, largest), torch.topk(_tt(torch, a), k, 1, largest)
+            _same(r.values, s.values)
+            _same(r.indices, s.indices)
 
 
 def test_topk_indices_without_ties_against_torch():

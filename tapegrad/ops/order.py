@@ -75,9 +75,211 @@ def _sort_lin(d, ax, descending):
     return idx.reshape(d.shape), _lin(e, idx, ax).reshape(d.shape)
 
 
+# -- PyTorch's CPU topk among equal values ---------------------------------------------
+# Which of several equal values topk reports depends on how its kernel selects: C++'s
+# std::partial_sort (k * 64 <= n) or std::nth_element then std::sort of the first
+# k - 1, as libstdc++ implements them (introselect, median-of-three pivots, heaps,
+# insertion sorts).  The functions below run those algorithms on a row of
+# (value, position) pairs, for the rows where equal values make the order matter.
+def _stl_lg(n):
+    return n.bit_length() - 1
+
+
+def _stl_push_heap(a, f, hole, top, val, comp):
+    parent = (hole - 1) // 2
+    while hole > top and comp(a[f + parent], val):
+        a[f + hole] = a[f + parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    a[f + hole] = val
+
+
+def _stl_adjust_heap(a, f, hole, n, val, comp):
+    top = hole
+    child = hole
+    while child < (n - 1) // 2:
+        child = 2 * (child + 1)
+        if comp(a[f + child], a[f + child - 1]):
+            child -= 1
+        a[f + hole] = a[f + child]
+        hole = child
+    if (n & 1) == 0 and child == (n - 2) // 2:
+        child = 2 * (child + 1)
+        a[f + hole] = a[f + child - 1]
+        hole = child - 1
+    _stl_push_heap(a, f, hole, top, val, comp)
+
+
+def _stl_make_heap(a, f, l, comp):
+    n = l - f
+    if n < 2:
+        return
+    parent = (n - 2) // 2
+    while True:
+        _stl_adjust_heap(a, f, parent, n, a[f + parent], comp)
+        if parent == 0:
+            return
+        parent -= 1
+
+
+def _stl_pop_heap(a, f, l, res, comp):
+    val = a[res]
+    a[res] = a[f]
+    _stl_adjust_heap(a, f, 0, l - f, val, comp)
+
+
+def _stl_heap_select(a, f, m, l, comp):
+    _stl_make_heap(a, f, m, comp)
+    for i in range(m, l):
+        if comp(a[i], a[f]):
+            _stl_pop_heap(a, f, m, i, comp)
+
+
+def _stl_sort_heap(a, f, l, comp):
+    while l - f > 1:
+        l -= 1
+        _stl_pop_heap(a, f, l, l, comp)
+
+
+def _stl_partial_sort(a, f, m, l, comp):
+    _stl_heap_select(a, f, m, l, comp)
+    _stl_sort_heap(a, f, m, comp)
+
+
+def _stl_move_median_to_first(a, r, x, y, z, comp):
+    if comp(a[x], a[y]):
+        if comp(a[y], a[z]):
+            a[r], a[y] = a[y], a[r]
+        elif comp(a[x], a[z]):
+            a[r], a[z] = a[z], a[r]
+        else:
+            a[r], a[x] = a[x], a[r]
+    elif comp(a[x], a[z]):
+        a[r], a[x] = a[x], a[r]
+    elif comp(a[y], a[z]):
+        a[r], a[z] = a[z], a[r]
+    else:
+        a[r], a[y] = a[y], a[r]
+
+
+def _stl_unguarded_partition(a, f, l, p, comp):
+    while True:
+        while comp(a[f], a[p]):
+            f += 1
+        l -= 1
+        while comp(a[p], a[l]):
+            l -= 1
+        if not f < l:
+            return f
+        a[f], a[l] = a[l], a[f]
+        f += 1
+
+
+def _stl_unguarded_partition_pivot(a, f, l, comp):
+    mid = f + (l - f) // 2
+    _stl_move_median_to_first(a, f, f + 1, mid, l - 1, comp)
+    return _stl_unguarded_partition(a, f + 1, l, f, comp)
+
+
+def _stl_unguarded_linear_insert(a, i, comp):
+    val = a[i]
+    nxt = i - 1
+    while comp(val, a[nxt]):
+        a[i] = a[nxt]
+        i = nxt
+        nxt -= 1
+    a[i] = val
+
+
+def _stl_insertion_sort(a, f, l, comp):
+    if f == l:
+        return
+    for i in range(f + 1, l):
+        if comp(a[i], a[f]):
+            val = a[i]
+            a[f + 1:i + 1] = a[f:i]
+            a[f] = val
+        else:
+            _stl_unguarded_linear_insert(a, i, comp)
+
+
+def _stl_nth_element(a, f, nth, l, comp):
+    if f == l or nth == l:
+        return
+    depth = _stl_lg(l - f) * 2
+    while l - f > 3:
+        if depth == 0:
+            _stl_heap_select(a, f, nth + 1, l, comp)
+            a[f], a[nth] = a[nth], a[f]
+            return
+        depth -= 1
+        cut = _stl_unguarded_partition_pivot(a, f, l, comp)
+        if cut <= nth:
+            f = cut
+        else:
+            l = cut
+    _stl_insertion_sort(a, f, l, comp)
+
+
+def _stl_introsort_loop(a, f, l, depth, comp):
+    while l - f > 16:
+        if depth == 0:
+            _stl_partial_sort(a, f, l, l, comp)
+            return
+        depth -= 1
+        cut = _stl_unguarded_partition_pivot(a, f, l, comp)
+        _stl_introsort_loop(a, cut, l, depth, comp)
+        l = cut
+
+
+def _stl_sort(a, f, l, comp):
+    if f == l:
+        return
+    _stl_introsort_loop(a, f, l, _stl_lg(l - f) * 2, comp)
+    if l - f > 16:
+        _stl_insertion_sort(a, f, f + 16, comp)
+        for i in range(f + 16, l):
+            _stl_unguarded_linear_insert(a, i, comp)
+    else:
+        _stl_insertion_sort(a, f, l, comp)
+
+
+
+
+def _topk_row(vals, k, largest):
+    q = [(float(v), j) for j, v in enumerate(vals)]
+    n = len(q)
+    if largest:
+        def comp(x, y):
+            return (x[0] != x[0] and y[0] == y[0]) or x[0] > y[0]
+    else:
+        def comp(x, y):
+            return (x[0] == x[0] and y[0] != y[0]) or x[0] < y[0]
+    if k * 64 <= n:
+        _stl_partial_sort(q, 0, k, n, comp)
+    else:
+        _stl_nth_element(q, 0, k - 1, n, comp)
+        _stl_sort(q, 0, k - 1, comp)
+    return [j for _, j in q[:k]]
+
+
 def _topk_lin(d, ax, k, largest):
+    """The ``k`` largest (smallest) along ``ax``, sorted: the stable order's, and in a
+    row with equal values the positions PyTorch's CPU kernel reports."""
     e = _as1(d)
-    idx = np.take(_argsort(e, ax, largest), np.arange(k), axis=ax).astype(np.int64)
+    order = _argsort(e, ax, largest)
+    idx = np.take(order, np.arange(k), axis=ax).astype(np.int64)
+    srt = np.moveaxis(np.take_along_axis(e, order, axis=ax), ax, -1)
+    eq = srt[..., 1:] == srt[..., :-1]
+    if e.dtype.kind == "f":
+        eq |= np.isnan(srt[..., 1:]) & np.isnan(srt[..., :-1])
+    tied = eq.any(axis=-1)
+    if tied.any():
+        moved = np.moveaxis(e, ax, -1)
+        im = np.moveaxis(idx, ax, -1)
+        for pos in (zip(*np.nonzero(tied)) if tied.ndim else [()]):
+            im[pos] = _topk_row(moved[pos], k, largest)
+        idx = np.moveaxis(im, -1, ax)
     shape = idx.shape if d.ndim else ()
     return idx.reshape(shape), _lin(e, idx, ax).reshape(shape)
 
@@ -286,9 +488,9 @@ def msort(input, *, out=None):
 
 # -- topk, kthvalue -------------------------------------------------------------------
 def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
-    """The ``k`` largest (smallest) along ``dim`` (default the last), sorted; among
-    equal values the earlier index comes first (PyTorch's CPU kernel may order ties
-    otherwise)."""
+    """The ``k`` largest (smallest) along ``dim`` (default the last), sorted, with the
+    indices PyTorch's CPU kernel reports among equal values (``sorted=False`` returns
+    them sorted too: an order PyTorch leaves unspecified)."""
     _no_out(out)
     _need_tensor("topk", input, "input", 1)
     k = _need_int("topk", k, "k", 2)
