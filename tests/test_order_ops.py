@@ -270,10 +270,10 @@ def test_quantile_and_others_against_torch():
     for right in (False, True):
         _same(tg.searchsorted(tg.tensor(seq), tg.tensor(vals), right=right),
               torch.searchsorted(_tt(torch, seq), _tt(torch, vals), right=right))
-    ints = np.array([4, 1, 4, 0, 1, 4])
-    for r, s in zip(tg.unique(tg.tensor(ints), return_inverse=True, return_counts=True),
-                    torch.unique(_tt(torch, ints), return_inverse=True, return_counts=True)):
-        _same(r, s)
+    for arr in (np.array([4, 1, 4, 0, 1, 4]), np.array([1.0, NAN, 2.0, NAN, 1.0])):
+        for r, s in zip(tg.unique(tg.tensor(arr), return_inverse=True, return_counts=True),
+                        torch.unique(_tt(torch, arr), return_inverse=True, return_counts=True)):
+            _same(r, s)
 
 
 def _messages(call):

@@ -790,11 +790,12 @@ def _read(t):
 # -- unique (no gradient) --------------------------------------------------------------------
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct elements (or slices along ``dim``), sorted; with the index of each
-    element's value (``return_inverse``, int64 of the input's shape) and the counts."""
+    element's value (``return_inverse``, int64 of the input's shape) and the counts.
+    Each NaN is distinct, as in PyTorch."""
     _need_tensor("unique", input, "input", 1)
     d = _read(input)
     if dim is None:
-        vals, inv, cnt = np.unique(d.reshape(-1), return_inverse=True, return_counts=True)
+        vals, inv, cnt = np.unique(d.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
         inv = inv.reshape(d.shape)
     else:
         ax = _wrap_dim(dim, d.ndim)
