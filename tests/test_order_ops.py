@@ -606,3 +606,20 @@ def test_recorded_indices_in_a_tape_file(tmp_path):
     tape.save(str(path))
     loaded = tg.load_tape(str(path))
     np.testing.assert_array_equal(loaded(np.array([0.5, 4.0, 1.0])), [1, 2])
+
+
+def test_compiled_forward_of_arrays_picks_again():
+    from tapegrad import _jit
+    _jit.load()         # (the compiled replay of arrays runs once the kernels are loaded)
+    cf = tg.compile(_body)
+    rng = np.random.default_rng(23)
+    for _ in range(4):
+        xv = rng.standard_normal((4, 5))
+        x = tg.tensor(xv, requires_grad=True)
+        out = cf(x)
+        out.backward()
+        value, grad = _eager(xv)
+        assert out.item() == pytest.approx(value, rel=1e-13)
+        np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-12, atol=1e-13)
+    (entry,) = [v for v in cf.cache.values() if isinstance(v, list)]
+    assert entry[0].arena is True and entry[0].live       # (the gathers' indices come from each replay's x)
