@@ -331,6 +331,7 @@ def _messages(call):
     lambda m: m.unique(m.zeros(2, 3), dim=2),
     lambda m: m.cumprod(m.zeros(3)),
     lambda m: m.msort(m.zeros(3), 0),
+    lambda m: m.kthvalue(m.zeros(0, 2), 1, 0),
 ], ids=lambda f: "")
 def test_errors_match_torch(call):
     (t1, m1), (t2, m2) = _messages(call)

@@ -521,6 +521,8 @@ def kthvalue(input, k, dim=None, keepdim=False, *, out=None):
         raise NotImplementedError('"kthvalue_cpu" not implemented for \'Bool\'')
     ax = _wrap_dim(-1 if dim is None else dim, x.ndim)
     n = x.shape[ax] if x.ndim else 1
+    if n == 0:
+        raise IndexError("kthvalue(): Expected reduction dim %d to have non-zero size." % ax)
     if k < 1 or k > n:
         raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % ax)
     if not x._data.size:
