@@ -137,6 +137,36 @@ class Reduce:
         self.run(n, op)
 
 
+class Order:
+    """Scans and order along the rows of an (r, c) matrix with ``n`` elements:
+    ``sort``, ``topk`` (a tenth of a row), ``median``, ``cummax``, ``cumprod``, then
+    sum + backward (ops/order.py's gathers; cumprod's kernel branch)."""
+    params = (SIZES[:3], ["sort", "topk", "median", "cummax", "cumprod"])
+    param_names = ["n", "op"]
+
+    def setup(self, n, op):
+        r, c = _side(n)
+        self.x = tg.tensor(_data(r * c).reshape(r, c), requires_grad=True)
+        k = max(1, c // 10)
+        self.f = {
+            "sort": lambda x: tg.sort(x, 1).values,
+            "topk": lambda x: tg.topk(x, k, 1).values,
+            "median": lambda x: tg.median(x, 1).values,
+            "cummax": lambda x: tg.cummax(x, 1).values,
+            "cumprod": lambda x: tg.cumprod(x, 1),
+        }[op]
+        self.run(n, op)
+
+    def run(self, n, op):
+        self.f(self.x).sum().backward()
+
+    def time_order(self, n, op):
+        self.run(n, op)
+
+    def peakmem_order(self, n, op):
+        self.run(n, op)
+
+
 class Shape:
     """Shape ops on an (r, c) matrix: ``reshape``, ``transpose``, basic indexing (a
     slice) and advanced indexing (an index array), each ``length`` times, then sum + backward."""

@@ -9,6 +9,7 @@ from .ops import compose as _co
 from .ops import gathers as _ga
 from .ops import inplace as _ip
 from .ops import linalg as _la
+from .ops import order as _od
 from .ops import reduce as _rd
 from .ops import shape as _sh
 from .ops.elementwise import BINARY_BY_NAME as _B
@@ -660,6 +661,8 @@ logsumexp = _rd.logsumexp
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
 cumsum = _rd.cumsum
+cumprod = _rd.cumprod
+logcumsumexp = _rd.logcumsumexp
 def reshape(input, shape):
     return _sh.reshape(input, shape)
 
@@ -739,6 +742,22 @@ index_add = _ga.index_add
 index_copy = _ga.index_copy
 index_fill = _ga.index_fill
 scatter_reduce = _ga.scatter_reduce
+
+# -- sorting, selection and scans (ops/order.py) -----------------------------------------
+sort = _od.sort
+argsort = _od.argsort
+msort = _od.msort
+topk = _od.topk
+kthvalue = _od.kthvalue
+median = _od.median
+nanmedian = _od.nanmedian
+quantile = _od.quantile
+nanquantile = _od.nanquantile
+cummax = _od.cummax
+cummin = _od.cummin
+diff = _od.diff
+searchsorted = _od.searchsorted
+unique = _od.unique
 
 
 # (the methods whose parameters PyTorch names differently from its functions')
@@ -1192,6 +1211,22 @@ class _TensorMethods:
     softmax = softmax
     log_softmax = log_softmax
     cumsum = cumsum
+    cumprod = cumprod
+    cumprod_ = _inplace(cumprod)
+    logcumsumexp = logcumsumexp
+    sort = sort
+    argsort = argsort
+    msort = msort
+    topk = topk
+    kthvalue = kthvalue
+    median = median
+    nanmedian = nanmedian
+    quantile = quantile
+    nanquantile = nanquantile
+    cummax = cummax
+    cummin = cummin
+    diff = diff
+    unique = unique
     atan2 = _public_binary(_B["atan2"], "atan2", True)
     hypot = hypot
     def remainder(self, divisor):

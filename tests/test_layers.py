@@ -37,6 +37,7 @@ FLOORS = {
     "tapegrad.ops.linalg": 2,
     "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
     "tapegrad.ops.compose": 2,           # einsum, tensordot, cross, repeat_interleave, pad: compositions of recorded ops
+    "tapegrad.ops.order": 2,             # sorting, selection, cummax/cummin, diff: compositions (gathers)
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -83,7 +84,7 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
-             "tapegrad.ops.gathers", "tapegrad.ops.compose"]
+             "tapegrad.ops.gathers", "tapegrad.ops.compose", "tapegrad.ops.order"]
 
 
 def module_name(path, root):
@@ -260,14 +261,14 @@ def test_the_core_calls_only_the_observer_protocol():
                 used[node.attr].add(path.name)
     assert set(used) - _protocol() == set()
     assert {"made", "adopted", "refuse", "read", "really_requires_grad", "compared", "index", "gathered",
-            "picked", "labels"} <= set(used)
+            "picked", "ordered", "labels"} <= set(used)
 
 
 def test_the_replay_session_implements_the_whole_protocol():
     from tapegrad.replay import _Session
     from tapegrad.core.tape import RecordingObserver
     methods = {k for k in _protocol() if callable(getattr(RecordingObserver, k))}
-    assert len(methods) == 10
+    assert len(methods) == 11
     assert {k for k in methods if getattr(_Session, k) is getattr(RecordingObserver, k)} == set()
 
 

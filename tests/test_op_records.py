@@ -142,8 +142,8 @@ def test_every_family_registers_its_rules_once():
 
 
 def test_every_reduce_op_has_its_rules_and_declared_saves():
-    assert set(reduce._DIFFERENTIABLE) == set(reduce._REPLAY) == set(reduce.CODES) == set(range(10))
-    assert reduce.PER_ROW == {reduce.SOFTMAX, reduce.LOG_SOFTMAX, reduce.CUMSUM}
+    assert set(reduce._DIFFERENTIABLE) == set(reduce._REPLAY) == set(reduce.CODES) == set(range(12))
+    assert reduce.PER_ROW == {reduce.SOFTMAX, reduce.LOG_SOFTMAX, reduce.CUMSUM, reduce.CUMPROD, reduce.LOGCUMSUMEXP}
 
 
 # -- every opcode is exercised by the op tests ---------------------------------------

@@ -179,6 +179,19 @@ REDUCTIONS = {
     "logsumexp01": lambda x: tg.logsumexp(x, (0, 2)),
     "cumsum1": lambda x: x.cumsum(1),
     "cumsum-1": lambda x: x.cumsum(-1),
+    "cumprod1": lambda x: x.cumprod(1),
+    "cumprod-1": lambda x: x.cumprod(-1),
+    "logcumsumexp0": lambda x: x.logcumsumexp(0),
+    "logcumsumexp2": lambda x: x.logcumsumexp(2),
+    "sort1": lambda x: x.sort(1)[0],
+    "topk2": lambda x: x.topk(2)[0],
+    "kthvalue0": lambda x: x.kthvalue(2, 0).values,
+    "median1": lambda x: x.median(1)[0],
+    "median": lambda x: x.median(),
+    "cummax2": lambda x: x.cummax(2)[0],
+    "cummin0": lambda x: x.cummin(0).values,
+    "quantile1": lambda x: x.quantile(0.3, dim=1),
+    "diff1": lambda x: x.diff(dim=1),
 }
 
 

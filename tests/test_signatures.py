@@ -156,6 +156,17 @@ DEVIATIONS = {
     "torch.as_tensor": "PyTorch documents device without its default (None, as tapegrad's)",
     **{"Tensor.%s" % n: "%s(*size, ...): also the sizes as separate ints (x.%s(2, 3)), which PyTorch's method "
                         "accepts without documenting it" % (n, n) for n in ("new_zeros", "new_ones", "new_empty")},
+    "Tensor.sort": _SHARED % ("sort", "sort") + " (the method documents no stable=, which it accepts)",
+    "Tensor.argsort": _SHARED % ("argsort", "argsort") + " (the method documents no stable=, which it accepts)",
+    "torch.cumprod": _REQUIRED_DIM,
+    "Tensor.cumprod": _SHARED % ("cumprod", "cumprod") + " (dtype positional in the method), and " + _REQUIRED_DIM,
+    "Tensor.cumprod_": "as Tensor.cumprod: " + _SHARED % ("cumprod", "cumprod_") + " (dtype positional in the "
+                       "method), and " + _REQUIRED_DIM,
+    "torch.median": "median(input) (of all elements, a tensor) and median(input, dim=-1, keepdim=False) (values "
+                    "and indices) merge into dim=None: omitting dim gives the first overload, as in PyTorch",
+    "torch.nanmedian": "as torch.median: nanmedian(input) and nanmedian(input, dim=-1, keepdim=False) merge into "
+                       "dim=None",
+    "torch.msort": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}

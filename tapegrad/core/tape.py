@@ -125,6 +125,11 @@ class RecordingObserver:
         """``values`` are the max (``largest``) or min of ``x`` along ``ax``: which
         elements they are depends on x's values."""
 
+    def ordered(self, x, values, kind, params, indices=None):
+        """``values`` is a gather of ``x`` at the elements ``ops.order.ORDER_LIN[kind](
+        x's value, *params)`` picks (sort, topk, median, ...), and ``indices`` (when
+        given) their indices: both depend on x's values."""
+
     def labels(self, target, flags):
         """Class labels ``target`` of a loss (nll_loss, cross_entropy): the tuple
         ``flags(labels array)`` when the recording follows the labels (then the

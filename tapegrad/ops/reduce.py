@@ -33,7 +33,7 @@ from ..core.registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, Fa
 from .shape import diagonal, gather_flat, scatter_add, strided_view, to_dtype
 
 # kernel indices (the branches of ``reduce_reverse``)
-SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM = range(10)
+SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM, CUMPROD, LOGCUMSUMEXP = range(12)
 
 # -- the family's shared pieces ------------------------------------------------
 CODES = {}              # kernel index -> opcode
@@ -631,6 +631,148 @@ def _cumsum_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.cumsum(v[a], axis=ax).reshape(shape)
 
 
+# -- cumprod ----------------------------------------------------------------------
+declare(CUMPROD, "cumprod", SAVE_A | SAVE_OUT, per_row=True)
+
+
+def cumprod(input, dim=REQUIRED, *, dtype=None, out=None, **kw):
+    """Cumulative product along ``dim``; integer and bool inputs multiply in int64
+    (PyTorch), ``dtype=`` casts the input first.  The gradient is PyTorch's, exact
+    with zeros: before a row's first zero ``reversed_cumsum(g * y) / x``, at it the
+    sum of ``g`` times the products of the others, after it 0."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    x = input
+    if kw:
+        dim, _ = numpy_names("cumprod", kw, dim, None, REQUIRED)
+    if dim is REQUIRED:
+        raise TypeError('cumprod() missing 1 required positional arguments: "dim"')
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    d = x._data
+    ax = _wrap_dim(dim, d.ndim)
+    wide = np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype
+    if d.ndim == 0:
+        return _record(CUMPROD, x, d.astype(wide), (), "CumprodBackward0")
+    return _record(CUMPROD, x, np.cumprod(d, axis=ax, dtype=wide), (ax,), "CumprodBackward0")
+
+
+def _row_layout(ctx, s):
+    """(shape, axis) of the rows of per-row entry ``s``, from its group descriptor."""
+    at = int(ctx.ints[s, _tp.AUX])
+    aux = ctx.aux
+    nd = int(aux[at])
+    shape = tuple(int(v) for v in aux[at + 2:at + 2 + nd])
+    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
+    return shape, next(d for d in range(nd) if strides[d] == 0)
+
+
+def _reversed_cumsum(t, ax):
+    from .shape import flip
+    return flip(cumsum(flip(t, [ax]), ax), [ax])
+
+
+@differentiable(CUMPROD)
+def _cumprod_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == n:
+        return g
+    shape, ax = _row_layout(ctx, s)
+    return _cumprod_vjp(ctx.value(a).reshape(shape), ctx.value(s).reshape(shape), g.reshape(shape), ax).reshape(-1)
+
+
+def _cumprod_vjp(x, y, G, ax):
+    """The adjoint of ``x`` for ``y = cumprod(x, ax)`` and adjoint ``G``, exact as a
+    function of ``x`` with zeros (so differentiable again): before a row's first zero
+    z ``reversed_cumsum(G y) / x``; at z the sum of ``G`` times the products without
+    x_z; after z, x_z (zero) times this adjoint for x with x_z set to 1 (one level of
+    recursion per zero of a row)."""
+    zero = x._data == 0
+    seen = np.cumsum(zero, axis=ax)
+    before = Tensor._wrap(seen == 0)
+    dx = tensor_where(before, _reversed_cumsum(G * y, ax) / tensor_where(before, x, 1.0), 0.0)
+    if not zero.any():
+        return dx
+    first = Tensor._wrap(zero & (seen == 1))
+    xp = tensor_where(first, 1.0, x)
+    yp = cumprod(xp, ax)
+    Gm = tensor_where(Tensor._wrap(seen >= 1), G, 0.0)
+    dx = dx + tensor_where(first, sum(Gm * yp, ax, True), 0.0)
+    after = (seen >= 1) & ~(zero & (seen == 1))
+    if after.any():
+        xz = sum(tensor_where(first, x, 0.0), ax, True)
+        dx = dx + tensor_where(Tensor._wrap(after), xz * _cumprod_vjp(xp, yp, Gm, ax), 0.0)
+    return dx
+
+
+@replay(CUMPROD)
+def _cumprod_replay(a, axes, ax, shape, name, f0):
+    if ax is None:
+        return lambda v: v[a].copy().reshape(shape)
+    return lambda v: np.cumprod(v[a], axis=ax).reshape(shape)
+
+
+# -- logcumsumexp -------------------------------------------------------------------
+declare(LOGCUMSUMEXP, "logcumsumexp", SAVE_A | SAVE_OUT, per_row=True)
+
+
+def logcumsumexp(input, dim, *, out=None):
+    """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow (NumPy's
+    ``logaddexp.accumulate``); the reverse sums ``g_i exp(x_j - y_i)`` by a recurrence
+    whose factors are at most 1."""
+    if out is not None:
+        raise TypeError("out= is not supported by tapegrad")
+    x = input
+    d = x._data
+    if d.dtype.kind != "f":
+        raise NotImplementedError('"logcumsumexp_out_cpu" not implemented for \'%s\'' % torch_name(d.dtype))
+    return _logcumsumexp(x, _wrap_dim(dim, d.ndim), 0.0)
+
+
+def _logcumsumexp(x, ax, f0):
+    """f0 = 0: PyTorch's NaN gradient at a row's leading -infs; 1 (the differentiable
+    reverse's own use, whose -inf terms are absent ones): 0 there."""
+    d = x._data
+    if d.ndim == 0:
+        return _record(LOGCUMSUMEXP, x, d.copy(), (), "LogcumsumexpBackward0", f0)
+    return _record(LOGCUMSUMEXP, x, np.logaddexp.accumulate(d, axis=ax), (ax,), "LogcumsumexpBackward0", f0)
+
+
+@differentiable(LOGCUMSUMEXP)
+def _logcumsumexp_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
+    if ngroups == n:
+        return g
+    from .shape import flip
+    shape, ax = _row_layout(ctx, s)
+    x = ctx.value(a).reshape(shape)
+    y = ctx.value(s).reshape(shape)
+    G = g.reshape(shape)
+    gd = G._data
+    empty = y._data == -np.inf      # (a row's leading -infs: no terms, and no -inf - -inf)
+    if empty.any():
+        y = tensor_where(Tensor._wrap(empty), 0.0, y)
+    dx = None
+    for sign, mask in ((1.0, (gd > 0) & ~empty), (-1.0, (gd < 0) & ~empty)):    # sum_i>=j g_i exp(x_j - y_i)
+        if not mask.any():                                                     # in logs, by sign
+            continue
+        m = Tensor._wrap(mask)
+        lg = tensor_where(m, _log(tensor_where(m, G * sign, 1.0)), -np.inf)
+        r = flip(_logcumsumexp(flip(lg - y, [ax]), ax, 1.0), [ax])
+        part = _exp(x + r)
+        dx = part * sign if dx is None else dx + part * sign
+    if dx is None:
+        dx = G * 0.0
+    if empty.any() and f0 == 0.0:
+        dx = tensor_where(Tensor._wrap(empty), np.nan, dx)
+    return dx.reshape(-1)
+
+
+@replay(LOGCUMSUMEXP)
+def _logcumsumexp_replay(a, axes, ax, shape, name, f0):
+    if ax is None:
+        return lambda v: v[a].copy().reshape(shape)
+    return lambda v: np.logaddexp.accumulate(v[a], axis=ax).reshape(shape)
+
+
 # -- max(dim), min(dim): a gather of the extrema (shape family) -----------------------
 class MaxMin(tuple):
     """``(values, indices)``, like ``torch.return_types.max``."""
@@ -774,6 +916,47 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
             o = u64(gi[i])
             s[o] += g[i]
             dx[i] += s[o]
+    elif k == CUMPROD:  # before a row's first zero: revcumsum(g y) / x; at it: g times the others; after: 0
+        z = np.full(ngroups, -1, np.int64)
+        for i in range(n):
+            o = u64(gi[i])
+            if x[i] == 0.0 and z[o] < 0:
+                z[o] = i
+        s = np.zeros(ngroups)
+        for i in range(n - 1, -1, -1):
+            o = u64(gi[i])
+            s[o] += g[i] * y[i]
+            if z[o] < 0 or i < z[o]:
+                dx[i] += s[o] / x[i]
+        p = np.ones(ngroups)
+        t = np.zeros(ngroups)
+        for i in range(n):
+            o = u64(gi[i])
+            if z[o] >= 0 and i > z[o]:
+                p[o] *= x[i]
+            if z[o] >= 0 and i >= z[o]:
+                t[o] += g[i] * p[o]
+            elif z[o] >= 0:
+                p[o] *= x[i]
+        for o in range(ngroups):
+            if z[o] >= 0:
+                dx[z[o]] += t[o]
+    elif k == LOGCUMSUMEXP:     # t_j = g_j + exp(y_j - y_j+1) t_j+1, dx_j = exp(x_j - y_j) t_j
+        t = np.zeros(ngroups)
+        nxt = np.zeros(ngroups)
+        seen = np.zeros(ngroups, np.bool_)
+        for i in range(n - 1, -1, -1):
+            o = u64(gi[i])
+            if seen[o]:
+                t[o] = g[i] + (1.0 if y[i] == nxt[o] else math.exp(y[i] - nxt[o])) * t[o]
+            else:
+                t[o] = g[i]
+                seen[o] = True
+            nxt[o] = y[i]
+            if x[i] != -math.inf:
+                dx[i] += math.exp(x[i] - y[i]) * t[o]
+            elif y[i] == -math.inf and f0 == 0.0:   # (a row's leading -infs: NaN, as PyTorch's exp(x - y))
+                dx[i] += np.nan
 
 
 # The compiled forward of a replay (kernels/forward.py): reductions whose groups are
@@ -874,11 +1057,15 @@ def _exp(x):
     return UNARY_BY_NAME["exp"].record(x)
 
 
+def _log(x):
+    return UNARY_BY_NAME["log"].record(x)
+
+
 from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
 
-# a one-element sum, mean or cumsum is its input: the compiled replay of single numbers passes it on
+# a one-element sum, mean, cumsum, cumprod or logcumsumexp is its input: the compiled replay of single numbers passes it on
 register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
-                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM)), compiled_forward=_compiled_forward))
+                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM, CUMPROD, LOGCUMSUMEXP)), compiled_forward=_compiled_forward))
 for _k, _code in CODES.items():
     for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"),
                            (_REPLAY, "replay rule (@replay)")):

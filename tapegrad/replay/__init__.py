@@ -39,4 +39,4 @@ The modules, each importing only those above it in this list:
 from .compile import Compiled, CompileStats, compile  # noqa: F401
 from .record import RecordedTape, load_tape, record  # noqa: F401
 from .recording import Recording, _record_call  # noqa: F401
-from .session import NotReplayable, TapeDivergence, _Session, _WatchedArg, _extremum_lin, _live_lin  # noqa: F401
+from .session import NotReplayable, TapeDivergence, _Session, _WatchedArg, _extremum_lin, _live_lin, _order_lin  # noqa: F401

@@ -26,6 +26,7 @@ from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import FAMILY_RULES, SHAPE, family, index
 from .session import _Rerecord, _live_lin, _pair_gather
+from ..ops.order import ORDER_LIN as _ORDER_LIN
 
 
 def _promoting(f):
@@ -43,6 +44,17 @@ _DERIVED_FNS = {name: _promoting(getattr(np, name)) for name in
                  "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or")}
 _DERIVED_FNS["invert"] = np.invert
 _DERIVED_FNS.update((f.__name__, f) for f in (np.isnan, np.isinf, np.isfinite, np.isposinf, np.isneginf))
+
+
+def _order_indices(kind):
+    """The indices output of sort, topk, median, kthvalue, cummax/cummin (``kind`` of
+    ``ORDER_LIN``) of a value, its integer parameters in one array."""
+    f = _ORDER_LIN[kind]
+    return lambda x, params: np.asarray(f(x, *(int(p) for p in params))[0])
+
+
+for _kind in ("sort", "topk", "median", "kth", "cum"):
+    _DERIVED_FNS[_kind + "_indices"] = _order_indices(_kind)
 
 
 # The compiled forward serves tapes of small and middling arrays, whose NumPy calls

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..ops import shape as _sh
+from ..ops.order import ORDER_LIN
 from ..ops.reduce import extremum_lin
 from ..core.registry import CONST, EXT, LEAF
 from ..core.tensor import Tensor
@@ -228,6 +229,20 @@ class _Session(_tp.RecordingObserver):
         elif values._requires_grad:
             self.refuse("max/min along a dim of a tensor not recorded on this tape")
 
+    def ordered(self, x, values, kind, params, indices=None):
+        """sort, topk, median, quantile, cummax...: the elements the gather picks are
+        recomputed from x's values at each replay, and so is the indices output."""
+        T = self.tape
+        if values._tape is T and values._slot_version == values._ver[0] and x._tape_id == T.id and x._slot_version == x._ver[0]:
+            self.live[values._slot] = functools.partial(_order_lin, x._slot, kind, params)
+        elif values._requires_grad:
+            self.refuse("%s of a tensor not recorded on this tape" % kind)
+        if indices is not None:
+            r = self.ref(x)
+            if r is not None:
+                self.derived[id(indices)] = (indices, (kind + "_indices", [r, ("value", np.array(params, np.int64))]))
+                self.keep.append(indices)
+
     def labels(self, target, flags):
         """nll_loss/cross_entropy: a guard on ``flags`` of the labels (whether any is
         ignored or out of range; the gather itself reads them live); returns those
@@ -285,6 +300,10 @@ def _live_lin(shape, template, pos, vals, arrays):
 
 def _extremum_lin(slot, ax, keepdim, largest, vals, arrays):
     return extremum_lin(vals[slot], ax, keepdim, largest)[1].reshape(-1)
+
+
+def _order_lin(slot, kind, params, vals, arrays):
+    return ORDER_LIN[kind](vals[slot], *params)[1].reshape(-1)
 
 
 _SESSIONS_LOCK = threading.Lock()

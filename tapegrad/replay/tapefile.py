@@ -33,7 +33,8 @@ from ..ops import shape as _sh
 from ..core.registry import META_END, OP_NAMES
 from .forward import _DERIVED_FNS
 from .recording import Recording
-from .session import _extremum_lin, _live_lin
+from .session import _extremum_lin, _live_lin, _order_lin
+from ..ops.order import ORDER_LIN
 
 FORMAT_NAME = "tapegrad-tape"
 FORMAT_VERSION = 2
@@ -46,7 +47,7 @@ MAX_HEADER_BYTES = 1 << 28
 # The functions a recording may refer to (its live gathers and label guards), by the
 # name a file gives them: a file can name only these.  A layer above the replay
 # package registers its own (``tapegrad/__init__.py``: nn's ``label_flags``).
-FUNCTIONS = {"live_lin": _live_lin, "extremum_lin": _extremum_lin}
+FUNCTIONS = {"live_lin": _live_lin, "extremum_lin": _extremum_lin, "order_lin": _order_lin}
 
 
 def register_function(name, fn):
@@ -527,6 +528,10 @@ def _recording_from_state(st, r):
                 arg(p[1], "the live gather of slot %s" % s)
         elif f.func is _extremum_lin:
             if len(f.args) != 4:
+                raise bad("the live gather of slot %s is malformed" % s)
+            slot(f.args[0], "the live gather of slot %s" % s)
+        elif f.func is _order_lin:
+            if len(f.args) != 3 or f.args[1] not in ORDER_LIN or not isinstance(f.args[2], tuple):
                 raise bad("the live gather of slot %s is malformed" % s)
             slot(f.args[0], "the live gather of slot %s" % s)
         else:
