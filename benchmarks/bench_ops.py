@@ -116,6 +116,24 @@ class Binary:
         self.run(n, length)
 
 
+class MoreElementwise:
+    """The second elementwise table (kernels made when a backward first meets one of its
+    ops): ``lgamma(x) + hypot(x, w) + softplus(x)``, summed, record + backward."""
+    params = [SIZES]
+    param_names = ["n"]
+
+    def setup(self, n):
+        self.x = tg.tensor(np.abs(_data(n)) + 0.5, requires_grad=True)
+        self.w = tg.tensor(_data(n, 1), requires_grad=True)
+        self.run(n)
+
+    def run(self, n):
+        (tg.lgamma(self.x) + tg.hypot(self.x, self.w) + tg.nn.functional.softplus(self.x)).sum().backward()
+
+    def time_lgamma_hypot_softplus(self, n):
+        self.run(n)
+
+
 class Reduce:
     """Reductions of an (r, c) matrix with ``n`` elements: ``sum()`` and ``mean(dim=1).sum()``."""
     params = (SIZES, ["sum", "mean_dim"])
