@@ -36,6 +36,7 @@ FLOORS = {
     "tapegrad.ops.reduce": 2,
     "tapegrad.ops.linalg": 2,
     "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
+    "tapegrad.ops.host": 2,              # host ops: NumPy/LAPACK forward, reverse in Python between sweep segments
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -55,6 +56,7 @@ FLOORS = {
     "tapegrad._background": 4,          # the background compile the engine asks for
     # 5, the public functions and replay
     "tapegrad.functions": 5,
+    "tapegrad.linalg": 5,               # tg.linalg: host ops (LAPACK) and compositions, on the public ops
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers
@@ -77,7 +79,7 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
-             "tapegrad.ops.gathers"]
+             "tapegrad.ops.gathers", "tapegrad.ops.host"]
 
 
 def module_name(path, root):

@@ -11,8 +11,10 @@ kernel) and one name can cover several kernels.
 
 from typing import Callable, NamedTuple
 
-META, UNARY, BINARY, REDUCE, SHAPE, LINALG = range(6)
-FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg")
+META, UNARY, BINARY, REDUCE, SHAPE, LINALG, HOST = range(7)
+FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg", "host")
+# HOST: ops whose reverse runs in Python between segments of the compiled sweep
+# (ops/host.py): the sweep only stops at their entries, no kernel of theirs is compiled
 META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
 
