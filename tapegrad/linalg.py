@@ -269,7 +269,7 @@ def slogdet(A, *, out=None):
     _square(A, "linalg.slogdet")
     y = _h.record(_SLOGDET, [A], _slogdet_fwd([A._data], (), None))
     sign, logabsdet = _parts(y, [A.shape[:-2], A.shape[:-2]])
-    return SlogdetResult(sign.detach(), logabsdet)
+    return SlogdetResult(sign, logabsdet)
 
 
 # -- cholesky ------------------------------------------------------------------------------
@@ -886,8 +886,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     return r
 
 
-def norm(A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
+def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
     _out_refused(out, "norm")
+    A = input
     if isinstance(dim, (int, np.integer)):
         dim = (int(dim),)
     if dim is not None:

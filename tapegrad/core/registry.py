@@ -11,6 +11,8 @@ kernel) and one name can cover several kernels.
 
 from typing import Callable, NamedTuple
 
+import numpy as np
+
 META, UNARY, BINARY, REDUCE, SHAPE, LINALG, HOST = range(7)
 FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg", "host")
 # HOST: ops whose reverse runs in Python between segments of the compiled sweep
@@ -35,6 +37,9 @@ OP_NAMES = {}       # opcode -> op name
 # opcode -> what its entries keep, bits 1 input a, 2 input b, 4 input c, 8 output, by
 # ``rg`` (bit 0: input a needs a gradient, bit 1: input b); see ``define``
 SAVES_BY_RG = {}
+# the same as one array, [opcode, rg] (the compiled mark and free read it); filled by
+# ``define``, so an op defined after the kernels were imported (a host op) is in it
+SAVES_TABLE = np.zeros((len(FAMILY_NAMES) << FAMILY_SHIFT, 4), np.int64)
 GRAD_FN_NAMES = []  # name id -> grad_fn name
 _NAME_IDS = {}
 
@@ -56,6 +61,7 @@ def define(family, index, name, saves=0, reads=(0, 0)):
     OPCODES[name] = code
     OP_NAMES[code] = name
     SAVES_BY_RG[code] = saves_by_rg(saves, reads)
+    SAVES_TABLE[code] = SAVES_BY_RG[code]
     return code
 
 
