@@ -18,10 +18,11 @@ from . import functions as F
 from .core.dtypes import torch_name
 from .core.tensor import Tensor
 from .ops import host as _h
+from .ops import shape as _sh
 
 __all__ = ["LinAlgError", "solve", "inv", "det", "slogdet", "cholesky", "cholesky_ex", "solve_triangular",
            "eigh", "eigvalsh", "norm", "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "svd",
-           "svdvals", "qr", "lstsq", "pinv", "matrix_exp", "cholesky_solve"]
+           "svdvals", "qr", "lstsq", "pinv", "matrix_exp"]      # (and tg.cholesky_solve)
 
 
 class LinAlgError(RuntimeError):
@@ -134,15 +135,17 @@ def _defined(g):
     return g.requires_grad or bool(np.any(g._data))
 
 
-def _part(flat, start, shape):
+def _part(flat, start, shape, name="ViewBackward0"):
     n = int(np.prod(shape, dtype=np.int64))
-    return F.reshape(F.narrow(flat, 0, start, n), shape), start + n
+    return _sh.reshape(F.narrow(flat, 0, start, n), tuple(shape), name), start + n
 
 
-def _parts(out, shapes):
+def _parts(out, shapes, name="ViewBackward0"):
+    """The outputs in the flat output ``out`` of a host op, views of it (named after
+    the op, ``name``, as PyTorch names the grad_fn of each output)."""
     res, at = [], 0
     for sh in shapes:
-        p, at = _part(out, at, sh)
+        p, at = _part(out, at, sh, name)
         res.append(p)
     return res
 
@@ -268,7 +271,7 @@ def slogdet(A, *, out=None):
     _float_input(A, "linalg.slogdet")
     _square(A, "linalg.slogdet")
     y = _h.record(_SLOGDET, [A], _slogdet_fwd([A._data], (), None))
-    sign, logabsdet = _parts(y, [A.shape[:-2], A.shape[:-2]])
+    sign, logabsdet = _parts(y, [A.shape[:-2], A.shape[:-2]], "LinalgSlogdetBackward0")
     return SlogdetResult(sign, logabsdet)
 
 
@@ -387,7 +390,7 @@ def _cs_fwd(xs, ints, f):
 def _cs_rev(xs, X, g, ints, f, needs):
     L = xs[1]
     upper = bool(ints[0])
-    gB = cholesky_solve(g, L, upper)
+    gB = _cholesky_solve(g, L, upper)
     gL = None
     if needs[1]:
         common = F.matmul(gB, _mT(X))
@@ -400,7 +403,7 @@ _CHOLESKY_SOLVE = _h.host_op("cholesky_solve", "CholeskySolveBackward0", _cs_fwd
                              _h.SAVE_B | _h.SAVE_OUT)
 
 
-def cholesky_solve(input, input2, upper=False, *, out=None):
+def _cholesky_solve(input, input2, upper=False, *, out=None):
     """``tg.cholesky_solve(B, L, upper=False)``: ``X`` with ``L L^T X = B``
     (``U^T U X = B`` with ``upper``)."""
     _out_refused(out, "cholesky_solve")
@@ -418,6 +421,9 @@ def cholesky_solve(input, input2, upper=False, *, out=None):
     B, L = _broadcast_batches("cholesky_solve", B, L)
     ints = (int(bool(upper)),)
     return _h.record(_CHOLESKY_SOLVE, [B, L], _cs_fwd([B._data, L._data], ints, None), ints)
+
+
+_cholesky_solve.__name__ = _cholesky_solve.__qualname__ = "cholesky_solve"     # tg.cholesky_solve (torch.linalg has none)
 
 
 # -- eigh, eigvalsh ------------------------------------------------------------------------
@@ -458,7 +464,7 @@ def eigh(A, UPLO="L", *, out=None):
     _square(A, "linalg.eigh")
     ints = (_uplo(UPLO),) + A.shape
     y = _h.record(_EIGH, [A], _eigh_fwd([A._data], ints, None), ints)
-    L, V = _parts(y, [A.shape[:-1], A.shape])
+    L, V = _parts(y, [A.shape[:-1], A.shape], "LinalgEighBackward0")
     return EighResult(L, V)
 
 
@@ -536,7 +542,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
     _matrices(A, "linalg.svd")
     ints = (int(bool(full_matrices)),) + A.shape
     y = _h.record(_SVD, [A], _svd_fwd([A._data], ints, None), ints)
-    return SvdResult(*_parts(y, _svd_shapes(A.shape, bool(full_matrices))))
+    return SvdResult(*_parts(y, _svd_shapes(A.shape, bool(full_matrices)), "LinalgSvdBackward0"))
 
 
 def svdvals(A, *, driver=None, out=None):
@@ -611,7 +617,7 @@ def qr(A, mode="reduced", *, out=None):
     code = _QR_MODES.index(mode)
     ints = (code,) + A.shape
     y = _h.record(_QR, [A], _qr_fwd([A._data], ints, None), ints)
-    Q, R = _parts(y, _qr_shapes(A.shape, code))
+    Q, R = _parts(y, _qr_shapes(A.shape, code), "LinalgQrBackward0")
     if code == 2:
         Q = Tensor._wrap(np.zeros(0, A.dtype))
     return QrResult(Q, R)

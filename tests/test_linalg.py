@@ -250,6 +250,9 @@ def test_grad_fn_names_and_one_entry_per_factorisation():
     assert L.cholesky(x).grad_fn.name() == "LinalgCholeskyExBackward0"
     assert L.inv(x).grad_fn.name() == "LinalgInvExBackward0"
     assert L.det(x).grad_fn.name() == "LinalgDetBackward0"
+    for f, name in ((L.eigh, "LinalgEighBackward0"), (L.svd, "LinalgSvdBackward0"), (L.qr, "LinalgQrBackward0"),
+                    (L.slogdet, "LinalgSlogdetBackward0")):
+        assert [t.grad_fn.name() for t in f(x)] == [name] * len(f(x))      # (PyTorch's names of every output)
     T = tape.current()
     n0 = T.n
     L.eigh(x)
@@ -514,7 +517,6 @@ def test_signatures_match_torch():
         if name == "LinAlgError":
             continue
         names = list(inspect.signature(getattr(L, name)).parameters)
-        if name == "cholesky_solve":        # (its docstring says B, L; its keywords are input, input2)
-            assert names == ["input", "input2", "upper", "out"]
-            continue
         assert names == _doc_parameters(getattr(torch.linalg, name).__doc__), name
+    # (cholesky_solve's docstring says B, L; its keywords are input, input2)
+    assert list(inspect.signature(tg.cholesky_solve).parameters) == ["input", "input2", "upper", "out"]

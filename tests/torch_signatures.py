@@ -26,6 +26,7 @@ NAMESPACES = [
     ("torch", "tapegrad", "torch", "functions"),
     ("Tensor", "tapegrad.Tensor", "torch.Tensor", "methods"),
     ("torch.nn.functional", "tapegrad.nn.functional", "torch.nn.functional", "functions"),
+    ("torch.linalg", "tapegrad.linalg", "torch.linalg", "functions"),
     ("torch.autograd", "tapegrad.autograd", "torch.autograd", "functions"),
     ("torch.autograd.functional", "tapegrad.autograd.functional", "torch.autograd.functional", "functions"),
     ("torch.optim", "tapegrad.optim", "torch.optim", "classes"),
@@ -204,7 +205,8 @@ def tapegrad_signature(qualname, obj):
 # -- PyTorch's side (needs torch) --------------------------------------------------------
 def _doc_overloads(name, doc):
     """The parameter lists of the docstring's signature lines (``name(...) -> ...``)."""
-    pat = re.compile(r"^\s*(?:\.\. function:: |\.\. method:: )?%s\(" % re.escape(name))
+    # (torch.linalg's docstrings name the function with its namespace: ``linalg.solve(A, B, ...)``)
+    pat = re.compile(r"^\s*(?:\.\. function:: |\.\. method:: )?(?:torch\.)?(?:linalg\.)?%s\(" % re.escape(name))
     out = []
     lines = (doc or "").splitlines()[:400]
     first = next((k for k, line in enumerate(lines) if line.strip()), 0)
