@@ -22,7 +22,7 @@ from .ops import shape as _sh
 
 __all__ = ["LinAlgError", "solve", "inv", "det", "slogdet", "cholesky", "cholesky_ex", "solve_triangular",
            "eigh", "eigvalsh", "norm", "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "svd",
-           "svdvals", "qr", "lstsq", "pinv", "matrix_exp"]      # (and tg.cholesky_solve)
+           "svdvals", "qr", "lstsq", "pinv", "matrix_exp", "lu_factor", "lu_solve"]      # (and tg.cholesky_solve)
 
 
 class LinAlgError(RuntimeError):
@@ -997,3 +997,140 @@ def _chain(ts):
         k = split[i][j]
         return F.matmul(prod(i, k), prod(k + 1, j))
     return prod(0, n - 1)
+
+
+# -- lu_factor, lu_solve --------------------------------------------------------------------
+def _lu_np(A):
+    """(LU, pivots: LAPACK's 1-based int32, per matrix) of ``A`` (..., m, n)."""
+    getrf = _lapack("getrf", A)
+    fl = _flat_batches(A)
+    lu = np.empty_like(fl)
+    piv = np.empty((fl.shape[0], min(A.shape[-2:])), np.int32)
+    infos = np.zeros(fl.shape[0], np.int64)
+    for i, m in enumerate(fl):
+        f, p, info = getrf(m)
+        lu[i], piv[i], infos[i] = f, p + 1, info
+    return lu.reshape(A.shape), piv.reshape(A.shape[:-2] + (piv.shape[-1],)), infos
+
+
+def _permutation(piv, m):
+    """The permutation matrices P (A = P L U) of LAPACK's 1-based pivots (..., k)."""
+    fl = piv.reshape(-1, piv.shape[-1])
+    out = np.empty((fl.shape[0], m, m))
+    for b, p in enumerate(fl):
+        perm = np.arange(m)
+        for i, j in enumerate(p - 1):
+            perm[i], perm[j] = perm[j], perm[i]
+        P = np.zeros((m, m))
+        P[perm, np.arange(m)] = 1.0     # row perm[i] of A is row i of L U
+        out[b] = P
+    return out.reshape(piv.shape[:-1] + (m, m))
+
+
+def _unpack(LU):
+    n = LU.shape[-1]
+    Lf = F.tril(LU, -1) + _const(np.eye(n, dtype=LU.dtype))
+    return Lf, F.triu(LU)
+
+
+def _luf_fwd(xs, ints, f):
+    return _lu_np(xs[0])[0]
+
+
+def _luf_rev(xs, LU, g, ints, f, needs):
+    m, n = LU.shape[-2:]
+    if m != n:
+        raise NotImplementedError("tapegrad: the gradient of linalg.lu_factor is implemented for square matrices")
+    piv = np.array(ints, np.int32).reshape(LU.shape[:-2] + (n,))
+    P = _const(_permutation(piv, n).astype(LU.dtype))
+    Lf, U = _unpack(LU)
+    gA = F.tril(F.matmul(_mT(Lf), F.tril(g, -1)), -1) + F.triu(F.matmul(F.triu(g), _mT(U)))
+    gA = solve_triangular(_mT(U), gA, upper=False, left=False)
+    gA = solve_triangular(_mT(Lf), gA, upper=True, left=True, unitriangular=True)
+    return [F.matmul(P, gA)]
+
+
+_LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev, _h.SAVE_OUT)
+
+LuFactorResult = collections.namedtuple("lu_factor", ["LU", "pivots"])
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    _out_refused(out, "lu_factor")
+    if A.ndim < 2:
+        raise RuntimeError("torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: %s instead"
+                           % list(A.shape))
+    _float_input(A, "linalg.lu_factor")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    lu, piv, infos = _lu_np(A._data)
+    bad = np.flatnonzero(infos)
+    if bad.size:
+        i = int(infos[bad[0]])
+        raise RuntimeError("torch.linalg.lu_factor: %sU[%d,%d] is zero and using it on lu_solve would result in a "
+                          "division by zero. If you still want to perform the factorization, consider calling "
+                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+                          % (_batch_note(A._data, int(bad[0])), i, i))
+    ints = tuple(piv.ravel().tolist())
+    return LuFactorResult(_h.record(_LU_FACTOR, [A], lu, ints), Tensor._wrap(piv))
+
+
+def _lus_fwd(xs, ints, f):
+    LU, B, piv = xs
+    from scipy.linalg import lu_solve as _sp_lu_solve
+    trans = ints[0]
+    L3, B3 = _flat_batches(LU), _flat_batches(B)
+    p3 = piv.reshape(-1, piv.shape[-1]).astype(np.int64) - 1
+    out = np.empty(B3.shape, np.result_type(LU.dtype, B.dtype))
+    for i in range(B3.shape[0]):
+        out[i] = _sp_lu_solve((L3[i], p3[i]), B3[i], trans=trans, check_finite=False)
+    return out.reshape(B.shape)
+
+
+def _lus_rev(xs, X, g, ints, f, needs):
+    LU, _, piv = xs
+    adjoint = bool(ints[0])
+    gB = _lu_solve(LU, piv, g, not adjoint)
+    gLU = None
+    if needs[0]:
+        n = LU.shape[-1]
+        gA = -(F.matmul(X, _mT(gB)) if adjoint else F.matmul(gB, _mT(X)))
+        P = _const(_permutation(piv._data.astype(np.int32), n).astype(LU.dtype))
+        PtgA = F.matmul(_mT(P), gA)
+        Lf, U = _unpack(LU)
+        gLU = F.tril(F.matmul(PtgA, _mT(U)), -1) + F.triu(F.matmul(_mT(Lf), PtgA))
+    return [gLU, gB, None]
+
+
+_LU_SOLVE = _h.host_op("linalg_lu_solve", "LinalgLuSolveBackward0", _lus_fwd, _lus_rev,
+                       _h.SAVE_A | _h.SAVE_C | _h.SAVE_OUT)
+
+
+def _lu_solve(LU, pivots, B, adjoint):
+    """``op(A) X = B`` for A = P L U (op: transpose with ``adjoint``), one batch shape."""
+    ints = (int(bool(adjoint)),)
+    return _h.record(_LU_SOLVE, [LU, B, pivots], _lus_fwd([LU._data, B._data, pivots._data], ints, None), ints)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
+    _out_refused(out, "lu_solve")
+    fname = "linalg.lu_solve"
+    _float_input(LU, fname, "LU")
+    _float_input(B, fname, "B")
+    _square(LU, fname, "LU")
+    _matrices(B, fname, "B")
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %dx%d)"
+                           % (fname, "AX = B" if left else "XA = B", n, n, B.shape[-2], B.shape[-1]))
+    if pivots.dtype != np.int32:
+        raise RuntimeError("%s: pivots should be a Tensor of scalar type int32. Got: %s"
+                           % (fname, torch_name(pivots.dtype)))
+    if not left:        # X op(A) = B  <=>  op(A)^T X^T = B^T
+        B = _mT(B)
+        adjoint = not adjoint
+    LU, B = _broadcast_batches(fname, LU, B)
+    if pivots.shape[:-1] != LU.shape[:-2]:
+        pivots = Tensor._wrap(np.ascontiguousarray(np.broadcast_to(pivots._data, LU.shape[:-2] + (n,))))
+    X = _lu_solve(LU, pivots, B, adjoint)
+    return X if left else _mT(X)

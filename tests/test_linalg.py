@@ -110,6 +110,12 @@ CASES = {
                               [general(3, 3)]),
     "multi_dot": (lambda a, b, c, d: L.multi_dot([a, b, c, d]), lambda a, b, c, d: _t().linalg.multi_dot([a, b, c, d]),
                   [general(3, seed=1), general(3, 5, seed=2), general(5, 2, seed=3), general(2, seed=4)]),
+    "lu_factor": (lambda a: L.lu_factor(a).LU, lambda a: _t().linalg.lu_factor(a).LU, [general(2, 3, 3)]),
+    "lu_solve": (lambda a, b: L.lu_solve(*L.lu_factor(a), b), lambda a, b: _t().linalg.lu_solve(*_t().linalg.lu_factor(a), b),
+                 [general(2, 3, 3), general(2, 3, 2, seed=1)]),
+    "lu_solve_right_adjoint": (lambda a, b: L.lu_solve(*L.lu_factor(a), b, left=False, adjoint=True),
+                               lambda a, b: _t().linalg.lu_solve(*_t().linalg.lu_factor(a), b, left=False, adjoint=True),
+                               [general(3, 3), general(2, 3, seed=1)]),
     "norm": (L.norm, lambda a: _t().linalg.norm(a), [general(2, 3, 4)]),
     "norm_matrix_ord": (lambda a: L.norm(a, "nuc"), lambda a: _t().linalg.norm(a, "nuc"), [general(3, 4)]),
     "norm_dim": (lambda a: L.norm(a, 3, dim=1, keepdim=True), lambda a: _t().linalg.norm(a, 3, dim=1, keepdim=True),
@@ -170,6 +176,7 @@ def test_gradcheck_and_gradgradcheck(name):
 
 
 @pytest.mark.parametrize("name", ["solve", "inv", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv", "matrix_exp",
+                                  "lu_solve",
                                   "solve_triangular", "cholesky_solve", "vector_norm_2", "matrix_norm_nuc", "lstsq"])
 def test_create_graph_second_derivative_matches_torch(name):
     torch = pytest.importorskip("torch")
@@ -382,6 +389,22 @@ def test_record_replays_with_new_inputs():
         np.testing.assert_allclose(gb, tgb, rtol=1e-9, atol=1e-10)
 
 
+def test_tape_file_of_host_ops_loads_and_replays(tmp_path):
+    r = rng(5)
+    e = 3.0 * np.eye(3)
+    args = (r.standard_normal((3, 3)) + 2 * np.eye(3), r.standard_normal((3, 2)), e)
+    rec = tg.record(_body(tg), *args)
+    path = str(tmp_path / "linalg.tape")
+    rec.save(path)
+    loaded = tg.load_tape(path)
+    av, bv = r.standard_normal((3, 3)) + 2 * np.eye(3), r.standard_normal((3, 2))
+    v, (ga, gb, _) = loaded.value_and_grad(av, bv, e)
+    w, (ha, hb, _) = rec.value_and_grad(av, bv, e)
+    assert v == w
+    np.testing.assert_array_equal(ga, ha)
+    np.testing.assert_array_equal(gb, hb)
+
+
 # -- PyTorch's signatures and errors ---------------------------------------------------------
 def _errors(f, *args, **kw):
     try:
@@ -436,6 +459,11 @@ ERROR_CASES = [
     ("qr", lambda m: (m.ones(3, 2, dtype=m.float64),), {"mode": "x"}),
     ("matrix_exp", lambda m: (m.ones(2, 3, dtype=m.float64),), {}),
     ("lstsq", lambda m: (m.ones(4, 2, dtype=m.float64), m.ones(3, 1, dtype=m.float64)), {}),
+    ("lu_factor", lambda m: (m.tensor(_S, dtype=m.float64),), {}),
+    ("lu_factor", lambda m: (m.ones(3, dtype=m.float64),), {}),
+    ("lu_factor", lambda m: (m.eye(3, dtype=m.float64),), {"pivot": False}),
+    ("lu_solve", lambda m: (m.eye(3, dtype=m.float64), m.tensor([1, 2, 3], dtype=m.int32),
+                            m.ones(2, 1, dtype=m.float64)), {}),
 ]
 
 
@@ -503,7 +531,7 @@ def _doc_parameters(doc):
         if ch == "," and depth == 0:
             cur = cur.strip()
             if cur and cur != "*":
-                names.append(cur.split("=")[0])
+                names.append(cur.split("=")[0].split()[-1])      # ("bool pivot": the name)
             cur = ""
         else:
             cur += ch

@@ -146,6 +146,7 @@ def parse_doc_params(params):
             continue
         name, eq, default = p.partition("=")
         name = name.split(":")[0].strip()
+        name = name.split()[-1] if name else name      # ("bool pivot": a C++ type before the name)
         out.append([name, "kw" if kw else "pos", norm_default(_DocDefault(default)) if eq else None])
     return out
 
