@@ -1134,3 +1134,72 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
         pivots = Tensor._wrap(np.ascontiguousarray(np.broadcast_to(pivots._data, LU.shape[:-2] + (n,))))
     X = _lu_solve(LU, pivots, B, adjoint)
     return X if left else _mT(X)
+
+
+# -- the torch.* spellings and the Tensor methods -------------------------------------------
+def _det(input):
+    return det(input)
+
+
+def _slogdet(input):
+    return slogdet(input)
+
+
+def _logdet(input):
+    """``log(det(A))``: nan for a negative determinant, -inf for a singular matrix."""
+    sign, logabsdet = slogdet(input)
+    return logabsdet + F.log(sign)
+
+
+def _inverse(input, *, out=None):
+    return inv(input, out=out)
+
+
+def _matrix_power(input, n, *, out=None):
+    return matrix_power(input, n, out=out)
+
+
+def _matrix_exp(A):
+    return matrix_exp(A)
+
+
+def _pinverse(input, rcond=1e-15):
+    return pinv(input, rtol=rcond)
+
+
+for _f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse):
+    _f.__name__ = _f.__qualname__ = _f.__name__[1:]
+# tg.det, tg.inverse, ...: torch's names outside torch.linalg (tapegrad/__init__.py imports them)
+TORCH_FUNCTIONS = {f.__name__: f for f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse,
+                                           _cholesky_solve)}
+
+
+class _LinalgMethods:
+    """Tensor's methods of these (bound onto Tensor at import, as functions.py binds its table)."""
+
+    def det(self):
+        return det(self)
+
+    def slogdet(self):
+        return slogdet(self)
+
+    def logdet(self):
+        return _logdet(self)
+
+    def inverse(self):
+        return inv(self)
+
+    def cholesky_solve(self, input2, upper=False):
+        return _cholesky_solve(self, input2, upper)
+
+    def matrix_power(self, n):
+        return matrix_power(self, n)
+
+    def matrix_exp(self):
+        return matrix_exp(self)
+
+    def pinverse(self, rcond=1e-15):
+        return pinv(self, rtol=rcond)
+
+
+F._bind(Tensor, _LinalgMethods)

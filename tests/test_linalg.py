@@ -548,3 +548,26 @@ def test_signatures_match_torch():
         assert names == _doc_parameters(getattr(torch.linalg, name).__doc__), name
     # (cholesky_solve's docstring says B, L; its keywords are input, input2)
     assert list(inspect.signature(tg.cholesky_solve).parameters) == ["input", "input2", "upper", "out"]
+
+
+@pytest.mark.parametrize("name,args", [("det", ()), ("slogdet", ()), ("logdet", ()), ("inverse", ()),
+                                       ("matrix_power", (3,)), ("matrix_exp", ()), ("pinverse", ()),
+                                       ("cholesky_solve", ("L",))])
+def test_torch_namespace_functions_and_tensor_methods(name, args):
+    torch = pytest.importorskip("torch")
+    a = spd(2, 3, 3) * 0.2
+    lv = np.linalg.cholesky(spd(3, 3))
+
+    def run(m, x, method):
+        extra = [m.tensor(lv) if v == "L" else v for v in args]
+        out = getattr(x, name)(*extra) if method else getattr(m, name)(x, *extra)
+        out = out[1] if name == "slogdet" else out
+        return out
+    for method in (False, True):
+        x, tx = leaf(a), torch.tensor(a, requires_grad=True)
+        y, ty = run(tg, x, method), run(torch, tx, method)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10)
+        (y * tg.tensor(_weights(y.shape))).sum().backward()
+        (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-8, atol=1e-10)
+    assert np.isnan(tg.logdet(tg.tensor([[0.0, 1.0], [1.0, 0.0]])).item())       # (a negative determinant)
