@@ -49,6 +49,7 @@ FLOORS = {
     "tapegrad.autograd.differentiable": 4,
     "tapegrad.autograd.engine": 4,
     "tapegrad.autograd.functional": 4,
+    "tapegrad.autograd.function": 4,     # tg.autograd.Function, a host op
     "tapegrad.autograd.grad_mode": 4,
     "tapegrad.autograd.gradcheck": 4,
     "tapegrad.autograd.graph": 4,

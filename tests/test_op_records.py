@@ -19,6 +19,7 @@ from tapegrad.ops.elementwise import Binary, Unary
 from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, OPCODES, FamilyRules,
                                     OpDefinitionError, family)
 
+import test_autograd_function
 import test_linalg
 import test_ops
 
@@ -176,6 +177,7 @@ def test_every_registry_opcode_is_in_the_op_tests():
     seen |= _opcodes(test_ops.inplace_fn, test_ops.leaf(3, 4))
     for fn, _, arrays in test_linalg.CASES.values():       # the host ops (tg.linalg)
         seen |= _opcodes(fn, *[test_linalg.leaf(a) for a in arrays])
+    seen |= _opcodes(test_autograd_function.TG[0].apply, test_ops.leaf(3))     # tg.autograd.Function
     ops = {code for code in OP_NAMES if family(code) != META}
     missing = sorted(OP_NAMES[code] for code in ops - seen)
     assert not missing, "opcodes no table of tests/test_ops.py exercises: %s" % ", ".join(missing)

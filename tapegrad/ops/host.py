@@ -23,6 +23,9 @@ from ..core import tape as _tp
 from ..core.registry import (HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, FamilyRules, OpDefinitionError, define,
                              name_id, register_family)
 from ..core.tensor import Tensor
+from .shape import VARIADIC     # (an entry whose input slots are listed in aux)
+
+
 
 
 class HostOp(NamedTuple):
@@ -39,6 +42,7 @@ class HostOp(NamedTuple):
     reverse: Callable
     saves: int
     grad_fn: str
+    entry: bool = False     # the reverse also gets ``entry=(tape, slot)`` (tg.autograd.Function)
 
 
 HOST_OPS = {}       # kernel index -> HostOp
@@ -46,13 +50,13 @@ BY_NAME = {}        # op name -> HostOp
 _SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
 
 
-def host_op(name, grad_fn, forward, reverse, saves):
+def host_op(name, grad_fn, forward, reverse, saves, entry=False):
     """Define the host op ``name`` (an opcode of the HOST family)."""
     if not callable(forward) or not callable(reverse):
         raise OpDefinitionError("host op %r: its forward and its reverse rule must be functions" % name)
     k = len(HOST_OPS)
     code = define(HOST, k, name, saves=saves)
-    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn)
+    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry)
     return op
 
 
@@ -64,21 +68,22 @@ def record(op, inputs, out, ints=(), floats=(0.0, 0.0), grad_fn=None):
         out = out.copy()
     if not _tp.state().grad or not any(x._requires_grad for x in inputs):
         return Tensor._wrap(out)
-    if len(inputs) > 3:
-        raise OpDefinitionError("host op %r: at most three tensor inputs" % op.name)
+    variadic = len(inputs) > 3
+    if variadic and op.saves & (SAVE_A | SAVE_B | SAVE_C):
+        raise OpDefinitionError("host op %r: an op of more than three inputs saves none of them" % op.name)
     T = _tp.current()
     slots = []
     for j, x in enumerate(inputs):
         s = x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x)
-        if op.saves & _SAVE_BITS[j]:
+        if not variadic and op.saves & _SAVE_BITS[j]:
             T.vals[s] = x._data
         slots.append(s)
-    words = [len(ints)] + [int(i) for i in ints] + [len(inputs)]
+    words = ([len(slots)] + slots if variadic else []) + [len(ints)] + [int(i) for i in ints] + [len(inputs)]
     for x in inputs:
         words += [x._data.ndim] + list(x._data.shape)
     words += [out.ndim] + list(out.shape)
     at = T.aux_append(np.array(words, np.int64))
-    a, b, c = (slots + [-1, -1, -1])[:3]
+    a, b, c = (-1, -1, VARIADIC) if variadic else (slots + [-1, -1, -1])[:3]
     ver = [0]
     o = T.new_slot(op.code, a, b, c, at, -1, name_id(grad_fn or op.grad_fn), float(floats[0]), float(floats[1]),
                    out, bool(op.saves & SAVE_OUT), ver)
@@ -102,28 +107,42 @@ def decode(aux, at):
 
 
 # -- the family's rules -----------------------------------------------------------------
+def _slots_and_meta(aux, row):
+    """The input slots of a host entry and where its parameters start in ``aux``."""
+    at = row[_tp.AUX]
+    if row[_tp.C] == VARIADIC:
+        n = int(aux[at])
+        return [int(v) for v in aux[at + 1:at + 1 + n]], at + 1 + n
+    return [row[_tp.A], row[_tp.B], row[_tp.C]], at
+
+
 def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     op = HOST_OPS[k]
-    ints, shapes, oshape = decode(ctx.aux, row[_tp.AUX])
-    slots = [row[_tp.A], row[_tp.B], row[_tp.C]][:len(shapes)]
+    slots, at = _slots_and_meta(ctx.aux, row)
+    ints, shapes, oshape = decode(ctx.aux, at)
+    slots = slots[:len(shapes)]
     needs = [ctx.needs(i) for i in slots]
     if not any(needs):
         return []
-    xs = [ctx.value(i).reshape(sh) if op.saves & _SAVE_BITS[j] else None
+    xs = [ctx.value(i).reshape(sh) if j < 3 and op.saves & _SAVE_BITS[j] else None
           for j, (i, sh) in enumerate(zip(slots, shapes))]
     y = ctx.value(s).reshape(oshape) if op.saves & SAVE_OUT else None
     dt = next((t.dtype for t in xs + [y] if t is not None), None)
     g = g.reshape(oshape)
     if dt is not None and dt.kind == "f" and g.dtype != dt:
         g = g.to(dt)
-    grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
+    if op.entry:
+        grads = op.reverse(xs, y, g, ints, (f0, f1), needs, entry=(ctx.T, s))
+    else:
+        grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
     return [(i, r.reshape(-1)) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
 
 
 def replay_rule(k, row, aux, shape, name, f0, f1):
     op = HOST_OPS[k]
-    ints, shapes, oshape = decode(aux, row[_tp.AUX])
-    slots = [row[_tp.A], row[_tp.B], row[_tp.C]][:len(shapes)]
+    slots, at = _slots_and_meta(aux, row)
+    ints, shapes, oshape = decode(aux, at)
+    slots = slots[:len(shapes)]
 
     def f(v):
         return np.ascontiguousarray(op.forward([np.asarray(v[i]).reshape(sh) for i, sh in zip(slots, shapes)],
