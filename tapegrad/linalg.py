@@ -235,8 +235,20 @@ def _det_fwd(xs, ints, f):
 
 def _det_rev(xs, d, g, ints, f, needs):
     A = xs[0]
+    if not np.all(d._data != 0):
+        return [_cofactors(A, g)]
     c = F.unsqueeze(F.unsqueeze(g * d, -1), -1)
     return [c * _mT(inv(A))]
+
+
+def _cofactors(A, g):
+    """``g`` times the cofactor matrix of ``A``, also for a singular A (PyTorch's
+    rule): with A = U S Vh, det(U) det(Vh) U diag(prod_{j != i} S_j) Vh."""
+    U, S, Vh = svd(A, full_matrices=False)
+    n = A.shape[-1]
+    others = F.where(_const(np.eye(n, dtype=np.bool_)), _const(np.ones((), S.dtype)), F.unsqueeze(S, -2))
+    D = F.prod(others, -1) * F.unsqueeze(g * det(U) * det(Vh), -1)
+    return F.matmul(U * F.unsqueeze(D, -2), Vh)
 
 
 _DET = _h.host_op("linalg_det", "LinalgDetBackward0", _det_fwd, _det_rev, _h.SAVE_A | _h.SAVE_OUT)

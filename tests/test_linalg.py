@@ -268,15 +268,27 @@ def test_grad_fn_names_and_one_entry_per_factorisation():
     assert ops.count(OPCODES["linalg_eigh"]) == 1 and family(OPCODES["linalg_eigh"]) == HOST
 
 
-def test_repeated_eigenvalues_eigvalsh_and_svdvals_have_finite_gradients():
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(mode, monkeypatch):
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    for a in ([[1.0, 2.0], [2.0, 4.0]], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]):
+        x = leaf(a)
+        L.det(x).backward()
+        cof = {2: [[4.0, -2.0], [-2.0, 1.0]], 3: [[-3.0, 6.0, -3.0], [6.0, -12.0, 6.0], [-3.0, 6.0, -3.0]]}[len(a)]
+        np.testing.assert_allclose(x.grad.numpy(), cof, atol=1e-12)
+        assert tg.autograd.gradcheck(L.det, (leaf(a),))
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_repeated_eigenvalues_eigvalsh_and_svdvals_have_finite_gradients(mode, monkeypatch):
     # only the eigenvalues are used: no division by their differences (PyTorch's undefined gV)
-    for mode in ("never", "always"):
-        a = tg.tensor(np.eye(3), requires_grad=True)
-        L.eigvalsh(a).sum().backward()
-        np.testing.assert_allclose(a.grad.numpy(), np.eye(3), atol=1e-12)
-        b = tg.tensor(np.eye(3), requires_grad=True)
-        L.svdvals(b).sum().backward()
-        np.testing.assert_allclose(b.grad.numpy(), np.eye(3), atol=1e-12)
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    a = tg.tensor(np.eye(3), requires_grad=True)
+    L.eigvalsh(a).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.eye(3), atol=1e-12)
+    b = tg.tensor(np.eye(3), requires_grad=True)
+    L.svdvals(b).sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), np.eye(3), atol=1e-12)
 
 
 def test_float32():
