@@ -97,6 +97,29 @@ def test_create_graph_gradcheck_and_gradgradcheck():
     assert not g.requires_grad          # once_differentiable: its gradient is not differentiated again
 
 
+def test_float32_gradients_reach_backward_in_float32():
+    seen = []
+
+    class Twice(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(g.dtype)
+            return g * 2.0
+    for mode in ("never", "always"):
+        engine.INTERPRET[0], old = mode, engine.INTERPRET[0]
+        try:
+            x = tg.tensor([1.0, 2.0], dtype=tg.float32, requires_grad=True)
+            Twice.apply(x).sum().backward()
+        finally:
+            engine.INTERPRET[0] = old
+        assert x.grad.tolist() == [2.0, 2.0] and x.grad.dtype == tg.float32
+    assert seen == [tg.float32, tg.float32]
+
+
 def test_wrong_number_of_gradients():
     class Bad(tg.autograd.Function):
         @staticmethod

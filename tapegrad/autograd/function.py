@@ -21,6 +21,7 @@ from ..ops import host as _h
 from ..ops import shape as _sh
 from .grad_mode import no_grad, set_grad_enabled
 
+_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 _CONTEXTS = weakref.WeakKeyDictionary()     # tape -> {entry slot: (Function class, its ctx)}
 
 
@@ -101,7 +102,8 @@ class Function:
             return out
         dt = np.result_type(*[outs[i].dtype for i in diff])
         flat = np.concatenate([outs[i]._data.astype(dt, copy=False).ravel() for i in diff]) if diff else np.zeros(0)
-        ints = [len(outs)]      # per output: 1 differentiable, 0 another tensor, -1 no tensor; its shape
+        # the outputs' dtype, then per output: 1 differentiable, 0 another tensor, -1 no tensor; its shape
+        ints = [_DTYPES.index(np.dtype(dt)) if np.dtype(dt) in _DTYPES else 0, len(outs)]
         for i, o in enumerate(outs):
             if isinstance(o, Tensor):
                 ints += [1 if i in diff else 0, o.ndim] + list(o.shape)
@@ -137,8 +139,11 @@ def _function_reverse(xs, y, g, ints, f, needs, entry):
     if got is None:
         raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
     cls, ctx = got
-    grads, p, at = [], 1, 0
-    for _ in range(ints[0]):
+    dt = _DTYPES[ints[0]]
+    if g.dtype != dt:
+        g = g.to(dt)        # (the sweep's adjoints are float64; the user's backward gets the outputs' dtype)
+    grads, p, at = [], 2, 0
+    for _ in range(ints[1]):
         kind, r = ints[p], ints[p + 1]
         shape = tuple(ints[p + 2:p + 2 + r])
         p += 2 + r
