@@ -118,8 +118,13 @@ def _broadcast_batches(fname, A, B):
     try:
         bo = np.broadcast_shapes(ba, bb)
     except ValueError:
-        raise RuntimeError("%s: The size of tensor a must match the size of tensor b at non-singleton dimension"
-                           % fname) from None
+        # PyTorch's message names the right-hand side's batch size first ("tensor a")
+        for i in range(1, min(len(ba), len(bb)) + 1):
+            p, q = bb[-i], ba[-i]
+            if p != q and p != 1 and q != 1:
+                raise RuntimeError("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
+                                   "dimension %d" % (p, q, max(len(ba), len(bb)) - i)) from None
+        raise
     if ba != bo:
         A = F.broadcast_to(A, bo + A.shape[-2:])
     if bb != bo:
@@ -148,10 +153,6 @@ def _parts(out, shapes, name="ViewBackward0"):
         p, at = _part(out, at, sh, name)
         res.append(p)
     return res
-
-
-def _eye_like(x, n):
-    return _const(np.eye(n, dtype=x.dtype))
 
 
 # -- solve ---------------------------------------------------------------------------------
@@ -430,7 +431,7 @@ def _cholesky_solve(input, input2, upper=False, *, out=None):
     if B.shape[-2] != L.shape[-1]:
         raise RuntimeError("Incompatible matrix sizes for cholesky_solve: each A matrix is %d by %d but each b "
                            "matrix is %d by %d" % (L.shape[-1], L.shape[-1], B.shape[-2], B.shape[-1]))
-    B, L = _broadcast_batches("cholesky_solve", B, L)
+    L, B = _broadcast_batches("cholesky_solve", L, B)
     ints = (int(bool(upper)),)
     return _h.record(_CHOLESKY_SOLVE, [B, L], _cs_fwd([B._data, L._data], ints, None), ints)
 

@@ -471,6 +471,9 @@ ERROR_CASES = [
     ("qr", lambda m: (m.ones(3, 2, dtype=m.float64),), {"mode": "x"}),
     ("matrix_exp", lambda m: (m.ones(2, 3, dtype=m.float64),), {}),
     ("lstsq", lambda m: (m.ones(4, 2, dtype=m.float64), m.ones(3, 1, dtype=m.float64)), {}),
+    ("solve", lambda m: (m.ones(2, 3, 3, dtype=m.float64), m.ones(4, 3, 1, dtype=m.float64)), {}),
+    ("solve_triangular", lambda m: (m.ones(2, 3, 3, dtype=m.float64), m.ones(4, 3, 1, dtype=m.float64)),
+     {"upper": True}),
     ("lu_factor", lambda m: (m.tensor(_S, dtype=m.float64),), {}),
     ("lu_factor", lambda m: (m.ones(3, dtype=m.float64),), {}),
     ("lu_factor", lambda m: (m.eye(3, dtype=m.float64),), {"pivot": False}),
@@ -490,7 +493,7 @@ def test_errors_match_torch(i):
 
 def test_cholesky_solve_errors_match_torch():
     torch = pytest.importorskip("torch")
-    for m_b, m_l in (((2, 1), (2, 3)),):
+    for m_b, m_l in (((2, 1), (2, 3)), ((4, 3, 1), (2, 3, 3))):
         want = _errors(torch.cholesky_solve, torch.ones(*m_b, dtype=torch.float64), torch.ones(*m_l, dtype=torch.float64))
         got = _errors(tg.cholesky_solve, tg.ones(*m_b, dtype=tg.float64), tg.ones(*m_l, dtype=tg.float64))
         assert got == want
