@@ -145,3 +145,17 @@ def test_compile_runs_a_function_eagerly():
         np.testing.assert_allclose(out.item(), np.exp(2 * np.array(v)).sum())
         np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array(v)))
     assert cf.stats.replays == 0
+
+
+def test_the_tape_owns_the_context():
+    # the context (holding recorded tensors) is kept by the tape, so the tape is freed with them
+    import gc
+    import weakref
+    Exp, _, _ = TG
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = Exp.apply(x)
+    T = weakref.ref(y._tape)
+    y.sum().backward()
+    del y
+    gc.collect()
+    assert T() is None

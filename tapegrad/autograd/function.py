@@ -6,12 +6,12 @@ so a backward written with tapegrad's operations is differentiated again.
 
 The entry's inputs are the tensor arguments of ``apply``; its output is the flat
 concatenation of the differentiable outputs, which ``apply`` returns as views.
-The context of each call (saved tensors, flags) is kept beside its tape entry.
+The context of each call (saved tensors, flags) is kept by the tape, beside its
+entry (``Tape.host_state``).
 ``tg.compile`` and ``tg.record`` do not replay a Function (the user's forward is
 Python on tensors): a recording that meets one runs eagerly, as NotReplayable says.
 """
 import functools
-import weakref
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from ..ops import shape as _sh
 from .grad_mode import no_grad, set_grad_enabled
 
 _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
-_CONTEXTS = weakref.WeakKeyDictionary()     # tape -> {entry slot: (Function class, its ctx)}
 
 
 class FunctionCtx:
@@ -124,7 +123,11 @@ class Function:
         ctx._saved = tuple(by_id.get(id(t), t) for t in ctx.to_save)
         ctx._input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx._nargs = len(args)
-        _CONTEXTS.setdefault(y._tape, {})[y._slot] = (cls, ctx)
+        # (the tape owns the context, as it owns the entry: ``Tape.host_state``)
+        T = y._tape
+        if getattr(T, "host_state", None) is None:
+            T.host_state = {}
+        T.host_state[y._slot] = (cls, ctx)
         res = tuple(views.get(i, o) for i, o in enumerate(outs))
         return res[0] if single else res
 
@@ -135,7 +138,7 @@ def _function_forward(xs, ints, f):
 
 def _function_reverse(xs, y, g, ints, f, needs, entry):
     T, s = entry
-    got = _CONTEXTS.get(T, {}).get(s)
+    got = (getattr(T, "host_state", None) or {}).get(s)
     if got is None:
         raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
     cls, ctx = got
