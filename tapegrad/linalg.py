@@ -204,7 +204,8 @@ def solve(A, B, *, left=True, out=None):
 
 
 # -- inv, det, slogdet ---------------------------------------------------------------------
-_INV_TAIL = "The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular."
+_INV_TAIL = ("The diagonal element %d is zero, the inversion could not be completed because the input matrix is "
+             "singular.")
 
 
 def _inv_fwd(xs, ints, f):
@@ -436,7 +437,8 @@ def _cholesky_solve(input, input2, upper=False, *, out=None):
     return _h.record(_CHOLESKY_SOLVE, [B, L], _cs_fwd([B._data, L._data], ints, None), ints)
 
 
-_cholesky_solve.__name__ = _cholesky_solve.__qualname__ = "cholesky_solve"     # tg.cholesky_solve (torch.linalg has none)
+# tg.cholesky_solve (torch.linalg has none)
+_cholesky_solve.__name__ = _cholesky_solve.__qualname__ = "cholesky_solve"
 
 
 # -- eigh, eigvalsh ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..core import tape as _tp
 from ..core.tensor import Tensor
 from ..ops import host as _h
 from ..ops import shape as _sh
-from .grad_mode import no_grad, set_grad_enabled
+from .grad_mode import no_grad
 
 _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 
