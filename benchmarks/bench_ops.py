@@ -268,6 +268,32 @@ class Compose:
         self.run(n, op)
 
 
+class HostLinalg:
+    """Host ops (tg.linalg): ``solve``, ``cholesky`` and ``eigh`` of symmetric positive
+    definite ``r x r`` matrices, with elementwise ops around them, then backward (the
+    compiled sweep stops at each host entry and runs its reverse in Python), ``length``
+    such steps chained."""
+    params = ([16, 256, 4096], LENGTHS)
+    param_names = ["n", "length"]
+
+    def setup(self, n, length):
+        r, _ = _side(n)
+        a = _data(r * r).reshape(r, r)
+        self.s = tg.tensor(a @ a.T + r * np.eye(r), requires_grad=True)
+        self.b = tg.tensor(_data(r, 1).reshape(r, 1), requires_grad=True)
+        self.run(n, length)
+
+    def run(self, n, length):
+        x, total = self.b, 0.0
+        for _ in range(length):
+            x = tg.linalg.solve(self.s, tg.tanh(x))
+            total = total + (tg.linalg.cholesky(self.s) * 0.5).sum() + tg.linalg.eigvalsh(self.s).sum()
+        (total + x.sum()).backward()
+
+    def time_host_linalg(self, n, length):
+        self.run(n, length)
+
+
 # -- the reverse sweep alone ------------------------------------------------------
 
 class Sweep:

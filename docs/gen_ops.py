@@ -6,7 +6,7 @@
 The page is derived, not written: the tape operations come from the opcode registry
 (``tapegrad.core.registry``) and the families' compiled-forward lists; the public
 names from the namespaces themselves (``tg``, ``tg.Tensor``, ``tg.nn.functional``,
-``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
+``tg.linalg``, ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
 calls it on small example tensors (the first argument pattern that works) and reads
 what the call did: the ``grad_fn`` of its result, the tape entries it appended, and
 whether ``tg.compile`` replays it.  No backward is run, so Numba is never imported.
@@ -30,8 +30,8 @@ from tapegrad.core import tape as _tape  # noqa: E402
 from tapegrad.ops import reduce as _rd  # noqa: E402
 from tapegrad.ops import shape as _sh  # noqa: E402
 from tapegrad.ops.elementwise import NUMBER_FORWARD  # noqa: E402
-from tapegrad.core.registry import (BINARY, FAMILY_NAMES, FAMILY_RULES, LINALG, META, OP_NAMES, REDUCE, SAVE_A,
-                                    SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY, family, index)
+from tapegrad.core.registry import (BINARY, FAMILY_NAMES, FAMILY_RULES, HOST, LINALG, META, OP_NAMES, REDUCE,
+                                    SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, SAVES_BY_RG, SHAPE, UNARY, family, index)
 
 # Helpers that are importable from a public namespace but are not operations.
 NOT_OPS = {"name_id", "commit_inplace", "zero_grads", "label_flags"}
@@ -93,8 +93,9 @@ def registry_table():
             continue
         name = OP_NAMES[code]
         arena, scalar = replay_forward_text(code)
-        lines.append("| `%s` | %s | %d | %s | yes | %s | %s | %s |" % (
-            name, FAMILY_NAMES[fam], code, saves_text(code), arena, scalar,
+        lines.append("| `%s` | %s | %d | %s | %s | %s | %s | %s |" % (
+            name, FAMILY_NAMES[fam], code, saves_text(code), "Python, at a stop" if fam == HOST else "yes",
+            arena, scalar,
             "yes" if name in NUMBER_FORWARD else "-"))
     return lines
 
@@ -139,7 +140,18 @@ def _patterns():
         ("x, mask, 0.5", lambda: (x(), tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), 0.5)),
         ("x, mask, x", lambda: (x(), tg.tensor(np.arange(12).reshape(3, 4) % 2 == 0), x())),
         ("x, labels, w", lambda: (x(), tg.tensor([0, 3, 1]), _leaf((3,)))),
+        # tg.linalg: square matrices (symmetric positive definite), a right-hand side
+        ("A", lambda: (_spd(),)),
+        ("A, B", lambda: (_spd(), _leaf((3, 2)))),
+        ("A, 2", lambda: (_spd(), 2)),
+        ("[A, A]", lambda: ([_spd(), _spd()],)),
+        ("B, L", lambda: (_leaf((3, 2)), tg.tensor(np.linalg.cholesky(_spd()._data), requires_grad=True))),
     ]
+
+
+def _spd():
+    a = np.arange(9.0).reshape(3, 3) * 0.1 + 0.5
+    return tg.tensor(a @ a.T + 3 * np.eye(3), requires_grad=True)
 
 
 def _first_tensor(out):
@@ -334,7 +346,8 @@ def generate():
         "float64 example tensors (*called with*: `x` is a 3x4 tensor that requires grad, `x.T` a 4x3",
         "one, `v` a vector of 4, `b` a batch of 2x3x4 matrices, `mask` and `m` boolean tensors,",
         "`labels` class indices, `idx` (3x2) and `vidx` (a vector) indices along dim 1, `src` a 3x2",
-        "tensor, `w` a vector of 3; a method is called on its first argument, a module is made with no",
+        "tensor, `w` a vector of 3, `A` a 3x3 symmetric positive definite matrix, `B` a 3x2 one, `L` the",
+        "Cholesky factor of `A`; a method is called on its first argument, a module is made with no",
         "arguments or `(4, 3)`). The columns say what that call did: the `grad_fn` of its result",
         "(the same names as PyTorch's), the tape entries it appended (the operations of the table",
         "at the end, which the compiled reverse sweep differentiates), and whether `tg.compile`",
@@ -346,6 +359,8 @@ def generate():
     lines += op_rows("Tensor methods", [("Tensor." + n, n) for n in methods], method_call)
     lines += op_rows("Tensor operators", [("Tensor." + n, n) for n in OPERATORS], operator_call)
     lines += op_rows("`tg.nn.functional`", _public(F), lambda o: o)
+    lines += op_rows("`tg.linalg`", [("linalg." + n, o) for n, o in _public(tg.linalg) if not inspect.isclass(o)],
+                     lambda o: o)
     modules = [(n, o) for n, o in _public(tg.nn) if inspect.isclass(o) and n not in ("Module", "Parameter")]
     lines += op_rows("Modules (`tg.nn`), called on example inputs", modules, module_call)
     lines += ["", "## Tensor attributes and bookkeeping", "",
@@ -361,7 +376,8 @@ def generate():
     lines += listing("`tg.autograd.functional`", _public(tg.autograd.functional))
     lines += ["", "## Tape operations (the op registry)", "",
               "Every entry of the tape is one of these operations. *compiled reverse*: the family",
-              "kernel of the compiled reverse sweep has a branch for it (the interpreted and the",
+              "kernel of the compiled reverse sweep has a branch for it (\"Python, at a stop\": a host",
+              "op, whose reverse runs in Python where the compiled sweep stops; the interpreted and the",
               "`create_graph` backward handle every operation too). *replay of arrays*: how a replay",
               "computes the entry once the compiled kernels are loaded (\"NumPy\": one NumPy call for",
               "this entry, the loop resumes after it). *replay of single numbers*: whether a tape of",

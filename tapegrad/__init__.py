@@ -45,6 +45,8 @@ clip = clamp
 from . import nn, optim  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (tg.special)
 from .serialization import load, save  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401  (tg.linalg)
+globals().update(linalg.TORCH_FUNCTIONS)     # tg.det, tg.inverse, tg.cholesky_solve, ... (PyTorch's names outside torch.linalg)
 from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
 from .replay.tapefile import register_function as _register_function  # noqa: E402
 _register_wrapper(nn.Module, nn.modules.OptimizedModule)            # tg.compile(module), as torch.compile

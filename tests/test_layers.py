@@ -38,6 +38,7 @@ FLOORS = {
     "tapegrad.ops.gathers": 2,           # gathers and scatters, compositions of shape and elementwise kernels
     "tapegrad.ops.compose": 2,           # einsum, tensordot, cross, repeat_interleave, pad: compositions of recorded ops
     "tapegrad.ops.order": 2,             # sorting, selection, cummax/cummin, diff: compositions (gathers)
+    "tapegrad.ops.host": 2,              # host ops: NumPy/LAPACK forward, reverse in Python between sweep segments
     # 3, generated and compiled kernels
     "tapegrad.kernels": 3,
     "tapegrad.kernels.codegen": 3,
@@ -51,6 +52,7 @@ FLOORS = {
     "tapegrad.autograd.differentiable": 4,
     "tapegrad.autograd.engine": 4,
     "tapegrad.autograd.functional": 4,
+    "tapegrad.autograd.function": 4,     # tg.autograd.Function, a host op
     "tapegrad.autograd.grad_mode": 4,
     "tapegrad.autograd.gradcheck": 4,
     "tapegrad.autograd.graph": 4,
@@ -61,6 +63,7 @@ FLOORS = {
     "tapegrad.creation": 5,             # creation and random functions (over functions.where)
     "tapegrad.cuda": 5,                 # tg.cuda: no CUDA device
     "tapegrad.serialization": 6,        # tg.save / tg.load
+    "tapegrad.linalg": 5,               # tg.linalg: host ops (LAPACK) and compositions, on the public ops
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers
@@ -84,7 +87,7 @@ FLOORS = {
 # Sideways inside ops/, an import points to an earlier module of this list.
 OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
-             "tapegrad.ops.gathers", "tapegrad.ops.compose", "tapegrad.ops.order"]
+             "tapegrad.ops.gathers", "tapegrad.ops.compose", "tapegrad.ops.order", "tapegrad.ops.host"]
 
 
 def module_name(path, root):

@@ -1,7 +1,8 @@
 """The op records: every row of the elementwise table is checked at import (an
 error names the op and the missing or unknown piece, so no compiled path is
 silently switched off), every family registers its rules in the registry, and
-every opcode of the registry is exercised by the op tests (tests/test_ops.py)."""
+every opcode of the registry is exercised by the op tests (tests/test_ops.py, and
+tests/test_linalg.py for the host ops)."""
 import os
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from tapegrad.ops.elementwise import Binary, Unary
 from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, OPCODES, FamilyRules,
                                     OpDefinitionError, family)
 
+import test_autograd_function
+import test_linalg
 import test_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,6 +175,9 @@ def test_every_registry_opcode_is_in_the_op_tests():
         seen |= _opcodes(lambda a, b: a @ b, test_ops.leaf(*sa), test_ops.leaf(*sb))
     seen |= _opcodes(test_ops.setitem_fn, test_ops.leaf(3, 4), test_ops.leaf(4))
     seen |= _opcodes(test_ops.inplace_fn, test_ops.leaf(3, 4))
+    for fn, _, arrays in test_linalg.CASES.values():       # the host ops (tg.linalg)
+        seen |= _opcodes(fn, *[test_linalg.leaf(a) for a in arrays])
+    seen |= _opcodes(test_autograd_function.TG[0].apply, test_ops.leaf(3))     # tg.autograd.Function
     ops = {code for code in OP_NAMES if family(code) != META}
     missing = sorted(OP_NAMES[code] for code in ops - seen)
     assert not missing, "opcodes no table of tests/test_ops.py exercises: %s" % ", ".join(missing)

@@ -61,6 +61,9 @@ _REQUIRED_DIM = ("dim has a placeholder default so that axis= can stand in for i
 
 # qualified name -> reason the signature stays different
 DEVIATIONS = {
+    # its docstring names the parameters (B, L, upper); its keywords are input, input2 (as tapegrad's)
+    "Tensor.pinverse": "PyTorch's docstring says pinverse(); the method takes rcond=1e-15 as torch.pinverse does",
+    "torch.cholesky_solve": "PyTorch's docstring says cholesky_solve(B, L, upper=False); its keywords are input, input2",
     **{"torch.%s" % n: _RECORDER for n in ("abs", "cos", "exp", "expm1", "floor", "log", "log1p", "round",
                                             "sigmoid", "sign", "sin", "sqrt", "tan", "tanh")},
     **{"Tensor.%s" % n: _RECORDER for n in ("abs", "cos", "exp", "expm1", "floor", "log", "log1p", "round",

@@ -26,6 +26,7 @@ NAMESPACES = [
     ("torch", "tapegrad", "torch", "functions"),
     ("Tensor", "tapegrad.Tensor", "torch.Tensor", "methods"),
     ("torch.nn.functional", "tapegrad.nn.functional", "torch.nn.functional", "functions"),
+    ("torch.linalg", "tapegrad.linalg", "torch.linalg", "functions"),
     ("torch.autograd", "tapegrad.autograd", "torch.autograd", "functions"),
     ("torch.autograd.functional", "tapegrad.autograd.functional", "torch.autograd.functional", "functions"),
     ("torch.optim", "tapegrad.optim", "torch.optim", "classes"),
@@ -148,6 +149,7 @@ def parse_doc_params(params):
             continue
         name, eq, default = p.partition("=")
         name = name.split(":")[0].strip()
+        name = name.split()[-1] if name else name      # ("bool pivot": a C++ type before the name)
         out.append([name, "kw" if kw else "pos", norm_default(_DocDefault(default)) if eq else None])
     return out
 
@@ -207,7 +209,8 @@ def tapegrad_signature(qualname, obj):
 # -- PyTorch's side (needs torch) --------------------------------------------------------
 def _doc_overloads(name, doc):
     """The parameter lists of the docstring's signature lines (``name(...) -> ...``)."""
-    pat = re.compile(r"^\s*(?:\.\. function:: |\.\. method:: )?%s\(" % re.escape(name))
+    # (torch.linalg's docstrings name the function with its namespace: ``linalg.solve(A, B, ...)``)
+    pat = re.compile(r"^\s*(?:\.\. function:: |\.\. method:: )?(?:torch\.)?(?:linalg\.)?%s\(" % re.escape(name))
     out = []
     lines = (doc or "").splitlines()[:400]
     first = next((k for k, line in enumerate(lines) if line.strip()), 0)

@@ -6,3 +6,5 @@ from .api import backward, grad  # noqa: F401
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from . import functional, graph  # noqa: F401
+from . import function  # noqa: F401
+from .function import Function, FunctionCtx  # noqa: F401  (and tg.autograd.function.once_differentiable)

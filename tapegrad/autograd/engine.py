@@ -30,6 +30,10 @@ from ..kernels import sweep as K
 from ..core.tensor import Tensor
 from . import differentiable, walk
 from .walk import free as _free, mark     # (the names the replay-only code of _sweep_tape calls)
+from .grad_mode import set_grad_enabled
+from ..core.registry import FAMILY_RULES, FAMILY_SHIFT, HOST
+
+HOST_BIT = 1 << HOST
 
 BIG = 2048              # slots with at least this many elements are passed by address, not copied
 
@@ -197,9 +201,14 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for g in gs[1:]:
             view += g.reshape(-1)
 
-    # slots where control returns to Python: hooks and retain_grad on non-leaves
-    if T.hooks or T.retained:
-        stops = np.zeros(n, np.uint8)
+    # slots where control returns to Python: hooks and retain_grad on non-leaves, and
+    # the entries of host ops (their reverse runs in Python: ``_host_reverse``)
+    host = None
+    if fams & HOST_BIT:
+        fams &= ~HOST_BIT
+        host = process & ((ints[:, _tp.OP] >> FAMILY_SHIFT) == HOST).astype(np.uint8)
+    if T.hooks or T.retained or host is not None:
+        stops = np.zeros(n, np.uint8) if host is None else host.copy()
         for s, h in T.hooks.items():
             if h[0]:
                 stops[s] = 1
@@ -208,15 +217,28 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     else:
         stops = walk.zeros_u8(n)
     aux = walk.aux_array(T)
-    run = K.run_for(fams)       # compiled for the families this backward uses
-    e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-            A.arena, aux, hi, -1, K.ENTRIES)
-    while e >= 0:
-        walk.at_stop(T, e, A.view(e, sizes[e]), A)
+    if host is not None and not fams:
+        # host entries only: the whole sweep is Python's (no compiled variant needed)
+        ctx = None
+        for e in np.flatnonzero(stops & reach)[::-1].tolist():
+            if e > hi:
+                continue
+            walk.at_stop(T, e, A.view(e, sizes[e]), A)
+            if host[e]:
+                ctx = _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx)
+    else:
+        run = K.run_for(fams)       # compiled for the families this backward uses
         e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
-                A.arena, aux, e, e, K.ENTRIES)
+                A.arena, aux, hi, -1, K.ENTRIES)
+        ctx = None
+        while e >= 0:
+            walk.at_stop(T, e, A.view(e, sizes[e]), A)
+            if host is not None and host[e]:
+                ctx = _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx)
+            e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
+                    A.arena, aux, e, e, K.ENTRIES)
     for s in A.big:
-        if not touched[s]:          # reached, but nothing was written (cannot happen today)
+        if not touched[s]:          # reached, but nothing was written (a host entry whose adjoint was never written)
             A.big[s][:] = 0.0
 
     walk.hand_off(T, reach, tslots, sizes, A, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads)
@@ -227,3 +249,32 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         else:
             plan.free(T, marks, ints, process, needval)
     del ints, flts, sizes
+
+
+def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):
+    """At the stop of host entry ``e``: its input adjoints by the op's reverse rule
+    (the differentiable one, ``ops/host.py``) on arrays, grad mode off, added into the
+    adjoint store ``A`` (an adjoint ``touched`` 0 was never written: overwritten,
+    then marked written, as the sweep's ``fresh`` bookkeeping expects).  Returns the
+    context of slot values, made at the first host entry of the backward."""
+    if not touched[e]:
+        return ctx          # no gradient reached it: nothing to add
+    if ctx is None:
+        ctx = differentiable._Context(T, ints, flts, reach)
+    row = ints[e].tolist()
+    op = row[_tp.OP]
+    g = Tensor._const(A.view(e, sizes[e]))
+    with set_grad_enabled(False):
+        parts = FAMILY_RULES[HOST].differentiable_reverse(ctx, e, op & K.INDEX_MASK, row, flts[e, _tp.F0],
+                                                          flts[e, _tp.F1], g)
+    for i, r in parts:
+        view = A.view(i, sizes[i])
+        if view is None:
+            continue
+        d = r._data.reshape(-1)
+        if touched[i]:
+            view += d
+        else:
+            view[:] = d
+            touched[i] = 1
+    return ctx

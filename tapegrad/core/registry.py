@@ -11,10 +11,14 @@ kernel) and one name can cover several kernels.
 
 from typing import Callable, NamedTuple
 
-META, UNARY, BINARY, REDUCE, SHAPE, LINALG, UNARY2, BINARY2 = range(8)
-FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg", "unary2", "binary2")
+import numpy as np
+
+META, UNARY, BINARY, REDUCE, SHAPE, LINALG, UNARY2, BINARY2, HOST = range(9)
+FAMILY_NAMES = ("meta", "unary", "binary", "reduce", "shape", "linalg", "unary2", "binary2", "host")
 # UNARY2 and BINARY2: the elementwise ops of the second table (``ops/elementwise.py``),
-# whose kernels are compiled only once a backward meets one of them
+# whose kernels are compiled only once a backward meets one of them.
+# HOST: ops whose reverse runs in Python between segments of the compiled sweep
+# (ops/host.py): the sweep only stops at their entries, no kernel of theirs is compiled
 META_END = (META + 1) << 6    # opcodes below it are meta entries (leaf, const, ext): they compute nothing
 
 
@@ -35,6 +39,9 @@ OP_NAMES = {}       # opcode -> op name
 # opcode -> what its entries keep, bits 1 input a, 2 input b, 4 input c, 8 output, by
 # ``rg`` (bit 0: input a needs a gradient, bit 1: input b); see ``define``
 SAVES_BY_RG = {}
+# the same as one array, [opcode, rg] (the compiled mark and free read it); filled by
+# ``define``, so an op defined after the kernels were imported (a host op) is in it
+SAVES_TABLE = np.zeros((len(FAMILY_NAMES) << FAMILY_SHIFT, 4), np.int64)
 GRAD_FN_NAMES = []  # name id -> grad_fn name
 _NAME_IDS = {}
 
@@ -56,6 +63,7 @@ def define(family, index, name, saves=0, reads=(0, 0)):
     OPCODES[name] = code
     OP_NAMES[code] = name
     SAVES_BY_RG[code] = saves_by_rg(saves, reads)
+    SAVES_TABLE[code] = SAVES_BY_RG[code]
     return code
 
 

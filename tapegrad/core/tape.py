@@ -261,7 +261,9 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "versions", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "__weakref__")
+                 "host_state", "__weakref__")
+    # ``host_state``: {slot: object} what a host entry keeps in Python beside the tape
+    # (a tg.autograd.Function's context), owned by the tape; unset until one is kept
 
     # The two things the replay package's tapes add (a tape made here has neither):
     # how backward sweeps a replayed tape (``replay.replayed.ReplayedTape``), and the

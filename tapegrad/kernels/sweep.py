@@ -21,8 +21,9 @@ from .. import _jit
 from .._jit import address_as_pointer, jit, numba
 from ..ops.linalg import linalg_reverse
 from ..ops.reduce import reduce_reverse
-from ..core.registry import (BINARY, BINARY2, CONST, EXT, FAMILY_NAMES, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES, REDUCE,
-                             SAVES_BY_RG, SHAPE, UNARY, UNARY2, index)
+from ..core.registry import (BINARY, BINARY2, CONST, EXT, FAMILY_SHIFT, INDEX_MASK, LINALG, META_END, OPCODES,
+                             REDUCE, SHAPE, UNARY, UNARY2, index)
+from ..core.registry import SAVES_TABLE as _SAVES_TABLE
 from ..ops.shape import VARIADIC, shape_reverse
 from . import codegen
 from ..core.descriptors import slot_view, strided_scatter_add
@@ -55,9 +56,7 @@ SUB = index(OPCODES["sub"])
 # of its inputs need a gradient: bit 0 input a, bit 1 input b (a constant's slot is
 # the one kind of input that does not).  ``mark`` and ``free_saved`` compute those
 # bits inline (a helper kernel would load Numba when they run as Python).
-SAVES_TABLE = np.zeros((len(FAMILY_NAMES) << FAMILY_SHIFT, 4), np.int64)
-for _code, _masks in SAVES_BY_RG.items():
-    SAVES_TABLE[_code] = _masks
+SAVES_TABLE = _SAVES_TABLE      # (core/registry.py's: ``define`` fills it, host ops defined later too)
 
 
 @jit

@@ -1,0 +1,172 @@
+"""``tg.autograd.Function``: an operation whose forward and backward the user writes
+(PyTorch's ``torch.autograd.Function``), recorded as one host op entry
+(``ops/host.py``): the compiled backward stops at it and calls the user's
+``backward`` with grad mode off; ``create_graph=True`` calls it with grad mode on,
+so a backward written with tapegrad's operations is differentiated again.
+
+The entry's inputs are the tensor arguments of ``apply``; its output is the flat
+concatenation of the differentiable outputs, which ``apply`` returns as views.
+The context of each call (saved tensors, flags) is kept by the tape, beside its
+entry (``Tape.host_state``).
+``tg.compile`` and ``tg.record`` do not replay a Function (the user's forward is
+Python on tensors): a recording that meets one runs eagerly, as NotReplayable says.
+"""
+import functools
+
+import numpy as np
+
+from ..core import tape as _tp
+from ..core.tensor import Tensor
+from ..ops import host as _h
+from ..ops import shape as _sh
+from .grad_mode import no_grad
+
+_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
+
+
+class FunctionCtx:
+    """``ctx`` of a Function: ``save_for_backward``, ``saved_tensors``,
+    ``needs_input_grad``, ``mark_non_differentiable``, ``set_materialize_grads``
+    and any attribute the forward sets."""
+
+    def __init__(self):
+        self.needs_input_grad = ()
+        self.to_save = ()
+        self._non_differentiable = ()
+        self.materialize_grads = True
+        self._saved = None
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            return tuple(self.to_save)
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable = tensors
+
+    def mark_dirty(self, *tensors):
+        raise NotImplementedError("tapegrad: in-place Functions (ctx.mark_dirty) are not supported")
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+def once_differentiable(fn):
+    """A backward that is not differentiated again: it runs with grad mode off and
+    its gradients require no grad."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            out = fn(ctx, *args)
+        return out
+    return wrapper
+
+
+class Function:
+    """Subclass with ``@staticmethod forward(ctx, *args)`` and ``@staticmethod
+    backward(ctx, *grad_outputs)``; call ``YourFunction.apply(*args)``."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not _tp.state().grad or not any(t.requires_grad for t in tensors):
+            return out
+        st = _tp.state()
+        if st.rec is not None:
+            st.rec.refuse("a tg.autograd.Function (%s) is Python on tensors, which a replay does not repeat"
+                          % cls.__name__)
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        nondiff = {id(t) for t in ctx._non_differentiable}
+        diff = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and id(o) not in nondiff
+                and o.dtype.kind == "f"]
+        if not diff:
+            return out
+        dt = np.result_type(*[outs[i].dtype for i in diff])
+        flat = np.concatenate([outs[i]._data.astype(dt, copy=False).ravel() for i in diff]) if diff else np.zeros(0)
+        # the outputs' dtype, then per output: 1 differentiable, 0 another tensor, -1 no tensor; its shape
+        ints = [_DTYPES.index(np.dtype(dt)) if np.dtype(dt) in _DTYPES else 0, len(outs)]
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor):
+                ints += [1 if i in diff else 0, o.ndim] + list(o.shape)
+            else:
+                ints += [-1, 0]
+        y = _h.record(_FUNCTION, tensors, flat, ints, grad_fn=cls.__name__ + "Backward")
+        views, at = {}, 0
+        for i in diff:
+            o = outs[i]
+            n = o.numel()
+            v = _sh.reshape(_sh.narrow(y, 0, at, n), o.shape, cls.__name__ + "Backward")
+            if v.dtype != o.dtype:
+                v = _sh.to_dtype(v, o.dtype)
+            views[i] = v
+            at += n
+        # saved outputs and inputs are the recorded tensors (create_graph differentiates through them)
+        by_id = {id(outs[i]): views[i] for i in diff}
+        ctx._saved = tuple(by_id.get(id(t), t) for t in ctx.to_save)
+        ctx._input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        ctx._nargs = len(args)
+        # (the tape owns the context, as it owns the entry: ``Tape.host_state``)
+        T = y._tape
+        if getattr(T, "host_state", None) is None:
+            T.host_state = {}
+        T.host_state[y._slot] = (cls, ctx)
+        res = tuple(views.get(i, o) for i, o in enumerate(outs))
+        return res[0] if single else res
+
+
+def _function_forward(xs, ints, f):
+    raise RuntimeError("tapegrad: a tg.autograd.Function is not replayed")
+
+
+def _function_reverse(xs, y, g, ints, f, needs, entry):
+    T, s = entry
+    got = (getattr(T, "host_state", None) or {}).get(s)
+    if got is None:
+        raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
+    cls, ctx = got
+    dt = _DTYPES[ints[0]]
+    if g.dtype != dt:
+        g = g.to(dt)        # (the sweep's adjoints are float64; the user's backward gets the outputs' dtype)
+    grads, p, at = [], 2, 0
+    for _ in range(ints[1]):
+        kind, r = ints[p], ints[p + 1]
+        shape = tuple(ints[p + 2:p + 2 + r])
+        p += 2 + r
+        if kind < 0:
+            grads.append(None)
+            continue
+        if kind == 0:       # (a non-differentiable output: a zero gradient, as PyTorch gives)
+            grads.append(Tensor._const(np.zeros(shape, g.dtype)))
+            continue
+        n = int(np.prod(shape, dtype=np.int64))
+        grads.append(_sh.reshape(_sh.narrow(g, 0, at, n), shape))
+        at += n
+    res = cls.backward(ctx, *grads)
+    if not isinstance(res, tuple):
+        res = (res,)
+    if len(res) != ctx._nargs:
+        raise RuntimeError("function %sBackward returned an incorrect number of gradients (expected %d, got %d)"
+                           % (cls.__name__, ctx._nargs, len(res)))
+    return [res[i] for i in ctx._input_positions]
+
+
+_FUNCTION = _h.host_op("autograd_function", "FunctionBackward", _function_forward, _function_reverse, 0,
+                       entry=True)

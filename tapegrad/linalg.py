@@ -1,0 +1,1227 @@
+"""``tg.linalg``: PyTorch's ``torch.linalg`` (and ``tg.cholesky_solve``), batched over
+leading dimensions, float64 and float32.
+
+The factorisations and solves are host ops (``ops/host.py``): one tape entry each,
+forward by NumPy/SciPy's LAPACK, reverse by the rules of the literature (Giles,
+"An extended collection of matrix derivative results"; PyTorch's FunctionsManual
+for eigh, svd, qr, pinv, cholesky), written once below with tapegrad's operations.
+Several outputs (eigh, svd, qr, slogdet) are views of one entry's flat output.
+The norms, ``matrix_power``, ``multi_dot``, ``lstsq``, ``eigvalsh`` and
+``svdvals`` are compositions of recorded ops.
+"""
+import collections
+import math
+
+import numpy as np
+
+from . import functions as F
+from .core.dtypes import torch_name
+from .core.tensor import Tensor
+from .ops import host as _h
+from .ops.compose import cross as _cross
+from .ops import shape as _sh
+
+__all__ = ["LinAlgError", "solve", "inv", "det", "slogdet", "cholesky", "cholesky_ex", "solve_triangular",
+           "eigh", "eigvalsh", "norm", "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "svd",
+           "svdvals", "qr", "lstsq", "pinv", "matrix_exp", "lu_factor", "lu_solve", "cross"]      # (and tg.cholesky_solve)
+
+
+class LinAlgError(RuntimeError):
+    """A matrix the factorisation cannot handle (singular, not positive-definite):
+    ``torch.linalg.LinAlgError``."""
+
+
+_INF = float("inf")
+
+
+# -- helpers -------------------------------------------------------------------------------
+def _mT(x):
+    return F.transpose(x, -2, -1)
+
+
+def _const(a):
+    return Tensor._const(np.asarray(a))
+
+
+def _out_refused(out, name):
+    if out is not None:
+        raise TypeError("tapegrad.linalg.%s: out= is not supported (tapegrad ops return new tensors)" % name)
+
+
+def _float_input(x, fname, what="A"):
+    if not isinstance(x, Tensor):
+        raise TypeError("%s(): argument '%s' must be Tensor, not %s" % (fname.replace(".", "_"), what,
+                                                                         type(x).__name__))
+    if x.dtype.kind not in "fc":
+        raise RuntimeError("%s: Expected a floating point or complex tensor as input. Got %s"
+                           % (fname, torch_name(x.dtype)))
+
+
+def _matrices(x, fname, what="A"):
+    if x.ndim < 2:
+        raise RuntimeError("%s: The input tensor %s must have at least 2 dimensions." % (fname, what))
+
+
+def _square(x, fname, what="A", prefix=True):
+    _matrices(x, fname, what)
+    n, m = x.shape[-2:]
+    if n != m:
+        raise RuntimeError("%s%s must be batches of square matrices, but they are %d by %d matrices"
+                           % (fname + ": " if prefix else "", what, n, m))
+
+
+def _same_dtype(fname, A, B):
+    if A.dtype != B.dtype:
+        raise RuntimeError("%s: Expected A and B to have the same dtype, but found A of type %s and B of type %s "
+                           "instead" % (fname, torch_name(A.dtype), torch_name(B.dtype)))
+
+
+def _batch_note(a, i):
+    return "(Batch element %d): " % i if a.ndim > 2 else ""
+
+
+def _flat_batches(a):
+    return a.reshape((-1,) + a.shape[-2:])
+
+
+def _lapack(name, a):
+    from scipy.linalg import lapack
+    return getattr(lapack, ("s" if a.dtype == np.float32 else "d") + name)
+
+
+def _singular_error(a, fname, tail):
+    """PyTorch's error for the first singular matrix of ``a`` (LU pivot ``info``)."""
+    getrf = _lapack("getrf", a)
+    for i, m in enumerate(_flat_batches(a)):
+        info = getrf(m)[2]
+        if info > 0:
+            raise LinAlgError(fname + ": " + _batch_note(a, i) + tail % info)
+    raise LinAlgError(fname + ": " + tail % 1)
+
+
+def _potrf_info(a):
+    """LAPACK's potrf info per matrix of ``a`` (its lower triangle), and the factors."""
+    potrf = _lapack("potrf", a)
+    fl = _flat_batches(a)
+    out = np.empty_like(fl)
+    info = np.zeros(fl.shape[0], np.int32)
+    for i, m in enumerate(fl):
+        c, inf = potrf(m, lower=1, clean=1)
+        out[i] = c
+        info[i] = inf
+    return out.reshape(a.shape), info.reshape(a.shape[:-2])
+
+
+def _broadcast_batches(fname, A, B):
+    """``A`` and ``B`` expanded to their broadcast batch shape (recorded: the
+    gradient of a broadcast operand is summed by the expand's reverse)."""
+    ba, bb = A.shape[:-2], B.shape[:-2]
+    try:
+        bo = np.broadcast_shapes(ba, bb)
+    except ValueError:
+        # PyTorch's message names the right-hand side's batch size first ("tensor a")
+        for i in range(1, min(len(ba), len(bb)) + 1):
+            p, q = bb[-i], ba[-i]
+            if p != q and p != 1 and q != 1:
+                raise RuntimeError("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
+                                   "dimension %d" % (p, q, max(len(ba), len(bb)) - i)) from None
+        raise
+    if ba != bo:
+        A = F.broadcast_to(A, bo + A.shape[-2:])
+    if bb != bo:
+        B = F.broadcast_to(B, bo + B.shape[-2:])
+    return A, B
+
+
+def _defined(g):
+    """Whether an adjoint may be nonzero (PyTorch's "defined" gradient of one output
+    of several): a part of the flat adjoint that is zero and is no function of
+    anything is left out of the rule (so eigvalsh and svdvals through eigh and svd
+    need no distinct eigenvalues)."""
+    return g.requires_grad or bool(np.any(g._data))
+
+
+def _part(flat, start, shape, name="ViewBackward0"):
+    n = int(np.prod(shape, dtype=np.int64))
+    return _sh.reshape(F.narrow(flat, 0, start, n), tuple(shape), name), start + n
+
+
+def _parts(out, shapes, name="ViewBackward0"):
+    """The outputs in the flat output ``out`` of a host op, views of it (named after
+    the op, ``name``, as PyTorch names the grad_fn of each output)."""
+    res, at = [], 0
+    for sh in shapes:
+        p, at = _part(out, at, sh, name)
+        res.append(p)
+    return res
+
+
+# -- solve ---------------------------------------------------------------------------------
+def _solve_fwd(xs, ints, f):
+    A, B = xs
+    try:
+        return np.linalg.solve(A, B)
+    except np.linalg.LinAlgError:
+        _singular_error(A, "torch.linalg.solve", "The solver failed because the input matrix is singular.%.0s")
+
+
+def _solve_rev(xs, X, g, ints, f, needs):
+    A = xs[0]
+    gB = _solve(_mT(A), g)
+    return [-F.matmul(gB, _mT(X)) if needs[0] else None, gB]
+
+
+_SOLVE = _h.host_op("linalg_solve", "LinalgSolveExBackward0", _solve_fwd, _solve_rev, _h.SAVE_A | _h.SAVE_OUT)
+
+
+def _solve(A, B):
+    """``A X = B`` for matrices of one batch shape, no checks."""
+    return _h.record(_SOLVE, [A, B], _solve_fwd([A._data, B._data], (), None))
+
+
+def solve(A, B, *, left=True, out=None):
+    _out_refused(out, "solve")
+    fname = "linalg.solve"
+    _float_input(A, fname)
+    _float_input(B, fname, "B")
+    _same_dtype(fname, A, B)
+    _square(A, fname)
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    if vector:
+        B = F.unsqueeze(B, -1)
+    n = A.shape[-1]
+    rows = B.shape[-2] if left else B.shape[-1]
+    if B.ndim < 2 or rows != n:
+        raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %dx%d)"
+                           % (fname, "AX = B" if left else "XA = B", n, n, B.shape[-2] if B.ndim >= 2 else 1,
+                              B.shape[-1]))
+    if not left:
+        A, B = _mT(A), _mT(B)
+    A, B = _broadcast_batches(fname, A, B)
+    X = _solve(A, B)
+    if not left:
+        X = _mT(X)
+    return F.squeeze(X, -1) if vector else X
+
+
+# -- inv, det, slogdet ---------------------------------------------------------------------
+_INV_TAIL = ("The diagonal element %d is zero, the inversion could not be completed because the input matrix is "
+             "singular.")
+
+
+def _inv_fwd(xs, ints, f):
+    A = xs[0]
+    try:
+        return np.linalg.inv(A)
+    except np.linalg.LinAlgError:
+        _singular_error(A, "linalg.inv", _INV_TAIL)
+
+
+def _inv_rev(xs, Y, g, ints, f, needs):
+    Yt = _mT(Y)
+    return [-F.matmul(F.matmul(Yt, g), Yt)]
+
+
+_INV = _h.host_op("linalg_inv", "LinalgInvExBackward0", _inv_fwd, _inv_rev, _h.SAVE_OUT)
+
+
+def inv(A, *, out=None):
+    _out_refused(out, "inv")
+    _float_input(A, "linalg.inv")
+    _square(A, "linalg.inv")
+    return _h.record(_INV, [A], _inv_fwd([A._data], (), None))
+
+
+def _det_fwd(xs, ints, f):
+    return np.asarray(np.linalg.det(xs[0]))
+
+
+def _det_rev(xs, d, g, ints, f, needs):
+    A = xs[0]
+    if not np.all(d._data != 0):
+        return [_cofactors(A, g)]
+    c = F.unsqueeze(F.unsqueeze(g * d, -1), -1)
+    return [c * _mT(inv(A))]
+
+
+def _cofactors(A, g):
+    """``g`` times the cofactor matrix of ``A``, also for a singular A (PyTorch's
+    rule): with A = U S Vh, det(U) det(Vh) U diag(prod_{j != i} S_j) Vh."""
+    U, S, Vh = svd(A, full_matrices=False)
+    n = A.shape[-1]
+    others = F.where(_const(np.eye(n, dtype=np.bool_)), _const(np.ones((), S.dtype)), F.unsqueeze(S, -2))
+    D = F.prod(others, -1) * F.unsqueeze(g * det(U) * det(Vh), -1)
+    return F.matmul(U * F.unsqueeze(D, -2), Vh)
+
+
+_DET = _h.host_op("linalg_det", "LinalgDetBackward0", _det_fwd, _det_rev, _h.SAVE_A | _h.SAVE_OUT)
+
+
+def det(A, *, out=None):
+    _out_refused(out, "det")
+    _float_input(A, "linalg.det")
+    _square(A, "linalg.det")
+    return _h.record(_DET, [A], _det_fwd([A._data], (), None))
+
+
+def _slogdet_fwd(xs, ints, f):
+    s, l = np.linalg.slogdet(xs[0])
+    return np.concatenate([np.ravel(s), np.ravel(l)])
+
+
+def _slogdet_rev(xs, y, g, ints, f, needs):
+    A = xs[0]
+    nb = int(np.prod(A.shape[:-2], dtype=np.int64))
+    gl, _ = _part(g, nb, A.shape[:-2])
+    return [F.unsqueeze(F.unsqueeze(gl, -1), -1) * _mT(inv(A))]
+
+
+_SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, _slogdet_rev, _h.SAVE_A)
+
+SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def slogdet(A, *, out=None):
+    _out_refused(out, "slogdet")
+    _float_input(A, "linalg.slogdet")
+    _square(A, "linalg.slogdet")
+    y = _h.record(_SLOGDET, [A], _slogdet_fwd([A._data], (), None))
+    sign, logabsdet = _parts(y, [A.shape[:-2], A.shape[:-2]], "LinalgSlogdetBackward0")
+    return SlogdetResult(sign, logabsdet)
+
+
+# -- cholesky ------------------------------------------------------------------------------
+_NOT_PD = ("The factorization could not be completed because the input is not positive-definite "
+           "(the leading minor of order %d is not positive-definite).")
+
+
+def _chol_fwd(xs, ints, f):
+    A = xs[0]
+    L, info = _potrf_info(A)
+    bad = np.flatnonzero(info.reshape(-1))
+    if bad.size:
+        i = int(bad[0])
+        raise LinAlgError("linalg.cholesky: " + _batch_note(A, i) + _NOT_PD % int(info.reshape(-1)[i]))
+    return np.swapaxes(L, -1, -2).copy() if ints[0] else L
+
+
+def _chol_rev(xs, L, gL, ints, f, needs):
+    if ints[0]:
+        L, gL = _mT(L), _mT(gL)
+    P = F.tril(F.matmul(_mT(L), gL))
+    S = 0.5 * (P + _mT(F.tril(P, -1)))
+    gA = solve_triangular(_mT(L), S, upper=True, left=True)
+    return [solve_triangular(L, gA, upper=False, left=False)]
+
+
+_CHOLESKY = _h.host_op("linalg_cholesky", "LinalgCholeskyExBackward0", _chol_fwd, _chol_rev, _h.SAVE_OUT)
+
+
+def cholesky(A, *, upper=False, out=None):
+    _out_refused(out, "cholesky")
+    _float_input(A, "linalg.cholesky")
+    _square(A, "linalg.cholesky")
+    ints = (int(bool(upper)),)
+    return _h.record(_CHOLESKY, [A], _chol_fwd([A._data], ints, None), ints)
+
+
+CholeskyExResult = collections.namedtuple("cholesky_ex", ["L", "info"])
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    _out_refused(out, "cholesky_ex")
+    _float_input(A, "linalg.cholesky_ex")
+    _square(A, "linalg.cholesky_ex")
+    L, info = _potrf_info(A._data)
+    if check_errors and info.any():
+        _chol_fwd([A._data], (0,), None)
+    if not info.any():
+        return CholeskyExResult(cholesky(A, upper=upper), Tensor._wrap(info))
+    if upper:
+        L = np.swapaxes(L, -1, -2).copy()
+    return CholeskyExResult(Tensor._wrap(L), Tensor._wrap(info))
+
+
+# -- solve_triangular, cholesky_solve --------------------------------------------------------
+def _trsm(A, B, upper, left, unit, trans=False):
+    """``op(A) X = B`` (left) or ``X op(A) = B`` per batch, BLAS trsm: a singular
+    triangle gives inf and nan as in PyTorch, no error."""
+    from scipy.linalg import blas
+    trsm = blas.strsm if A.dtype == np.float32 else blas.dtrsm
+    A3, B3 = _flat_batches(A), _flat_batches(B)
+    out = np.empty(B3.shape, B.dtype)
+    with np.errstate(all="ignore"):
+        for i in range(B3.shape[0]):
+            out[i] = trsm(1.0, A3[i], B3[i], side=0 if left else 1, lower=0 if upper else 1,
+                          trans_a=1 if trans else 0, diag=1 if unit else 0)
+    return out.reshape(B.shape)
+
+
+def _st_fwd(xs, ints, f):
+    A, B = xs
+    return _trsm(A, B, *(bool(i) for i in ints))
+
+
+def _st_rev(xs, X, g, ints, f, needs):
+    A = xs[0]
+    upper, left, unit = (bool(i) for i in ints)
+    gB = solve_triangular(_mT(A), g, upper=not upper, left=left, unitriangular=unit)
+    gA = None
+    if needs[0]:
+        gA = -(F.matmul(gB, _mT(X)) if left else F.matmul(_mT(X), gB))
+        gA = F.triu(gA, int(unit)) if upper else F.tril(gA, -int(unit))
+    return [gA, gB]
+
+
+_SOLVE_TRIANGULAR = _h.host_op("linalg_solve_triangular", "LinalgSolveTriangularBackward0", _st_fwd, _st_rev,
+                               _h.SAVE_A | _h.SAVE_OUT)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    _out_refused(out, "solve_triangular")
+    fname = "linalg.solve_triangular"
+    _float_input(A, fname)
+    _float_input(B, fname, "B")
+    _same_dtype(fname, A, B)
+    _square(A, fname)
+    _matrices(B, fname, "B")
+    n = A.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %dx%d)"
+                           % (fname, "AX = B" if left else "XA = B", n, n, B.shape[-2], B.shape[-1]))
+    A, B = _broadcast_batches(fname, A, B)
+    ints = (int(bool(upper)), int(bool(left)), int(bool(unitriangular)))
+    return _h.record(_SOLVE_TRIANGULAR, [A, B], _st_fwd([A._data, B._data], ints, None), ints)
+
+
+def _cs_fwd(xs, ints, f):
+    B, L = xs
+    upper = bool(ints[0])
+    # (L L^T) X = B: L Y = B, then L^T X = Y (upper: U^T Y = B, then U X = Y)
+    Y = _trsm(L, B, upper, True, False, trans=upper)
+    return _trsm(L, Y, upper, True, False, trans=not upper)
+
+
+def _cs_rev(xs, X, g, ints, f, needs):
+    L = xs[1]
+    upper = bool(ints[0])
+    gB = _cholesky_solve(g, L, upper)
+    gL = None
+    if needs[1]:
+        common = F.matmul(gB, _mT(X))
+        common = common + _mT(common)
+        gL = -F.matmul(L, common) if upper else -F.matmul(common, L)
+    return [gB, gL]
+
+
+_CHOLESKY_SOLVE = _h.host_op("cholesky_solve", "CholeskySolveBackward0", _cs_fwd, _cs_rev,
+                             _h.SAVE_B | _h.SAVE_OUT)
+
+
+def _cholesky_solve(input, input2, upper=False, *, out=None):
+    """``tg.cholesky_solve(B, L, upper=False)``: ``X`` with ``L L^T X = B``
+    (``U^T U X = B`` with ``upper``)."""
+    _out_refused(out, "cholesky_solve")
+    B, L = input, input2
+    _float_input(B, "cholesky_solve", "input")
+    _float_input(L, "cholesky_solve", "input2")
+    _square(L, "cholesky_solve", prefix=False)
+    _matrices(B, "cholesky_solve", "B")
+    if B.dtype != L.dtype:
+        raise RuntimeError("Expected b and A to have the same dtype, but found b of type %s and A of type %s instead."
+                           % (torch_name(B.dtype), torch_name(L.dtype)))
+    if B.shape[-2] != L.shape[-1]:
+        raise RuntimeError("Incompatible matrix sizes for cholesky_solve: each A matrix is %d by %d but each b "
+                           "matrix is %d by %d" % (L.shape[-1], L.shape[-1], B.shape[-2], B.shape[-1]))
+    L, B = _broadcast_batches("cholesky_solve", L, B)
+    ints = (int(bool(upper)),)
+    return _h.record(_CHOLESKY_SOLVE, [B, L], _cs_fwd([B._data, L._data], ints, None), ints)
+
+
+# tg.cholesky_solve (torch.linalg has none)
+_cholesky_solve.__name__ = _cholesky_solve.__qualname__ = "cholesky_solve"
+
+
+# -- eigh, eigvalsh ------------------------------------------------------------------------
+def _eigh_fwd(xs, ints, f):
+    w, V = np.linalg.eigh(xs[0], UPLO="U" if ints[0] else "L")
+    return np.concatenate([w.ravel(), V.ravel()])
+
+
+def _eigh_rev(xs, y, g, ints, f, needs):
+    A_shape = tuple(ints[1:])
+    n = A_shape[-1]
+    lshape = A_shape[:-1]
+    L, V = _parts(y, [lshape, A_shape])
+    gL, gV = _parts(g, [lshape, A_shape])
+    inner = F.diag_embed(gL)
+    if _defined(gV):
+        VtgV = F.matmul(_mT(V), gV)
+        E = F.unsqueeze(L, -2) - F.unsqueeze(L, -1)         # E_ij = L_j - L_i
+        E = F.where(_const(np.eye(n, dtype=np.bool_)), _const(np.ones((), y.dtype)), E)
+        inner = inner + 0.5 * (VtgV - _mT(VtgV)) / E
+    return [F.matmul(V, F.matmul(inner, _mT(V)))]
+
+
+_EIGH = _h.host_op("linalg_eigh", "LinalgEighBackward0", _eigh_fwd, _eigh_rev, _h.SAVE_OUT)
+
+EighResult = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+
+
+def _uplo(UPLO):
+    if UPLO not in ("L", "U", "l", "u"):
+        raise RuntimeError("Expected UPLO argument to be 'L' or 'U', but got %s" % UPLO)
+    return int(UPLO in ("U", "u"))
+
+
+def eigh(A, UPLO="L", *, out=None):
+    _out_refused(out, "eigh")
+    _float_input(A, "linalg.eigh")
+    _square(A, "linalg.eigh")
+    ints = (_uplo(UPLO),) + A.shape
+    y = _h.record(_EIGH, [A], _eigh_fwd([A._data], ints, None), ints)
+    L, V = _parts(y, [A.shape[:-1], A.shape], "LinalgEighBackward0")
+    return EighResult(L, V)
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    _out_refused(out, "eigvalsh")
+    _float_input(A, "linalg.eigvalsh")
+    _square(A, "linalg.eigh")
+    if not A.requires_grad:
+        return Tensor._wrap(np.linalg.eigvalsh(A._data, UPLO="U" if _uplo(UPLO) else "L"))
+    return eigh(A, UPLO).eigenvalues
+
+
+# -- svd, svdvals --------------------------------------------------------------------------
+def _svd_shapes(shape, full):
+    m, n = shape[-2:]
+    k = min(m, n)
+    b = tuple(shape[:-2])
+    return [b + ((m, m) if full else (m, k)), b + (k,), b + ((n, n) if full else (k, n))]
+
+
+def _svd_fwd(xs, ints, f):
+    U, S, Vh = np.linalg.svd(xs[0], full_matrices=bool(ints[0]))
+    return np.concatenate([U.ravel(), S.ravel(), Vh.ravel()])
+
+
+def _svd_rev(xs, y, g, ints, f, needs):
+    full = bool(ints[0])
+    shape = tuple(ints[1:])
+    m, n = shape[-2:]
+    k = min(m, n)
+    U, S, Vh = _parts(y, _svd_shapes(shape, full))
+    gU, gS, gVh = _parts(g, _svd_shapes(shape, full))
+    if full:
+        U, gU = F.narrow(U, -1, 0, k), F.narrow(gU, -1, 0, k)
+        Vh, gVh = F.narrow(Vh, -2, 0, k), F.narrow(gVh, -2, 0, k)
+    du, dv = _defined(gU), _defined(gVh)
+    if not du and not dv:
+        return [F.matmul(U * F.unsqueeze(gS, -2), Vh)]
+    V, gV = _mT(Vh), _mT(gVh)
+    S2 = S * S
+    E = F.unsqueeze(S2, -2) - F.unsqueeze(S2, -1)
+    E = F.where(_const(np.eye(k, dtype=np.bool_)), _const(np.ones((), y.dtype)), E)
+    Sr, Sc = F.unsqueeze(S, -2), F.unsqueeze(S, -1)
+    core = 0.0
+    if du:
+        UhgU = F.matmul(_mT(U), gU)
+        core = (UhgU - _mT(UhgU)) * Sr / E
+    if dv:
+        VhgV = F.matmul(_mT(V), gV)
+        core = core + Sc * (VhgV - _mT(VhgV)) / E
+    core = core + F.diag_embed(gS)
+    if m > n and du:
+        gA = F.matmul(U, core)
+        gUSinv = gU / Sr
+        gA = gA + gUSinv - F.matmul(U, F.matmul(_mT(U), gUSinv))
+        gA = F.matmul(gA, Vh)
+    elif m < n and dv:
+        gA = F.matmul(core, Vh)
+        gVSinv = gV / Sr
+        gA = gA + _mT(gVSinv) - F.matmul(F.matmul(_mT(gVSinv), V), Vh)
+        gA = F.matmul(U, gA)
+    else:
+        gA = F.matmul(U, F.matmul(core, Vh))
+    return [gA]
+
+
+_SVD = _h.host_op("linalg_svd", "LinalgSvdBackward0", _svd_fwd, _svd_rev, _h.SAVE_OUT)
+
+SvdResult = collections.namedtuple("svd", ["U", "S", "Vh"])
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    _out_refused(out, "svd")
+    _float_input(A, "linalg.svd")
+    _matrices(A, "linalg.svd")
+    ints = (int(bool(full_matrices)),) + A.shape
+    y = _h.record(_SVD, [A], _svd_fwd([A._data], ints, None), ints)
+    return SvdResult(*_parts(y, _svd_shapes(A.shape, bool(full_matrices)), "LinalgSvdBackward0"))
+
+
+def svdvals(A, *, driver=None, out=None):
+    _out_refused(out, "svdvals")
+    _float_input(A, "linalg.svdvals")
+    _matrices(A, "linalg.svdvals")
+    if not A.requires_grad:
+        return Tensor._wrap(np.linalg.svd(A._data, compute_uv=False))
+    return svd(A, full_matrices=False).S
+
+
+# -- qr ------------------------------------------------------------------------------------
+_QR_MODES = ("reduced", "complete", "r")
+
+
+def _qr_shapes(shape, mode):
+    m, n = shape[-2:]
+    k = min(m, n)
+    b = tuple(shape[:-2])
+    if mode == 1:
+        return [b + (m, m), b + (m, n)]
+    return [b + (m, k), b + (k, n)]
+
+
+def _qr_fwd(xs, ints, f):
+    Q, R = np.linalg.qr(xs[0], mode="complete" if ints[0] == 1 else "reduced")
+    return np.concatenate([Q.ravel(), R.ravel()])
+
+
+def _qr_square_deep(Q, R, gQ, gR):
+    """gA of A = QR, m >= n (TensorFlow's and PyTorch's rule): with
+    M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^{-T}."""
+    M = F.matmul(R, _mT(gR)) - F.matmul(_mT(gQ), Q)
+    low = F.tril(M, -1)
+    b = gQ + F.matmul(Q, low + _mT(low) + F.diag_embed(F.diagonal(M, 0, -2, -1)))
+    return solve_triangular(_mT(R), b, upper=False, left=False)
+
+
+def _qr_rev(xs, y, g, ints, f, needs):
+    mode = ints[0]
+    shape = tuple(ints[1:])
+    m, n = shape[-2:]
+    if mode == 2:
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+                           "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+    if mode == 1 and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    Q, R = _parts(y, _qr_shapes(shape, mode))
+    gQ, gR = _parts(g, _qr_shapes(shape, mode))
+    if m >= n:
+        return [_qr_square_deep(Q, R, gQ, gR)]
+    # wide: A = [X | Y], R = [U | V], X = Q U (square), Y = Q V
+    Rx, gRx = F.narrow(R, -1, 0, m), F.narrow(gR, -1, 0, m)
+    Y, gV = F.narrow(xs[0], -1, m, n - m), F.narrow(gR, -1, m, n - m)
+    gX = _qr_square_deep(Q, Rx, gQ + F.matmul(Y, _mT(gV)), gRx)
+    gY = F.matmul(Q, gV)
+    return [F.cat([gX, gY], -1)]
+
+
+_QR = _h.host_op("linalg_qr", "LinalgQrBackward0", _qr_fwd, _qr_rev, _h.SAVE_A | _h.SAVE_OUT)
+
+QrResult = collections.namedtuple("qr", ["Q", "R"])
+
+
+def qr(A, mode="reduced", *, out=None):
+    _out_refused(out, "qr")
+    _float_input(A, "linalg.qr")
+    _matrices(A, "linalg.qr")
+    if mode not in _QR_MODES:
+        raise RuntimeError("qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or "
+                           "'complete'" % mode)
+    code = _QR_MODES.index(mode)
+    ints = (code,) + A.shape
+    y = _h.record(_QR, [A], _qr_fwd([A._data], ints, None), ints)
+    Q, R = _parts(y, _qr_shapes(A.shape, code), "LinalgQrBackward0")
+    if code == 2:
+        Q = Tensor._wrap(np.zeros(0, A.dtype))
+    return QrResult(Q, R)
+
+
+# -- matrix_exp ----------------------------------------------------------------------------
+def _expm_fwd(xs, ints, f):
+    from scipy.linalg import expm
+    A = xs[0]
+    return np.asarray(expm(A), A.dtype) if A.size else A.copy()
+
+
+def _expm_rev(xs, y, g, ints, f, needs):
+    # the adjoint of exp at A is the upper-right block of exp([[A^T, G], [0, A^T]])
+    At = _mT(xs[0])
+    n = At.shape[-1]
+    top = F.cat([At, g], -1)
+    bottom = F.cat([_const(np.zeros(At.shape, g.dtype)), At], -1)
+    big = matrix_exp(F.cat([top, bottom], -2))
+    return [F.narrow(F.narrow(big, -2, 0, n), -1, n, n)]
+
+
+_MATRIX_EXP = _h.host_op("linalg_matrix_exp", "LinalgMatrixExpBackward0", _expm_fwd, _expm_rev, _h.SAVE_A)
+
+
+def matrix_exp(A):
+    _float_input(A, "linalg.matrix_exp")
+    _square(A, "linalg.matrix_exp")
+    return _h.record(_MATRIX_EXP, [A], _expm_fwd([A._data], (), None))
+
+
+# -- pinv ----------------------------------------------------------------------------------
+def _pinv_fwd(xs, ints, f):
+    A = xs[0]
+    hermitian = bool(ints[0])
+    atol, rtol = f
+    m, n = A.shape[-2:]
+    if A.size == 0:
+        return np.zeros(A.shape[:-2] + (n, m), A.dtype)
+    if rtol < 0:
+        rtol = np.finfo(A.dtype).eps * max(m, n) if atol <= 0 else 0.0
+    atol = max(atol, 0.0)
+    if hermitian:
+        w, V = np.linalg.eigh(A)
+        s = np.abs(w)
+        tol = np.maximum(atol, rtol * s.max(-1, keepdims=True))
+        winv = np.where(s > tol, 1.0 / np.where(s > tol, w, 1), 0).astype(A.dtype)
+        return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2)
+    U, S, Vh = np.linalg.svd(A, full_matrices=False)
+    tol = np.maximum(atol, rtol * S.max(-1, keepdims=True))
+    Sinv = np.where(S > tol, 1.0 / np.where(S > tol, S, 1), 0).astype(A.dtype)
+    return (np.swapaxes(Vh, -1, -2) * Sinv[..., None, :]) @ np.swapaxes(U, -1, -2)
+
+
+def _pinv_rev(xs, P, g, ints, f, needs):
+    A = xs[0]
+    m, n = A.shape[-2:]
+    Ph, gh = _mT(P), _mT(g)
+    mm = F.matmul
+    if m <= n:
+        K = mm(gh, P)
+        KPh = mm(K, Ph)
+        gA = -_mT(mm(P, K)) + KPh - mm(mm(A, P), KPh) + mm(mm(Ph, P), gh - mm(K, A))
+    else:
+        K = mm(P, gh)
+        PhK = mm(Ph, K)
+        gA = -_mT(mm(K, P)) + mm(mm(gh - mm(A, K), P), Ph) + PhK - mm(mm(PhK, P), A)
+    return [gA]
+
+
+_PINV = _h.host_op("linalg_pinv", "LinalgPinvBackward0", _pinv_fwd, _pinv_rev, _h.SAVE_A | _h.SAVE_OUT)
+
+
+def _tol(v, name):
+    if v is None:
+        return -1.0
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise NotImplementedError("tapegrad.linalg.pinv: %s must be a number or a one-element tensor" % name)
+        v = v.item()
+    return float(v)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    _out_refused(out, "pinv")
+    _float_input(A, "linalg.pinv")
+    _matrices(A, "linalg.pinv")
+    ints, fl = (int(bool(hermitian)),), (_tol(atol, "atol"), _tol(rtol, "rtol"))
+    return _h.record(_PINV, [A], _pinv_fwd([A._data], ints, fl), ints, fl)
+
+
+# -- lstsq: a composition of qr and solve_triangular (full-rank A) -----------------------------
+LstsqResult = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    fname = "torch.linalg.lstsq"
+    _float_input(A, "linalg.lstsq")
+    _float_input(B, "linalg.lstsq", "B")
+    if A.ndim < 2:
+        raise RuntimeError("%s: input must have at least 2 dimensions." % fname)
+    if driver is not None and driver not in _DRIVERS:
+        raise RuntimeError("%s: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)" % fname)
+    if A.dtype != B.dtype:
+        raise RuntimeError("%s: Expected input and other to have the same dtype, but got input's dtype %s and "
+                           "other's dtype %s" % (fname, torch_name(A.dtype), torch_name(B.dtype)))
+    vector = B.ndim == A.ndim - 1
+    if vector:
+        B = F.unsqueeze(B, -1)
+    if B.shape[-2] != A.shape[-2]:
+        raise RuntimeError("%s: input.size(-2) should match other.size(-2)" % fname)
+    A, B = _broadcast_batches(fname, A, B)
+    m, n = A.shape[-2:]
+    if m >= n:
+        Q, R = qr(A)
+        X = solve_triangular(R, F.matmul(_mT(Q), B), upper=True)
+    else:
+        Q, R = qr(_mT(A))
+        X = F.matmul(Q, solve_triangular(_mT(R), B, upper=False))
+    rank = Tensor._wrap(np.asarray(np.linalg.matrix_rank(A._data), np.int64)) if A.size else \
+        Tensor._wrap(np.zeros(A.shape[:-2], np.int64))
+    driver = driver or "gelsy"
+    empty = Tensor._wrap(np.zeros(0, A.dtype))
+    residuals, sv = empty, empty
+    if driver in ("gelsd", "gelss"):
+        sv = svdvals(A)
+    if driver != "gelsy" and m > n and bool(np.all(rank._data == n)):
+        r = F.matmul(A, X) - B
+        residuals = F.sum(r * r, -2)
+        if vector:
+            residuals = F.squeeze(residuals, -1)
+    if vector:
+        X = F.squeeze(X, -1)
+    return LstsqResult(X, residuals, rank, sv)
+
+
+# -- norms ---------------------------------------------------------------------------------
+def _vnorm_np(x, p, axes, keepdim):
+    a = np.abs(x)
+    if p == _INF:
+        r = a.max(axis=axes, keepdims=keepdim)
+    elif p == -_INF:
+        r = a.min(axis=axes, keepdims=keepdim)
+    elif p == 0:
+        r = (a != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
+    elif p == 1:
+        r = a.sum(axis=axes, keepdims=keepdim)
+    elif p == 2:
+        r = np.sqrt((a * a).sum(axis=axes, keepdims=keepdim))
+    else:
+        r = (a ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
+    return np.asarray(r, x.dtype)
+
+
+def _vnorm_fwd(xs, ints, f):
+    return _vnorm_np(xs[0], f[0], tuple(ints[1:]), bool(ints[0]))
+
+
+def _vnorm_rev(xs, y, g, ints, f, needs):
+    x = xs[0]
+    p = f[0]
+    keepdim, axes = bool(ints[0]), tuple(ints[1:])
+    if not keepdim:
+        for d in sorted(axes):
+            g = F.unsqueeze(g, d)
+            y = F.unsqueeze(y, d)
+    zero = _const(np.zeros((), x.dtype))
+    one = _const(np.ones((), x.dtype))
+    if p == 0:
+        return [x * zero]
+    if p == 1:
+        return [F.sign(x) * g]
+    at0 = y == 0
+    ysafe = F.where(at0, one, y)
+    if p == 2:
+        return [x * F.where(at0, zero, g / ysafe)]
+    if math.isinf(p):
+        mask = F.where(F.abs(x) == y, one, zero)
+        count = F.sum(mask, list(axes), keepdim=True)
+        return [F.sign(x) * (g / count) * mask]
+    ax = F.abs(x)
+    if p < 1:
+        xz = x == 0
+        pw = F.pow(F.where(xz, one, ax), p - 1)
+        return [F.where(xz, zero, F.sign(x) * pw * g * F.pow(ysafe, 1 - p))]
+    if p < 2:
+        return [F.sign(x) * F.pow(ax, p - 1) * F.where(at0, zero, g / F.pow(ysafe, p - 1))]
+    return [x * F.pow(ax, p - 2) * F.where(at0, zero, g / F.pow(ysafe, p - 1))]
+
+
+_VECTOR_NORM = _h.host_op("linalg_vector_norm", "LinalgVectorNormBackward0", _vnorm_fwd, _vnorm_rev,
+                          _h.SAVE_A | _h.SAVE_OUT)
+
+
+def _dims(dim, ndim, fname):
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
+        dim = (dim,)
+    out = []
+    for d in dim:
+        d = int(d)
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                             % (-max(ndim, 1), max(ndim, 1) - 1, d))
+        d %= max(ndim, 1)
+        if d in out:
+            raise RuntimeError("dim %d appears multiple times in the list of dims" % d)
+        out.append(d)
+    return tuple(out)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    _out_refused(out, "vector_norm")
+    if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise TypeError("linalg_vector_norm(): argument 'ord' must be Number, not %s" % type(ord).__name__)
+    _float_input(x, "linalg.vector_norm", "input")
+    if dtype is not None:
+        x = F.to_dtype(x, dtype)
+    p = float(ord)
+    if x.ndim == 0:
+        x = F.reshape(x, (1,))
+        axes = (0,)
+        keep = False
+    else:
+        axes = _dims(dim, x.ndim, "linalg.vector_norm")
+        if not axes and dim is not None:
+            axes = tuple(range(x.ndim))
+        keep = bool(keepdim)
+    if math.isinf(p) and any(x.shape[d] == 0 for d in axes):
+        raise RuntimeError("linalg.vector_norm cannot compute the %s norm on an empty tensor because the operation "
+                           "does not have an identity" % ("inf" if p > 0 else "-inf"))
+    ints = (int(keep),) + axes
+    return _h.record(_VECTOR_NORM, [x], _vnorm_fwd([x._data], ints, (p, 0.0)), ints, (p, 0.0))
+
+
+_MATRIX_ORDS = ("fro", "nuc", _INF, -_INF, 1, -1, 2, -2)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    _out_refused(out, "matrix_norm")
+    fname = "linalg.matrix_norm"
+    _float_input(A, fname)
+    _matrices(A, fname)
+    if dtype is not None:
+        A = F.to_dtype(A, dtype)
+    d = tuple(dim)
+    if len(d) != 2:
+        raise RuntimeError("%s: dim must be a 2-tuple. Got %s" % (fname, " ".join(str(v) for v in d)))
+    d0, d1 = (_dims((v,), A.ndim, fname)[0] for v in d)
+    if d0 == d1:
+        raise RuntimeError("%s: dims must be different. Got (%d, %d)" % (fname, d[0], d[1]))
+    if ord not in _MATRIX_ORDS:
+        raise RuntimeError("%s: Order %s not supported." % (fname, ord))
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        B = F.movedim(A, (d0, d1), (-2, -1))
+        s = svdvals(B)
+        r = F.sum(s, -1) if ord == "nuc" else (F.amax(s, -1) if ord == 2 else F.amin(s, -1))
+        if keepdim:
+            for v in sorted((d0, d1)):
+                r = F.unsqueeze(r, v)
+        return r
+    # 1, -1: over columns of the column sums (dim d0 summed); inf, -inf: over rows
+    sum_dim, ext_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
+    s = F.sum(F.abs(A), sum_dim, keepdim=True)
+    r = F.amax(s, ext_dim, keepdim=True) if ord in (1, _INF) else F.amin(s, ext_dim, keepdim=True)
+    if not keepdim:
+        r = F.squeeze(F.squeeze(r, max(d0, d1)), min(d0, d1))
+    return r
+
+
+def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
+    _out_refused(out, "norm")
+    A = input
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    if dim is not None:
+        dim = tuple(dim)
+        if len(dim) == 1:
+            return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+        if len(dim) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+        raise RuntimeError("linalg.norm: If dim is specified, it must be of length 1 or 2. Got %s" % list(dim))
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.ndim not in (1, 2):
+        raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got %dD."
+                           % A.ndim)
+    if A.ndim == 1:
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+
+
+# -- matrix_power, multi_dot: products ------------------------------------------------------
+def matrix_power(A, n, *, out=None):
+    _out_refused(out, "matrix_power")
+    if not isinstance(A, Tensor):
+        raise TypeError("linalg_matrix_power(): argument 'input' must be Tensor, not %s" % type(A).__name__)
+    _square(A, "linalg.matrix_power")
+    n = int(n)
+    if n == 0:
+        return Tensor._wrap(np.ascontiguousarray(np.broadcast_to(np.eye(A.shape[-1], dtype=A.dtype), A.shape)))
+    if n < 0:
+        A = inv(A)
+        n = -n
+    result, base = None, A
+    while True:
+        if n & 1:
+            result = base if result is None else F.matmul(result, base)
+        n >>= 1
+        if not n:
+            return result
+        base = F.matmul(base, base)
+
+
+def multi_dot(tensors, *, out=None):
+    _out_refused(out, "multi_dot")
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise RuntimeError("multi_dot(): expected at least 2 tensors but got %d" % len(ts))
+    for i, t in enumerate(ts):
+        if t.dtype != ts[0].dtype:
+            raise RuntimeError("multi_dot(): all tensors must have be the same dtype but tensor 0 is %s and tensor "
+                               "%d %s" % (_cname(ts[0].dtype), i, _cname(t.dtype)))
+    first, last = ts[0].ndim, ts[-1].ndim
+    if first not in (1, 2):
+        raise RuntimeError("multi_dot(): the first tensor must be 1D or 2D but got %dD" % first)
+    if last not in (1, 2):
+        raise RuntimeError("multi_dot(): the last tensor must be 1D or 2D but got %dD" % last)
+    for i, t in enumerate(ts[1:-1], 1):
+        if t.ndim != 2:
+            raise RuntimeError("multi_dot(): tensor %d must be 2D but got %dD" % (i, t.ndim))
+    if first == 1:
+        ts[0] = F.unsqueeze(ts[0], 0)
+    if last == 1:
+        ts[-1] = F.unsqueeze(ts[-1], -1)
+    for i in range(len(ts) - 1):
+        if ts[i].shape[1] != ts[i + 1].shape[0]:
+            raise RuntimeError("multi_dot(): tensors %d and %d with shapes %s and %s cannot be multiplied"
+                               % (i, i + 1, list(tensors[i].shape), list(tensors[i + 1].shape)))
+    r = _chain(ts)
+    if first == 1:
+        r = F.squeeze(r, 0)
+    if last == 1:
+        r = F.squeeze(r, -1)
+    return r
+
+
+def _cname(dt):
+    return {"Double": "double", "Float": "float", "Half": "c10::Half", "Long": "long int", "Int": "int"}.get(
+        torch_name(dt), torch_name(dt).lower())
+
+
+def _chain(ts):
+    """The product of the matrices ``ts`` in the order of fewest multiplications."""
+    n = len(ts)
+    if n == 2:
+        return F.matmul(ts[0], ts[1])
+    dims = [ts[0].shape[0]] + [t.shape[1] for t in ts]
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def prod(i, j):
+        if i == j:
+            return ts[i]
+        k = split[i][j]
+        return F.matmul(prod(i, k), prod(k + 1, j))
+    return prod(0, n - 1)
+
+
+# -- lu_factor, lu_solve --------------------------------------------------------------------
+def _lu_np(A):
+    """(LU, pivots: LAPACK's 1-based int32, per matrix) of ``A`` (..., m, n)."""
+    getrf = _lapack("getrf", A)
+    fl = _flat_batches(A)
+    lu = np.empty_like(fl)
+    piv = np.empty((fl.shape[0], min(A.shape[-2:])), np.int32)
+    infos = np.zeros(fl.shape[0], np.int64)
+    for i, m in enumerate(fl):
+        f, p, info = getrf(m)
+        lu[i], piv[i], infos[i] = f, p + 1, info
+    return lu.reshape(A.shape), piv.reshape(A.shape[:-2] + (piv.shape[-1],)), infos
+
+
+def _permutation(piv, m):
+    """The permutation matrices P (A = P L U) of LAPACK's 1-based pivots (..., k)."""
+    fl = piv.reshape(-1, piv.shape[-1])
+    out = np.empty((fl.shape[0], m, m))
+    for b, p in enumerate(fl):
+        perm = np.arange(m)
+        for i, j in enumerate(p - 1):
+            perm[i], perm[j] = perm[j], perm[i]
+        P = np.zeros((m, m))
+        P[perm, np.arange(m)] = 1.0     # row perm[i] of A is row i of L U
+        out[b] = P
+    return out.reshape(piv.shape[:-1] + (m, m))
+
+
+def _unpack(LU):
+    n = LU.shape[-1]
+    Lf = F.tril(LU, -1) + _const(np.eye(n, dtype=LU.dtype))
+    return Lf, F.triu(LU)
+
+
+def _luf_fwd(xs, ints, f):
+    return _lu_np(xs[0])[0]
+
+
+def _luf_rev(xs, LU, g, ints, f, needs):
+    m, n = LU.shape[-2:]
+    if m != n:
+        raise NotImplementedError("tapegrad: the gradient of linalg.lu_factor is implemented for square matrices")
+    piv = np.array(ints, np.int32).reshape(LU.shape[:-2] + (n,))
+    P = _const(_permutation(piv, n).astype(LU.dtype))
+    Lf, U = _unpack(LU)
+    gA = F.tril(F.matmul(_mT(Lf), F.tril(g, -1)), -1) + F.triu(F.matmul(F.triu(g), _mT(U)))
+    gA = solve_triangular(_mT(U), gA, upper=False, left=False)
+    gA = solve_triangular(_mT(Lf), gA, upper=True, left=True, unitriangular=True)
+    return [F.matmul(P, gA)]
+
+
+_LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev, _h.SAVE_OUT)
+
+LuFactorResult = collections.namedtuple("lu_factor", ["LU", "pivots"])
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    _out_refused(out, "lu_factor")
+    if A.ndim < 2:
+        raise RuntimeError("torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: %s instead"
+                           % list(A.shape))
+    _float_input(A, "linalg.lu_factor")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    lu, piv, infos = _lu_np(A._data)
+    bad = np.flatnonzero(infos)
+    if bad.size:
+        i = int(infos[bad[0]])
+        raise RuntimeError("torch.linalg.lu_factor: %sU[%d,%d] is zero and using it on lu_solve would result in a "
+                          "division by zero. If you still want to perform the factorization, consider calling "
+                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+                          % (_batch_note(A._data, int(bad[0])), i, i))
+    ints = tuple(piv.ravel().tolist())
+    return LuFactorResult(_h.record(_LU_FACTOR, [A], lu, ints), Tensor._wrap(piv))
+
+
+def _lus_fwd(xs, ints, f):
+    LU, B, piv = xs
+    from scipy.linalg import lu_solve as _sp_lu_solve
+    trans = ints[0]
+    L3, B3 = _flat_batches(LU), _flat_batches(B)
+    p3 = piv.reshape(-1, piv.shape[-1]).astype(np.int64) - 1
+    out = np.empty(B3.shape, np.result_type(LU.dtype, B.dtype))
+    for i in range(B3.shape[0]):
+        out[i] = _sp_lu_solve((L3[i], p3[i]), B3[i], trans=trans, check_finite=False)
+    return out.reshape(B.shape)
+
+
+def _lus_rev(xs, X, g, ints, f, needs):
+    LU, _, piv = xs
+    adjoint = bool(ints[0])
+    gB = _lu_solve(LU, piv, g, not adjoint)
+    gLU = None
+    if needs[0]:
+        n = LU.shape[-1]
+        gA = -(F.matmul(X, _mT(gB)) if adjoint else F.matmul(gB, _mT(X)))
+        P = _const(_permutation(piv._data.astype(np.int32), n).astype(LU.dtype))
+        PtgA = F.matmul(_mT(P), gA)
+        Lf, U = _unpack(LU)
+        gLU = F.tril(F.matmul(PtgA, _mT(U)), -1) + F.triu(F.matmul(_mT(Lf), PtgA))
+    return [gLU, gB, None]
+
+
+_LU_SOLVE = _h.host_op("linalg_lu_solve", "LinalgLuSolveBackward0", _lus_fwd, _lus_rev,
+                       _h.SAVE_A | _h.SAVE_C | _h.SAVE_OUT)
+
+
+def _lu_solve(LU, pivots, B, adjoint):
+    """``op(A) X = B`` for A = P L U (op: transpose with ``adjoint``), one batch shape."""
+    ints = (int(bool(adjoint)),)
+    return _h.record(_LU_SOLVE, [LU, B, pivots], _lus_fwd([LU._data, B._data, pivots._data], ints, None), ints)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
+    _out_refused(out, "lu_solve")
+    fname = "linalg.lu_solve"
+    _float_input(LU, fname, "LU")
+    _float_input(B, fname, "B")
+    _square(LU, fname, "LU")
+    _matrices(B, fname, "B")
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %dx%d)"
+                           % (fname, "AX = B" if left else "XA = B", n, n, B.shape[-2], B.shape[-1]))
+    if pivots.dtype != np.int32:
+        raise RuntimeError("%s: pivots should be a Tensor of scalar type int32. Got: %s"
+                           % (fname, torch_name(pivots.dtype)))
+    if not left:        # X op(A) = B  <=>  op(A)^T X^T = B^T
+        B = _mT(B)
+        adjoint = not adjoint
+    LU, B = _broadcast_batches(fname, LU, B)
+    if pivots.shape[:-1] != LU.shape[:-2]:
+        pivots = Tensor._wrap(np.ascontiguousarray(np.broadcast_to(pivots._data, LU.shape[:-2] + (n,))))
+    X = _lu_solve(LU, pivots, B, adjoint)
+    return X if left else _mT(X)
+
+
+# -- the torch.* spellings and the Tensor methods -------------------------------------------
+def _det(input):
+    return det(input)
+
+
+def _slogdet(input):
+    return slogdet(input)
+
+
+def _logdet(input):
+    """``log(det(A))``: nan for a negative determinant, -inf for a singular matrix."""
+    sign, logabsdet = slogdet(input)
+    return logabsdet + F.log(sign)
+
+
+def _inverse(input, *, out=None):
+    return inv(input, out=out)
+
+
+def _matrix_power(input, n, *, out=None):
+    return matrix_power(input, n, out=out)
+
+
+def _matrix_exp(A):
+    return matrix_exp(A)
+
+
+def _pinverse(input, rcond=1e-15):
+    return pinv(input, rtol=rcond)
+
+
+for _f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse):
+    _f.__name__ = _f.__qualname__ = _f.__name__[1:]
+# tg.det, tg.inverse, ...: torch's names outside torch.linalg (tapegrad/__init__.py imports them)
+TORCH_FUNCTIONS = {f.__name__: f for f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse,
+                                           _cholesky_solve)}
+
+
+class _LinalgMethods:
+    """Tensor's methods of these (bound onto Tensor at import, as functions.py binds its table)."""
+
+    def det(self):
+        return det(self)
+
+    def slogdet(self):
+        return slogdet(self)
+
+    def logdet(self):
+        return _logdet(self)
+
+    def inverse(self):
+        return inv(self)
+
+    def cholesky_solve(self, input2, upper=False):
+        return _cholesky_solve(self, input2, upper)
+
+    def matrix_power(self, n):
+        return matrix_power(self, n)
+
+    def matrix_exp(self):
+        return matrix_exp(self)
+
+    def pinverse(self, rcond=1e-15):
+        return pinv(self, rtol=rcond)
+
+
+F._bind(Tensor, _LinalgMethods)
+
+
+def cross(input, other, *, dim=-1, out=None):
+    """The cross product along ``dim`` (last by default), broadcasting the other
+    dimensions: ``torch.cross`` with the dimension given."""
+    return _cross(input, other, dim, out=out)

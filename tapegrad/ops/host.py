@@ -1,0 +1,158 @@
+"""Host ops: entries whose forward is a NumPy/SciPy call (LAPACK) and whose reverse
+runs in Python, between segments of the compiled sweep.
+
+A host op is one record in ``HOST_OPS``, registered with ``host_op`` by the module
+that defines it (``tapegrad/linalg.py`` for ``tg.linalg``): its NumPy forward and
+its reverse rule written once with tapegrad's own operations.  That rule is the
+differentiable reverse (create_graph, the interpreted backward); the compiled
+backward stops at a host entry (``autograd/engine.py`` marks it in ``stops``) and
+calls the same rule on arrays with grad mode off, adding the input adjoints into
+the sweep's adjoint store.  No kernel is compiled for the family.
+
+An entry keeps up to three input slots (a, b, c), its integer parameters and the
+shapes of its inputs and output in ``aux`` (``[nint, ints..., nin, (ndim, dims...)
+per input, ndim, dims...]``) and two float parameters in F0, F1.  An op with
+several differentiable outputs (eigh, svd, qr, slogdet) has one entry whose output
+is their flat concatenation; the public function returns views of it.
+"""
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..core import tape as _tp
+from ..core.registry import (HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, FamilyRules, OpDefinitionError, define,
+                             name_id, register_family)
+from ..core.tensor import Tensor
+from .shape import VARIADIC     # (an entry whose input slots are listed in aux)
+
+
+
+
+class HostOp(NamedTuple):
+    """``forward(arrays, ints, floats)``: the output array from the input arrays
+    (shaped), the integer parameters and (f0, f1).
+    ``reverse(xs, y, g, ints, floats, needs)``: the adjoint of each input (a tensor,
+    or None for none) with tapegrad's operations, from the inputs ``xs`` and the
+    output ``y`` as shaped tensors (None where the op does not save them: ``saves``,
+    bits ``SAVE_A``, ``SAVE_B``, ``SAVE_C``, ``SAVE_OUT``), the output's adjoint
+    ``g`` (in the output's dtype) and which inputs need a gradient."""
+    name: str
+    code: int
+    forward: Callable
+    reverse: Callable
+    saves: int
+    grad_fn: str
+    entry: bool = False     # the reverse also gets ``entry=(tape, slot)`` (tg.autograd.Function)
+
+
+HOST_OPS = {}       # kernel index -> HostOp
+BY_NAME = {}        # op name -> HostOp
+_SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
+
+
+def host_op(name, grad_fn, forward, reverse, saves, entry=False):
+    """Define the host op ``name`` (an opcode of the HOST family)."""
+    if not callable(forward) or not callable(reverse):
+        raise OpDefinitionError("host op %r: its forward and its reverse rule must be functions" % name)
+    k = len(HOST_OPS)
+    code = define(HOST, k, name, saves=saves)
+    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry)
+    return op
+
+
+def record(op, inputs, out, ints=(), floats=(0.0, 0.0), grad_fn=None):
+    """The tensor of ``out`` (the forward's result for tensors ``inputs``), recorded
+    as an entry of host op ``op`` when an input requires grad."""
+    out = np.asarray(out)
+    if not out.flags.c_contiguous:
+        out = out.copy()
+    if not _tp.state().grad or not any(x._requires_grad for x in inputs):
+        return Tensor._wrap(out)
+    variadic = len(inputs) > 3
+    if variadic and op.saves & (SAVE_A | SAVE_B | SAVE_C):
+        raise OpDefinitionError("host op %r: an op of more than three inputs saves none of them" % op.name)
+    T = _tp.current()
+    slots = []
+    for j, x in enumerate(inputs):
+        s = x._slot if (x._tape_id == T.id and x._slot_version == x._ver[0]) else T.adopt(x)
+        if not variadic and op.saves & _SAVE_BITS[j]:
+            T.vals[s] = x._data
+        slots.append(s)
+    words = ([len(slots)] + slots if variadic else []) + [len(ints)] + [int(i) for i in ints] + [len(inputs)]
+    for x in inputs:
+        words += [x._data.ndim] + list(x._data.shape)
+    words += [out.ndim] + list(out.shape)
+    at = T.aux_append(np.array(words, np.int64))
+    a, b, c = (-1, -1, VARIADIC) if variadic else (slots + [-1, -1, -1])[:3]
+    ver = [0]
+    o = T.new_slot(op.code, a, b, c, at, -1, name_id(grad_fn or op.grad_fn), float(floats[0]), float(floats[1]),
+                   out, bool(op.saves & SAVE_OUT), ver)
+    return Tensor._recorded(out, T, o, ver)
+
+
+def decode(aux, at):
+    """(integer parameters, input shapes, output shape) of the entry at ``aux[at]``."""
+    w = aux
+    ni = int(w[at])
+    ints = tuple(int(v) for v in w[at + 1:at + 1 + ni])
+    p = at + 1 + ni
+    nin = int(w[p])
+    p += 1
+    shapes = []
+    for _ in range(nin + 1):
+        nd = int(w[p])
+        shapes.append(tuple(int(v) for v in w[p + 1:p + 1 + nd]))
+        p += 1 + nd
+    return ints, shapes[:-1], shapes[-1]
+
+
+# -- the family's rules -----------------------------------------------------------------
+def _slots_and_meta(aux, row):
+    """The input slots of a host entry and where its parameters start in ``aux``."""
+    at = row[_tp.AUX]
+    if row[_tp.C] == VARIADIC:
+        n = int(aux[at])
+        return [int(v) for v in aux[at + 1:at + 1 + n]], at + 1 + n
+    return [row[_tp.A], row[_tp.B], row[_tp.C]], at
+
+
+def differentiable_reverse(ctx, s, k, row, f0, f1, g):
+    op = HOST_OPS[k]
+    slots, at = _slots_and_meta(ctx.aux, row)
+    ints, shapes, oshape = decode(ctx.aux, at)
+    slots = slots[:len(shapes)]
+    needs = [ctx.needs(i) for i in slots]
+    if not any(needs):
+        return []
+    xs = [ctx.value(i).reshape(sh) if j < 3 and op.saves & _SAVE_BITS[j] else None
+          for j, (i, sh) in enumerate(zip(slots, shapes))]
+    y = ctx.value(s).reshape(oshape) if op.saves & SAVE_OUT else None
+    dt = next((t.dtype for t in xs + [y] if t is not None), None)
+    g = g.reshape(oshape)
+    if dt is not None and dt.kind == "f" and g.dtype != dt:
+        g = g.to(dt)
+    if op.entry:
+        grads = op.reverse(xs, y, g, ints, (f0, f1), needs, entry=(ctx.T, s))
+    else:
+        grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
+    return [(i, r.reshape(-1)) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
+
+
+def replay_rule(k, row, aux, shape, name, f0, f1):
+    op = HOST_OPS[k]
+    slots, at = _slots_and_meta(aux, row)
+    ints, shapes, oshape = decode(aux, at)
+    slots = slots[:len(shapes)]
+
+    def f(v):
+        return np.ascontiguousarray(op.forward([np.asarray(v[i]).reshape(sh) for i, sh in zip(slots, shapes)],
+                                               ints, (f0, f1))).reshape(oshape)
+    return f
+
+
+def _compiled_forward(k, ints, e, sizes, aux, live):
+    return False        # (the replay calls the NumPy forward)
+
+
+register_family(HOST, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
+                                  scalar_replay=frozenset(), compiled_forward=_compiled_forward))
