@@ -121,3 +121,13 @@ def test_summary_and_json(cov, libs, tmp_path):
     assert data["summary"]["top150"]["ok"] == 2
     assert data["summary"]["top150"]["total"] == 2
     assert [r["name"] for r in data["names"]] == ["Tensor.sum", "torch.exp"]
+
+
+def test_an_undefined_operator_is_missing(cov, libs):
+    # (Tensor.__lshift__ with a float: Python's "unsupported operand" TypeError)
+    res = cov.check_entry({"name": "op.@", "checks": [
+        {"src": "x @ x.T if IS_TORCH else x << 1.5"}]}, libs)
+    assert res["status"] == "missing"
+    assert "unsupported operand" in res["detail"]
+    res = cov.check_entry({"name": "op.@", "checks": [{"src": "x @ x.T"}]}, libs)
+    assert res["status"] == "ok"
