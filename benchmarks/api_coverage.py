@@ -210,9 +210,6 @@ class Side:
         self.is_torch = label == "torch"
         self.shared = shared  # state passed from the torch run to the tapegrad run
 
-    def tensor_type(self):
-        return self.lib.Tensor
-
     def is_tensor(self, obj):
         return isinstance(obj, self.lib.Tensor)
 
@@ -330,8 +327,9 @@ class Side:
 # comparing
 
 def _dtype_name(dt):
+    """"float64" for torch.float64 and for tapegrad's (NumPy's) float64."""
     s = str(dt)
-    return s[6:] if s.startswith("torch.") else str(np.dtype(dt)) if not s.startswith("<") else s
+    return s[len("torch."):] if s.startswith("torch.") else str(np.dtype(dt))
 
 
 def leaves(side, obj, path="out"):
@@ -366,15 +364,7 @@ def leaves(side, obj, path="out"):
 def _is_dtype(side, obj):
     if side.is_torch:
         return isinstance(obj, side.lib.dtype)
-    return isinstance(obj, (np.dtype, type)) and _safe_dtype(obj)
-
-
-def _safe_dtype(obj):
-    try:
-        np.dtype(obj)
-        return True
-    except TypeError:
-        return False
+    return isinstance(obj, np.dtype) or (isinstance(obj, type) and issubclass(obj, np.generic))
 
 
 def _to_numpy(side, t):
