@@ -243,6 +243,7 @@ def numel(input):
 
 from . import nn, optim  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (tg.special)
+from . import distributions  # noqa: E402,F401  (tg.distributions)
 from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
 from .replay.tapefile import register_function as _register_function  # noqa: E402
 _register_wrapper(nn.Module, nn.modules.OptimizedModule)            # tg.compile(module), as torch.compile
