@@ -130,7 +130,7 @@ class _OneHot(Constraint):
 
 
 def _fmt(self, **bounds):
-    return type(self).__name__[1:] + "(" + ", ".join("%s=%s" % kv for kv in bounds.items()) + ")"
+    return type(self).__name__[1:] + "(" + ", ".join(f"{k}={v}" for k, v in bounds.items()) + ")"
 
 
 class _IntegerInterval(Constraint):

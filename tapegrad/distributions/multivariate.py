@@ -49,7 +49,8 @@ class Dirichlet(Distribution):
     def mode(self):
         c = self.concentration
         m1 = (c - 1).clamp(min=0.0)
-        mode = m1 / m1.sum(-1, keepdim=True)
+        total = m1.sum(-1, keepdim=True)
+        mode = m1 / _f.where(total == 0, 1.0, total)     # (all below 1: the first category, as PyTorch)
         k = c.shape[-1]
         onehot = _const(np.arange(k) == np.argmax(_np(mode), -1)[..., None], c.dtype)
         return _f.where((c < 1).all(-1).unsqueeze(-1), onehot, mode)

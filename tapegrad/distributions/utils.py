@@ -21,9 +21,10 @@ def broadcast_all(*values):
         raise ValueError("Input arguments must all be instances of Number, "
                          "torch.Tensor or objects implementing __torch_function__.")
     dtype = next((v.dtype for v in values if isinstance(v, Tensor)), np.dtype(np.float64))
-    tensors = [v if isinstance(v, Tensor) else from_data(v, dtype, False) for v in values]
-    shape = np.broadcast_shapes(*(t.shape for t in tensors))
-    return tuple(t if t.shape == shape else t.expand(shape) for t in tensors)
+    shape = np.broadcast_shapes(*(v.shape for v in values if isinstance(v, Tensor)))
+    # (a number becomes a constant of the full shape: no expand of a constant on the tape)
+    return tuple(Tensor._const(np.full(shape, v, dtype=dtype)) if not isinstance(v, Tensor)
+                 else v if v.shape == shape else v.expand(shape) for v in values)
 
 
 def _shape(size):
