@@ -243,7 +243,6 @@ def numel(input):
 
 from . import nn, optim  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (tg.special)
-from . import distributions  # noqa: E402,F401  (tg.distributions)
 from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
 from .replay.tapefile import register_function as _register_function  # noqa: E402
 _register_wrapper(nn.Module, nn.modules.OptimizedModule)            # tg.compile(module), as torch.compile
@@ -251,6 +250,9 @@ _register_function("label_flags", nn.functional.label_flags)        # the labels
 
 
 def __getattr__(name):
+    if name == "distributions":         # tg.distributions, imported on first use
+        import importlib
+        return importlib.import_module(".distributions", __name__)
     if name == "Tape":
         import warnings
         warnings.warn("tapegrad.Tape is deprecated and will be removed in the next release: the recorded "

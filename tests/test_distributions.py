@@ -826,3 +826,31 @@ def test_constraints_against_torch():
                   (D.Binomial(4, tg.tensor(0.5)), torch.distributions.Binomial(4, torch.tensor(0.5)))):
         assert repr(d.support) == repr(td.support)
         assert {k: repr(v) for k, v in d.arg_constraints.items()} == {k: repr(v) for k, v in td.arg_constraints.items()}
+
+
+def test_second_derivative_by_create_graph():
+    loc, scale = tg.tensor([0.3, -1.0], requires_grad=True), tg.tensor([0.5, 2.0], requires_grad=True)
+    x = tg.tensor([1.0, 0.5])
+    lp = D.Normal(loc, scale).log_prob(x).sum()
+    (gs,) = tg.autograd.grad(lp, scale, create_graph=True)
+    s, z = scale.detach().numpy(), x.numpy() - loc.detach().numpy()
+    np.testing.assert_allclose(gs.detach().numpy(), z ** 2 / s ** 3 - 1 / s, rtol=1e-14)
+    (hs,) = tg.autograd.grad(gs.sum(), scale)
+    np.testing.assert_allclose(hs.numpy(), -3 * z ** 2 / s ** 4 + 1 / s ** 2, rtol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_compiled_and_interpreted_reverse(monkeypatch, mode):
+    from tapegrad.autograd import engine
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    c = tg.tensor([0.7, 2.0, 5.5], requires_grad=True)
+    r = tg.tensor([1.5, 0.4, 2.0], requires_grad=True)
+    v = R([0.3, 4.0, 2.5])
+    (D.Gamma(c, r).log_prob(tg.tensor(v)).sum() + D.StudentT(c, r, 1.0).entropy().sum()).backward()
+    cv, rv = c.detach().numpy(), r.detach().numpy()
+    dt = sp.psi(0.5 * (cv + 1)) - sp.psi(0.5 * cv)
+    want_c = (np.log(rv) + np.log(v) - sp.psi(cv)
+              + 0.5 * dt + 0.25 * (cv + 1) * (sp.polygamma(1, 0.5 * (cv + 1)) - sp.polygamma(1, 0.5 * cv))
+              + 0.5 / cv + 0.5 * sp.psi(0.5 * cv) - 0.5 * sp.psi(0.5 * (cv + 1)))
+    np.testing.assert_allclose(c.grad.numpy(), want_c, rtol=1e-12)
+    np.testing.assert_allclose(r.grad.numpy(), cv / rv - v, rtol=1e-13)
