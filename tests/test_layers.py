@@ -81,6 +81,8 @@ FLOORS = {
     "tapegrad.distributions.multivariate": 6,
     "tapegrad.distributions.independent": 6,
     "tapegrad.distributions.kl": 6,
+    "tapegrad.distributions.mvn": 6,
+    "tapegrad.distributions._linalg": 6,   # Cholesky and triangular solves as compositions, for mvn
     "tapegrad": 7,                      # the package's public names
     "tapegrad.__main__": 8,             # python -m tapegrad
     "tapegrad.distributed": 8,          # Dask, over the public tg.record

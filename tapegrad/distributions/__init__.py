@@ -11,7 +11,9 @@ from .distribution import Distribution
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .multivariate import Beta, Dirichlet
+from .mvn import LowRankMultivariateNormal, MultivariateNormal
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Dirichlet", "Distribution", "Exponential",
-           "Gamma", "HalfNormal", "Independent", "Laplace", "LogNormal", "Normal", "Poisson", "StudentT", "Uniform",
+           "Gamma", "HalfNormal", "Independent", "Laplace", "LogNormal", "LowRankMultivariateNormal",
+           "MultivariateNormal", "Normal", "Poisson", "StudentT", "Uniform",
            "constraints", "kl_divergence", "register_kl"]

@@ -7,8 +7,9 @@ from ..core.tensor import Tensor as _Tensor
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
-           "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_integer",
-           "real", "real_vector", "simplex", "square", "symmetric", "unit_interval"]
+           "lower_cholesky", "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive",
+           "positive_definite", "positive_integer", "positive_semidefinite", "real", "real_vector", "simplex",
+           "square", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -263,6 +264,50 @@ class _LowerTriangular(Constraint):
         return d.reshape(tuple(d.shape[:-2]) + (-1,)).all(-1)
 
 
+class _LowerCholesky(Constraint):
+    """Lower-triangular matrices with a positive diagonal."""
+    event_dim = 2
+
+    def check(self, value):
+        d = value.tril() == value
+        lower = d.reshape(tuple(d.shape[:-2]) + (-1,)).all(-1)
+        return lower & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+def _batch_flags(value, fn):
+    v = value.detach().numpy()
+    flat = v.reshape((-1,) + v.shape[-2:])
+    return _Tensor._const(_np.array([fn(m) for m in flat], dtype=bool).reshape(v.shape[:-2]))
+
+
+def _is_pd(m):
+    try:
+        _np.linalg.cholesky(m)
+    except _np.linalg.LinAlgError:
+        return False
+    return not _np.isnan(m).any()
+
+
+class _PositiveSemidefinite(_Symmetric):
+    """Symmetric positive-semidefinite matrices (eigenvalues >= 0)."""
+
+    def check(self, value):
+        sym = super().check(value)
+        if not bool(sym.all()):
+            return sym
+        return _batch_flags(value, lambda m: bool((_np.linalg.eigvalsh(m) >= 0).all()))
+
+
+class _PositiveDefinite(_Symmetric):
+    """Symmetric positive-definite matrices (a Cholesky factorisation exists)."""
+
+    def check(self, value):
+        sym = super().check(value)
+        if not bool(sym.all()):
+            return sym
+        return _batch_flags(value, _is_pd)
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _IndependentConstraint
@@ -285,3 +330,6 @@ simplex = _Simplex()
 square = _Square()
 symmetric = _Symmetric()
 lower_triangular = _LowerTriangular()
+lower_cholesky = _LowerCholesky()
+positive_semidefinite = _PositiveSemidefinite()
+positive_definite = _PositiveDefinite()

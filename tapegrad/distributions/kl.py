@@ -11,6 +11,9 @@ from .discrete import Bernoulli, Binomial, Categorical, Poisson
 from .distribution import Distribution
 from .independent import Independent
 from .multivariate import Beta, Dirichlet
+from . import _linalg as _la
+from . import mvn as _mvn
+from .mvn import LowRankMultivariateNormal, MultivariateNormal
 from .utils import _full, _sum_rightmost, euler_constant as _euler_gamma
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -367,3 +370,72 @@ def _kl_uniform_normal(p, q):
     t2 = w.pow(2) / 12
     t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
     return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+# -- multivariate normals --
+
+def _event_check(p, q, what):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two %s with                          different event shapes "
+                         "cannot be computed" % what)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    _event_check(p, q, "Multivariate Normals")
+    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = _mvn._half_log_det(lq) - _mvn._half_log_det(lp)
+    n = p.event_shape[0]
+    term2 = _la.trace_xxt(_la.solve_tril(lq, lp))
+    term3 = _mvn._mahalanobis(lq, q.loc - p.loc)
+    return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+def _woodbury_a(q):
+    wt_dinv = q._unbroadcasted_cov_factor.transpose(-2, -1) / q._unbroadcasted_cov_diag.unsqueeze(-2)
+    return _la.solve_tril(q._capacitance_tril, wt_dinv)
+
+
+def _lr_logdet(d):
+    return _mvn._lowrank_logdet(d._unbroadcasted_cov_factor, d._unbroadcasted_cov_diag, d._capacitance_tril)
+
+
+def _lr_mahalanobis(q, x):
+    return _mvn._lowrank_mahalanobis(q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag, x, q._capacitance_tril)
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    _event_check(p, q, "Low Rank Multivariate Normals")
+    term1 = _lr_logdet(q) - _lr_logdet(p)
+    term3 = _lr_mahalanobis(q, q.loc - p.loc)
+    a = _woodbury_a(q)
+    pw, pd, qd = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag, q._unbroadcasted_cov_diag
+    term21 = (pd / qd).sum(-1)
+    term22 = _la.trace_xxt(pw * qd.rsqrt().unsqueeze(-1))
+    term23 = _la.trace_xxt(a * pd.sqrt().unsqueeze(-2))
+    term24 = _la.trace_xxt(_f.matmul(a, pw))
+    return 0.5 * (term1 + term21 + term22 - term23 - term24 + term3 - p.event_shape[0])
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_lowrank(p, q):
+    _event_check(p, q, "(Low Rank) Multivariate Normals")
+    lp = p._unbroadcasted_scale_tril
+    term1 = _lr_logdet(q) - 2 * _mvn._half_log_det(lp)
+    term3 = _lr_mahalanobis(q, q.loc - p.loc)
+    a = _woodbury_a(q)
+    term21 = _la.trace_xxt(lp * q._unbroadcasted_cov_diag.rsqrt().unsqueeze(-1))
+    term22 = _la.trace_xxt(_f.matmul(a, lp))
+    return 0.5 * (term1 + term21 - term22 + term3 - p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    _event_check(p, q, "(Low Rank) Multivariate Normals")
+    lq = q._unbroadcasted_scale_tril
+    term1 = 2 * _mvn._half_log_det(lq) - _lr_logdet(p)
+    term3 = _mvn._mahalanobis(lq, q.loc - p.loc)
+    term21 = _la.trace_xxt(_la.solve_tril(lq, p._unbroadcasted_cov_factor))
+    term22 = _la.trace_xxt(_la.solve_tril(lq, _f.diag_embed(p._unbroadcasted_cov_diag.sqrt())))
+    return 0.5 * (term1 + term21 + term22 + term3 - p.event_shape[0])
