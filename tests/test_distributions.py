@@ -854,3 +854,237 @@ def test_compiled_and_interpreted_reverse(monkeypatch, mode):
               + 0.5 / cv + 0.5 * sp.psi(0.5 * cv) - 0.5 * sp.psi(0.5 * (cv + 1)))
     np.testing.assert_allclose(c.grad.numpy(), want_c, rtol=1e-12)
     np.testing.assert_allclose(r.grad.numpy(), cv / rv - v, rtol=1e-13)
+
+
+# -- MultivariateNormal, LowRankMultivariateNormal (Cholesky factors and triangular solves
+# are compositions of recorded ops: distributions/_linalg.py) --
+
+def _spd(rng, *batch, n=3):
+    a = rng.normal(size=batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) + np.eye(n)
+
+
+MVN_RNG = np.random.default_rng(2024)
+MVN_LOC = MVN_RNG.normal(size=(2, 3))
+MVN_COV = _spd(MVN_RNG, 2)
+MVN_X = MVN_RNG.normal(size=(4, 2, 3))
+LR_W = MVN_RNG.normal(size=(2, 3, 2))
+LR_D = MVN_RNG.uniform(0.5, 2.0, size=(2, 3))
+MVN_FORMS = {"covariance_matrix": MVN_COV, "precision_matrix": np.linalg.inv(MVN_COV),
+             "scale_tril": np.linalg.cholesky(MVN_COV)}
+
+
+@pytest.mark.parametrize("form", sorted(MVN_FORMS))
+def test_mvn_against_scipy(form):
+    d = D.MultivariateNormal(tg.tensor(MVN_LOC), **{form: tg.tensor(MVN_FORMS[form])})
+    assert d.batch_shape == (2,) and d.event_shape == (3,)
+    ref = [st.multivariate_normal(MVN_LOC[i], MVN_COV[i]) for i in range(2)]
+    np.testing.assert_allclose(d.log_prob(tg.tensor(MVN_X)).numpy(),
+                               np.stack([ref[i].logpdf(MVN_X[:, i]) for i in range(2)], -1), rtol=1e-12)
+    np.testing.assert_allclose(d.entropy().numpy(), [r.entropy() for r in ref], rtol=1e-13)
+    np.testing.assert_allclose(d.covariance_matrix.numpy(), MVN_COV, rtol=1e-12)
+    np.testing.assert_allclose(d.precision_matrix.numpy(), np.linalg.inv(MVN_COV), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d.scale_tril.numpy(), np.linalg.cholesky(MVN_COV), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(d.variance.numpy(), np.diagonal(MVN_COV, 0, -2, -1), rtol=1e-12)
+    np.testing.assert_array_equal(d.mean.numpy(), MVN_LOC)
+
+
+def test_lowrank_mvn_against_scipy():
+    d = D.LowRankMultivariateNormal(tg.tensor(MVN_LOC), tg.tensor(LR_W), tg.tensor(LR_D))
+    cov = LR_W @ np.swapaxes(LR_W, -1, -2) + np.stack([np.diag(v) for v in LR_D])
+    ref = [st.multivariate_normal(MVN_LOC[i], cov[i]) for i in range(2)]
+    np.testing.assert_allclose(d.log_prob(tg.tensor(MVN_X)).numpy(),
+                               np.stack([ref[i].logpdf(MVN_X[:, i]) for i in range(2)], -1), rtol=1e-12)
+    np.testing.assert_allclose(d.entropy().numpy(), [r.entropy() for r in ref], rtol=1e-13)
+    np.testing.assert_allclose(d.covariance_matrix.numpy(), cov, rtol=1e-13)
+    np.testing.assert_allclose(d.precision_matrix.numpy(), np.linalg.inv(cov), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d.scale_tril.numpy(), np.linalg.cholesky(cov), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(d.variance.numpy(), np.diagonal(cov, 0, -2, -1), rtol=1e-13)
+
+
+def _sym_fn(f):
+    return lambda a, *rest: f((a + a.transpose(-2, -1)) * 0.5, *rest)
+
+
+@pytest.mark.parametrize("form", sorted(MVN_FORMS))
+def test_mvn_gradcheck(form):
+    if form == "scale_tril":
+        def f(loc, m):
+            return D.MultivariateNormal(loc, scale_tril=m.tril(), validate_args=False).log_prob(tg.tensor(MVN_X))
+    else:
+        def f(loc, m):
+            m = (m + m.transpose(-2, -1)) * 0.5
+            return D.MultivariateNormal(loc, **{form: m}).log_prob(tg.tensor(MVN_X))
+    xs = [tg.tensor(MVN_LOC, requires_grad=True), tg.tensor(MVN_FORMS[form], requires_grad=True)]
+    assert tg.autograd.gradcheck(f, xs)
+    assert tg.autograd.gradgradcheck(f, xs)
+
+
+def test_lowrank_gradcheck():
+    def f(loc, w, dg):
+        return D.LowRankMultivariateNormal(loc, w, dg).log_prob(tg.tensor(MVN_X))
+    xs = [tg.tensor(v, requires_grad=True) for v in (MVN_LOC, LR_W, LR_D)]
+    assert tg.autograd.gradcheck(f, xs)
+    assert tg.autograd.gradgradcheck(f, xs)
+
+
+@pytest.mark.parametrize("form", sorted(MVN_FORMS) + ["lowrank"])
+def test_mvn_against_torch(form):
+    torch = pytest.importorskip("torch")
+    TD = torch.distributions
+    if form == "lowrank":
+        vals = dict(loc=MVN_LOC, cov_factor=LR_W, cov_diag=LR_D)
+        cls, tcls = D.LowRankMultivariateNormal, TD.LowRankMultivariateNormal
+    else:
+        vals = {"loc": MVN_LOC, form: MVN_FORMS[form]}
+        cls, tcls = D.MultivariateNormal, TD.MultivariateNormal
+    ts = {k: tg.tensor(v, requires_grad=True) for k, v in vals.items()}
+    tts = {k: torch.tensor(v, requires_grad=True) for k, v in vals.items()}
+    d, td = cls(**ts), tcls(**tts)
+    for m in ("log_prob", "entropy"):
+        got = d.log_prob(tg.tensor(MVN_X)) if m == "log_prob" else d.entropy()
+        want = td.log_prob(torch.tensor(MVN_X)) if m == "log_prob" else td.entropy()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+        got.sum().backward(retain_graph=True)         # (the factor made in __init__ serves both)
+        want.sum().backward(retain_graph=True)
+        for k in ts:
+            if tts[k].grad is None:
+                assert ts[k].grad is None or not ts[k].grad.numpy().any(), k
+            else:
+                np.testing.assert_allclose(ts[k].grad.numpy(), tts[k].grad.numpy(), rtol=1e-9, atol=1e-12,
+                                           err_msg=k)
+            ts[k].grad = None
+            tts[k].grad = None
+    for p in ("mean", "mode", "variance", "stddev", "covariance_matrix", "precision_matrix", "scale_tril"):
+        np.testing.assert_allclose(getattr(d, p).detach().numpy(), getattr(td, p).detach().numpy(), rtol=1e-10,
+                                   atol=1e-13, err_msg=p)
+    e, te = d.expand((5, 2)), td.expand((5, 2))
+    assert e.batch_shape == tuple(te.batch_shape) and e.event_shape == tuple(te.event_shape)
+    assert e.rsample((3,)).shape == tuple(te.rsample((3,)).shape)
+    np.testing.assert_allclose(e.log_prob(tg.tensor(MVN_X[0])).detach().numpy(),
+                               te.log_prob(torch.tensor(MVN_X[0])).detach().numpy(), rtol=1e-12)
+    assert repr(d) == _norm(repr(td))
+
+
+def test_mvn_rsample_and_sample_statistics():
+    loc, cov = R([1.0, -0.5]), R([[2.0, 0.6], [0.6, 0.5]])
+
+    def f(l, c):
+        tg.manual_seed(3)
+        return D.MultivariateNormal(l, (c + c.transpose(-2, -1)) * 0.5).rsample((4,))
+    xs = [tg.tensor(loc, requires_grad=True), tg.tensor(cov, requires_grad=True)]
+    assert tg.autograd.gradcheck(f, xs) and tg.autograd.gradgradcheck(f, xs)
+
+    def g(l, w, dg):
+        tg.manual_seed(3)
+        return D.LowRankMultivariateNormal(l, w, dg).rsample((4,))
+    assert tg.autograd.gradcheck(g, [tg.tensor(v, requires_grad=True) for v in (loc, [[0.5], [1.0]], [0.3, 0.2])])
+    tg.manual_seed(7)
+    for d in (D.MultivariateNormal(tg.tensor(loc), tg.tensor(cov)),
+              D.LowRankMultivariateNormal(tg.tensor(loc), tg.tensor([[1.2], [0.5]]), tg.tensor([0.56, 0.25]))):
+        x = d.sample((4000,)).numpy()
+        assert x.shape == (4000, 2)
+        c = d.covariance_matrix.numpy()
+        np.testing.assert_allclose(c, cov, rtol=1e-12)
+        assert np.all(np.abs(x.mean(0) - loc) < 5 * np.sqrt(np.diag(cov) / 4000))
+        # (the sample covariance: its standard error (c_ij^2 + c_ii c_jj) / n)
+        se = np.sqrt((cov ** 2 + np.outer(np.diag(cov), np.diag(cov))) / 4000)
+        assert np.all(np.abs(np.cov(x.T) - cov) < 5 * se)
+        assert st.kstest(x @ R([0.3, -0.8]), st.norm(loc @ R([0.3, -0.8]),
+                                                       math.sqrt(R([0.3, -0.8]) @ cov @ R([0.3, -0.8]))).cdf).pvalue > 1e-4
+
+
+def _kl_mvn_ref(m0, c0, m1, c1):
+    n = len(m0)
+    i1 = np.linalg.inv(c1)
+    return 0.5 * (np.trace(i1 @ c0) + (m1 - m0) @ i1 @ (m1 - m0) - n
+                  + np.log(np.linalg.det(c1) / np.linalg.det(c0)))
+
+
+def test_mvn_kl_literal_and_against_torch():
+    rng = np.random.default_rng(5)
+    loc = [rng.normal(size=(2, 3)), rng.normal(size=3)]
+    cov = [_spd(rng, 2), _spd(rng)]
+    w, dg = [rng.normal(size=(2, 3, 2)), rng.normal(size=(3, 1))], [rng.uniform(0.5, 2, (2, 3)), rng.uniform(0.5, 2, 3)]
+    lrcov = [w[i] @ np.swapaxes(w[i], -1, -2) + np.eye(3) * dg[i][..., None, :] for i in range(2)]
+    covs = {"mvn": cov, "lr": lrcov}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+
+    def mk(M, t, kind, i):
+        leaves = ({"loc": loc[i], "covariance_matrix": cov[i]} if kind == "mvn"
+                  else {"loc": loc[i], "cov_factor": w[i], "cov_diag": dg[i]})
+        leaves = {k: t(v) for k, v in leaves.items()}
+        cls = M.MultivariateNormal if kind == "mvn" else M.LowRankMultivariateNormal
+        return cls(**leaves), leaves
+    checked = 0
+    for a in ("mvn", "lr"):
+        for b in ("mvn", "lr"):
+            (p, pl), (q, ql) = (mk(D, lambda v: tg.tensor(v, requires_grad=True), k, i) for k, i in ((a, 0), (b, 1)))
+            got = D.kl_divergence(p, q)
+            want = [_kl_mvn_ref(loc[0][i], covs[a][0][i], loc[1], covs[b][1]) for i in range(2)]
+            np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-11)
+            if torch is None:
+                continue
+            tt = lambda v: torch.tensor(v, requires_grad=True)  # noqa: E731
+            (tp, tpl), (tq, tql) = (mk(torch.distributions, tt, k, i) for k, i in ((a, 0), (b, 1)))
+            twant = torch.distributions.kl_divergence(tp, tq)
+            np.testing.assert_allclose(got.detach().numpy(), twant.detach().numpy(), rtol=1e-12)
+            got.sum().backward()
+            twant.sum().backward()
+            for mine, theirs in ((pl, tpl), (ql, tql)):
+                for k in mine:
+                    np.testing.assert_allclose(mine[k].grad.numpy(), theirs[k].grad.numpy(), rtol=1e-9, atol=1e-12,
+                                               err_msg=k)
+                    checked += 1
+    assert torch is None or checked == 20
+
+
+def test_mvn_errors_against_torch():
+    torch = pytest.importorskip("torch")
+    TD = torch.distributions
+    cases = [
+        (lambda M: M.MultivariateNormal, lambda t: (t([0.0, 0.0]),), dict(covariance_matrix=[[1.0, 2.0], [2.0, 1.0]])),
+        (lambda M: M.MultivariateNormal, lambda t: (t([0.0, 0.0]),), dict(scale_tril=[[1.0, 0.0], [2.0, -1.0]])),
+        (lambda M: M.MultivariateNormal, lambda t: (t([0.0, 0.0]),), dict(precision_matrix=[[1.0, 0.5], [0.4, 1.0]])),
+        (lambda M: M.MultivariateNormal, lambda t: (t(0.0),), dict(covariance_matrix=[[1.0]])),
+        (lambda M: M.MultivariateNormal, lambda t: (t([0.0]),), dict(covariance_matrix=[1.0])),
+        (lambda M: M.MultivariateNormal, lambda t: (t([0.0]),), {}),
+        (lambda M: M.LowRankMultivariateNormal, lambda t: (t([0.0, 0.0]), t([[1.0], [1.0]]), t([1.0, -1.0])), {}),
+        (lambda M: M.LowRankMultivariateNormal, lambda t: (t([0.0, 0.0]), t([[1.0, 1.0]]), t([1.0, 1.0])), {}),
+        (lambda M: M.LowRankMultivariateNormal, lambda t: (t([0.0, 0.0]), t([[1.0], [1.0]]), t([1.0])), {}),
+        (lambda M: M.LowRankMultivariateNormal, lambda t: (t([0.0, 0.0]), t([1.0, 1.0]), t([1.0, 1.0])), {}),
+    ]
+    for cls, args, kw in cases:
+        msgs = []
+        for M, t in ((D, tg.tensor), (TD, lambda v: torch.tensor(v, dtype=torch.float64))):
+            with pytest.raises(ValueError) as e:
+                cls(M)(*args(t), **{k: t(v) for k, v in kw.items()})
+            msgs.append(str(e.value))
+        head = "but found invalid values:"
+        assert msgs[0].split(head)[0] == _norm(msgs[1]).split(head)[0]
+    for M, t in ((D, tg.tensor), (TD, lambda v: torch.tensor(v, dtype=torch.float64))):
+        with pytest.raises(RuntimeError) as e:
+            M.MultivariateNormal(t([0.0, 0.0]), t([[1.0, 2.0], [2.0, 1.0]]), validate_args=False)
+        msgs.append(str(e.value))
+    assert msgs[-2] == msgs[-1]
+    with pytest.raises(ValueError) as e1:
+        D.kl_divergence(D.MultivariateNormal(tg.zeros(2), tg.eye(2)), D.MultivariateNormal(tg.zeros(3), tg.eye(3)))
+    with pytest.raises(ValueError) as e2:
+        TD.kl_divergence(TD.MultivariateNormal(torch.zeros(2), torch.eye(2)),
+                         TD.MultivariateNormal(torch.zeros(3), torch.eye(3)))
+    assert str(e1.value) == str(e2.value)
+
+
+def test_matrix_constraints_against_torch():
+    torch = pytest.importorskip("torch")
+    TC = torch.distributions.constraints
+    m = R([[[2.0, 0.5], [0.5, 1.0]], [[1.0, 2.0], [2.0, 1.0]], [[1.0, 0.0], [0.3, 2.0]], [[1.0, 0.0], [0.0, 0.0]]])
+    for n in ("positive_definite", "positive_semidefinite", "lower_cholesky", "lower_triangular", "symmetric",
+              "square"):
+        for v in (m, m[:2], m[2:]):
+            assert getattr(constraints, n).check(tg.tensor(v)).tolist() == \
+                getattr(TC, n).check(torch.tensor(v)).tolist(), n
+        assert repr(getattr(constraints, n)) == repr(getattr(TC, n))
