@@ -7,7 +7,7 @@ import numpy as np
 from .. import functions as _f
 from ..autograd.grad_mode import enable_grad
 from ..core import random as _random
-from ..core.tensor import Tensor, from_data
+from ..core.tensor import Tensor
 
 euler_constant = 0.57721566490153286060
 
