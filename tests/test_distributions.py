@@ -54,19 +54,29 @@ CASES = {
     "Poisson": (dict(rate=R([0.5, 1.4, 7.0])), R([0.0, 2.0, 9.0]), lambda p: st.poisson(p["rate"]),
                 "log_prob mean variance stddev"),
     "Categorical": (dict(probs=R([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])), R([2.0, 0.0]), None, ""),
+    # (the other parameterisation: "Class:logits")
+    "Bernoulli:logits": (dict(logits=R([-1.4, 0.2, 2.2])), R([1.0, 0.0, 1.0]),
+                         lambda p: st.bernoulli(sp.expit(p["logits"])), "log_prob entropy mean variance stddev"),
+    "Binomial:logits": (dict(total_count=R([6.0, 6.0, 6.0]), logits=R([-1.4, 0.2, 2.2])), R([2.0, 0.0, 6.0]),
+                        lambda p: st.binom(6, sp.expit(p["logits"])), "log_prob entropy mean variance stddev"),
+    "Categorical:logits": (dict(logits=R([[0.2, -1.3, 2.5], [0.6, 0.0, 1.3]])), R([2.0, 0.0]), None, ""),
 }
 NOGRAD = {"total_count"}
 
 
+def _cls(name):
+    return name.split(":")[0]
+
+
 def _tg(name, params, requires_grad=True, **kw):
     ts = {k: tg.tensor(v, requires_grad=requires_grad and k not in NOGRAD) for k, v in params.items()}
-    return getattr(D, name)(**ts, **kw), ts
+    return getattr(D, _cls(name))(**ts, **kw), ts
 
 
 def _torch(torch, name, params, requires_grad=True):
     ts = {k: torch.tensor(v, dtype=torch.float64, requires_grad=requires_grad and k not in NOGRAD)
           for k, v in params.items()}
-    return getattr(torch.distributions, name)(**ts), ts
+    return getattr(torch.distributions, _cls(name))(**ts), ts
 
 
 def _method(d, m, value, tensor=tg.tensor):
@@ -154,12 +164,10 @@ def test_gamma_cdf():
 
 # -- gradients --
 
-GRAD_METHODS = {n: [m for m in ("log_prob", "cdf", "icdf", "entropy", "mean", "variance")
-                    if hasattr(getattr(D, n), m) and (m in c[3] or n in ("Dirichlet", "Categorical"))
-                    and not (n == "Gamma" and m == "cdf")]
+GRAD_METHODS = {n: [m for m in ("log_prob", "cdf", "icdf", "entropy", "mean", "variance") if m in c[3]]
                 for n, c in CASES.items()}
 GRAD_METHODS["Dirichlet"] = ["log_prob", "entropy", "mean", "variance"]
-GRAD_METHODS["Categorical"] = ["log_prob", "entropy"]
+GRAD_METHODS["Categorical"] = GRAD_METHODS["Categorical:logits"] = ["log_prob", "entropy"]
 GRADS = [(n, m) for n in sorted(CASES) for m in GRAD_METHODS[n]]
 
 
@@ -169,7 +177,7 @@ def _param_fn(name, method):
     fixed = {k: tg.tensor(v) for k, v in params.items() if k in NOGRAD}
 
     def f(*xs):
-        d = getattr(D, name)(**dict(zip(keys, xs)), **fixed)
+        d = getattr(D, _cls(name))(**dict(zip(keys, xs)), **fixed)
         return _method(d, method, value)
     return f, [tg.tensor(params[k], requires_grad=True) for k in keys]
 
