@@ -1107,3 +1107,25 @@ def test_float32_parameters():
     np.testing.assert_allclose(loc.grad.numpy(), -R([0.5, -1.0]) / 4, rtol=1e-6)
     assert D.Categorical(logits=tg.zeros(3, dtype=tg.float32)).entropy().dtype == tg.float32
     assert D.Bernoulli(tg.tensor([0.3], dtype=tg.float32)).sample((2,)).dtype == tg.float32
+
+
+def test_mvn_replay_with_new_inputs():
+    def f(loc, cov, w, dg, x):
+        kw = dict(validate_args=False)
+        p = D.MultivariateNormal(loc, cov, **kw)
+        q = D.LowRankMultivariateNormal(loc * 0.5, w, dg, **kw)
+        return p.log_prob(x).sum() + q.log_prob(x).sum() + D.kl_divergence(p, q).sum()
+    step = tg.compile(f)
+    rng = np.random.default_rng(12)
+    for _ in range(4):
+        vals = [rng.normal(size=3), _spd(rng), rng.normal(size=(3, 2)), rng.uniform(0.5, 2, 3), rng.normal(size=(5, 3))]
+        a = [tg.tensor(v, requires_grad=i < 4) for i, v in enumerate(vals)]
+        b = [tg.tensor(v, requires_grad=i < 4) for i, v in enumerate(vals)]
+        out = step(*a)
+        out.backward()
+        want = f(*b)
+        want.backward()
+        assert out.item() == pytest.approx(want.item(), rel=1e-13)
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert step.stats.replays >= 2

@@ -5,13 +5,22 @@ small event sizes of distributions (tg.linalg's LAPACK kernels are for large one
 import numpy as np
 
 from .. import functions as _f
+from ..core import tape as _tape
 from ..core.tensor import Tensor
 
 __all__ = ["cholesky", "solve_tril", "solve_tril_vec", "trace_xxt", "tril_inverse"]
 
 
+def _recording():
+    return bool(_tape.recording[0]) and _tape.state().rec is not None
+
+
 def _check_pd(a):
-    """PyTorch's error for a matrix (or a batch element) that is not positive definite."""
+    """PyTorch's error for a matrix (or a batch element) that is not positive definite.
+    Skipped while a function is recorded for replay (a replay cannot repeat a check made
+    in Python): there such a matrix gives NaN factors."""
+    if _recording():
+        return
     v = a.detach().numpy()
     flat = v.reshape((-1,) + v.shape[-2:])
     for b, m in enumerate(flat):
