@@ -294,6 +294,45 @@ class HostLinalg:
         self.run(n, length)
 
 
+class Distributions:
+    """``tg.distributions`` (compositions of recorded ops): the log-density of ``n`` values
+    under a batch of ``n`` distributions (``Normal``, ``Gamma``; ``Categorical`` over 8
+    classes; ``MultivariateNormal`` of event size 4, one covariance, ``n // 4`` vectors),
+    then sum + backward to the parameters. ``validate_args=False``: the checks read values
+    in Python and are timed apart (``validate``, a ``Normal`` with its default checks)."""
+    params = (SIZES[:3], ["normal", "gamma", "categorical", "mvn", "validate"])
+    param_names = ["n", "op"]
+
+    def setup(self, n, op):
+        from tapegrad import distributions as D
+        a = tg.tensor(np.abs(_data(n)) + 0.5, requires_grad=True)
+        b = tg.tensor(np.abs(_data(n, 1)) + 0.5, requires_grad=True)
+        x = tg.tensor(np.abs(_data(n, 2)) + 0.1)
+        off = dict(validate_args=False)
+        if op == "categorical":
+            logits = tg.tensor(_data(8 * max(1, n // 8)).reshape(-1, 8), requires_grad=True)
+            k = tg.tensor(np.arange(logits.shape[0]) % 8)
+            self.f = lambda: D.Categorical(logits=logits, **off).log_prob(k)
+        elif op == "mvn":
+            m = max(1, n // 4)
+            c = np.eye(4) + 0.3
+            loc = tg.tensor(_data(4), requires_grad=True)
+            cov = tg.tensor(c, requires_grad=True)
+            v = tg.tensor(_data(4 * m, 3).reshape(m, 4))
+            self.f = lambda: D.MultivariateNormal(loc, cov, **off).log_prob(v)
+        else:
+            make = {"normal": lambda: D.Normal(a, b, **off), "gamma": lambda: D.Gamma(a, b, **off),
+                    "validate": lambda: D.Normal(a, b)}[op]
+            self.f = lambda: make().log_prob(x)
+        self.run(n, op)
+
+    def run(self, n, op):
+        self.f().sum().backward()
+
+    def time_distribution(self, n, op):
+        self.run(n, op)
+
+
 # -- the reverse sweep alone ------------------------------------------------------
 
 class Sweep:

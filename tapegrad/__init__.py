@@ -54,6 +54,9 @@ _register_function("label_flags", nn.functional.label_flags)        # the labels
 
 
 def __getattr__(name):
+    if name == "distributions":         # tg.distributions, imported on first use
+        import importlib
+        return importlib.import_module(".distributions", __name__)
     if name == "Tape":
         import warnings
         warnings.warn("tapegrad.Tape is deprecated and will be removed in the next release: the recorded "

@@ -79,6 +79,17 @@ FLOORS = {
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
+    "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
+    "tapegrad.distributions.constraints": 6,
+    "tapegrad.distributions.utils": 6,
+    "tapegrad.distributions.distribution": 6,
+    "tapegrad.distributions.continuous": 6,
+    "tapegrad.distributions.discrete": 6,
+    "tapegrad.distributions.multivariate": 6,
+    "tapegrad.distributions.independent": 6,
+    "tapegrad.distributions.kl": 6,
+    "tapegrad.distributions.mvn": 6,
+    "tapegrad.distributions._linalg": 6,   # Cholesky and triangular solves as compositions, for mvn
     "tapegrad": 7,                      # the package's public names
     "tapegrad.__main__": 8,             # python -m tapegrad
     "tapegrad.distributed": 8,          # Dask, over the public tg.record
