@@ -19,8 +19,10 @@ def cov():
 
 @pytest.fixture(scope="module")
 def libs(cov):
-    pytest.importorskip("torch")
-    return cov._libs()
+    torch = pytest.importorskip("torch")
+    old = torch.get_default_dtype()
+    yield cov._libs()           # (sets torch's default dtype to float64, as the script runs)
+    torch.set_default_dtype(old)
 
 
 def _entry(cov, name):
