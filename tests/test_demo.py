@@ -44,8 +44,8 @@ def test_warmup():
     out = _run("warmup")
     # one line per group with its time (tqdm's bar, on a terminal only, goes to stderr)
     for group in ("numba", "select", "elementwise", "more elementwise", "reductions", "indexing/shape", "matmul",
-                  "replay", "sweep: unary+binary+unary2+binary2", "sweep: reduce", "sweep: shape+linalg",
-                  "sweep: unary+binary+reduce+shape+linalg+unary2+binary2"):
+                  "replay", "sweep: unary+binary", "sweep: reduce", "sweep: shape+linalg",
+                  "sweep: unary+binary+reduce+shape+linalg"):
         assert re.search(r"^  %s +[\d.]+ s$" % re.escape(group), out, re.M), group
     assert out.count(" s\n") == 1 + 7 + 8 + 1        # numba, seven families, eight variants, the total
     assert re.search(r"warmup done in [\d.]+ s", out)
