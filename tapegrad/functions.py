@@ -580,6 +580,27 @@ digamma = _u("digamma")
 i0 = _u("i0")
 
 
+def _incomplete_gamma(name, op, torch_name):
+    def f(input, other, *, out=None):
+        for pos, v, arg in ((1, input, "input"), (2, other, "other")):
+            if not isinstance(v, Tensor):
+                raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                                % (name, arg, pos, type(v).__name__))
+        _ga._no_out(out)
+        if input._requires_grad and _tp.state().grad:
+            # (PyTorch's derivative in ``input`` is not implemented; it raises in the backward)
+            raise NotImplementedError("the derivative for '%s: input' is not implemented." % torch_name)
+        return _B[op].record(input, other)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = ("The regularized %s incomplete gamma function of ``input`` (a) at ``other`` (x), SciPy's %s; "
+                 "differentiable in ``other`` only, as in PyTorch." % ("lower" if op == "gammainc" else "upper", op))
+    return f
+
+
+igamma = _incomplete_gamma("igamma", "gammainc", "igamma")
+igammac = _incomplete_gamma("igammac", "gammaincc", "igammac")
+
+
 def polygamma(n, input):
     """The ``n``-th derivative of ``digamma`` (``n`` a non-negative integer)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -1248,6 +1269,12 @@ class _TensorMethods:
 
     def polygamma(self, n):
         return polygamma(n, self)
+
+    def igamma(self, other):
+        return igamma(self, other)
+
+    def igammac(self, other):
+        return igammac(self, other)
     logaddexp = logaddexp
     logaddexp2 = logaddexp2
     lerp = lerp
