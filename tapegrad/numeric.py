@@ -15,7 +15,7 @@ import numpy as np
 
 from . import functions as _f
 from .core.dtypes import torch_name
-from .core.tensor import Tensor, _wrap_dim
+from .core.tensor import Tensor, _wrap_dim, from_data
 
 __all__ = ["cov", "corrcoef", "trapezoid", "trapz", "cumulative_trapezoid", "histc", "mvlgamma", "norm"]
 
@@ -43,7 +43,7 @@ def _check_weights(kind, w, n, dtype_ok, dtype_text):
     if w.numel() != n:
         raise RuntimeError("cov(): expected %s to have the same numel as there are observations in the input "
                            "but got %d != %d" % (kind, w.numel(), n))
-    if n and (w.detach().numpy() < 0).any():
+    if n and (w._data < 0).any():
         raise RuntimeError("cov(): %s cannot be negative" % kind)
 
 
@@ -71,22 +71,28 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         avg = _f.sum(x, 1) / n
     else:
         w_sum = _f.sum(w)
-        if float(w_sum.detach().numpy()) == 0:
+        if float(w_sum._data) == 0:
             raise RuntimeError("cov(): weights sum to zero, can't be normalized")
         avg = _f.sum(x * w, 1) / w_sum
     if w is not None and correction != 0:
         factor = w_sum - correction * (_f.sum(w * aweights) / w_sum if aweights is not None else 1)
     else:
         factor = w_sum - correction
-    if float(factor.detach().numpy() if isinstance(factor, Tensor) else factor) <= 0:
+    # (the weights' checks and this one read the values without a guard: a replay
+    # computes PyTorch's result, 0 degrees of freedom, without the warning)
+    if float(factor._data if isinstance(factor, Tensor) else factor) <= 0:
         warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of "
                       "observations.", UserWarning, stacklevel=2)
-        factor = 0.0
+        if not isinstance(factor, Tensor):
+            factor = 0.0
+    if isinstance(factor, Tensor):
+        factor = _f.where(factor <= 0, 0.0, factor)
     xc = x - avg.unsqueeze(1)
     c = _f.mm(xc, (xc if w is None else xc * w).t())
     if not isinstance(factor, Tensor):
-        factor = Tensor._wrap(np.asarray(factor, c.dtype))
-    return _f.squeeze(c / factor)
+        factor = from_data(np.asarray(factor, c.dtype))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _f.squeeze(c / factor)
 
 
 def corrcoef(input):
@@ -99,11 +105,12 @@ def corrcoef(input):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = cov(input)
-    if c.ndim == 0:
-        return c / c            # (nan for a covariance of nan, inf or 0, else 1)
-    sd = _f.sqrt(_f.diagonal(c))
-    c = c / sd.reshape(-1, 1)
-    c = c / sd.reshape(1, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if c.ndim == 0:
+            return c / c            # (nan for a covariance of nan, inf or 0, else 1)
+        sd = _f.sqrt(_f.diagonal(c))
+        c = c / sd.reshape(-1, 1)
+        c = c / sd.reshape(1, -1)
     return _f.clamp(c, -1, 1)
 
 
@@ -118,7 +125,9 @@ def _trapezoid_args(name, y, x, dx, dim):
     if x is not None and not isinstance(x, Tensor):
         raise TypeError("%s(): argument 'x' (position 2) must be Tensor, not %s" % (name, type(x).__name__))
     if y.ndim == 0:
-        raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
+        if x is None and name == "cumulative_trapezoid":
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        raise IndexError("Dimension specified as %d but tensor has no dimensions" % (0 if x is not None else dim))
     ax = _wrap_dim(dim, y.ndim)
     if dx is None:
         dx = 1
@@ -156,7 +165,7 @@ def _halves(y, ax):
 def _trapezoid(name, y, x, dx, dim):
     ax, dx = _trapezoid_args(name, y, x, dx, dim)
     if y.shape[ax] == 0:
-        return Tensor._wrap(np.zeros(tuple(s for i, s in enumerate(y.shape) if i != ax), y.dtype))
+        return from_data(np.zeros(tuple(s for i, s in enumerate(y.shape) if i != ax), y.dtype))
     if y.dtype == np.bool_ or (x is not None and x.dtype == np.bool_):
         raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
     if x is not None:
@@ -231,7 +240,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     pos = np.where((pos > 0) & (v < edges[pos]), pos - 1, pos)
     pos = np.where((pos < bins - 1) & (v >= edges[np.minimum(pos + 1, bins)]), pos + 1, pos)
     counts = np.bincount(pos, minlength=bins).astype(a.dtype)
-    return Tensor._wrap(counts)
+    return from_data(counts)
 
 
 # -- mvlgamma ---------------------------------------------------------------------------
@@ -271,16 +280,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     casts ``input`` first."""
     _need_tensor("norm", input)
     _no_out(out)
-    x = input
-    if dtype is not None:
-        dt = np.dtype(dtype)
-        if dt.kind not in "fc":
-            raise RuntimeError("linalg.vector_norm: dtype should be floating point or complex, but got %s"
-                               % torch_name(dt))
-        x = x.to(dt)
-    if x.dtype.kind not in "fc":
-        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got %s"
-                           % torch_name(x.dtype))
     if p is None:
         p = "fro"
     if isinstance(p, str):
@@ -291,6 +290,16 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         if dim is not None and not isinstance(dim, (int, np.integer)) and len(dim) > 2:
             raise RuntimeError("linalg.matrix_norm: dim must be a 2-tuple. Got %s" % " ".join(str(d) for d in dim))
         p = 2.0
+    x = input
+    if x.dtype.kind not in "fc":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got %s"
+                           % torch_name(x.dtype))
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt.kind not in "fc":
+            raise RuntimeError("linalg.vector_norm: dtype should be floating point or complex, but got %s"
+                               % torch_name(dt))
+        x = x.to(dt)
     p = float(p)
     dims = _dims(dim, x.ndim)
     a = _f.abs(x)

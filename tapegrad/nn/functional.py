@@ -379,7 +379,9 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
     if any(s <= 0 for s in stride):
         raise RuntimeError("non-positive stride is not supported")
     if any(d <= 0 for d in dilation):
-        raise RuntimeError("non-positive dilation is not supported")
+        # (PyTorch computes a 1-D convolution as a 2-D one of height 1: its dilation is [1, d])
+        raise RuntimeError("dilation should be greater than zero, but got [%s]"
+                           % ", ".join(str(d) for d in ((1,) + dilation if nd == 1 else dilation)))
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
     if weight.shape[0] % groups:
@@ -391,6 +393,10 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
                            "channels instead" % (groups, _shape_text(weight.shape), _shape_text(x.shape), cin,
                                                  x.shape[1]))
     cout = weight.shape[0]
+    if isinstance(bias, Tensor) and bias.dtype != input.dtype:
+        raise RuntimeError("Input type (%s) and bias type (%s) should be the same"
+                           % (_C_TYPES.get(input.dtype.name, input.dtype.name), _C_TYPES.get(bias.dtype.name,
+                                                                                           bias.dtype.name)))
     if bias is not None and (not isinstance(bias, Tensor) or bias.ndim != 1 or bias.shape[0] != cout):
         raise RuntimeError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, but got bias "
                            "of size %s instead" % (_shape_text(weight.shape), cout,
@@ -406,10 +412,6 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
                            "MKLDNN tensor and weight is a dense tensor"
                            % (_TENSOR_TYPES.get(input.dtype.name, input.dtype.name),
                               _TENSOR_TYPES.get(weight.dtype.name, weight.dtype.name)))
-    if bias is not None and bias.dtype != input.dtype:
-        raise RuntimeError("Input type (%s) and bias type (%s) should be the same"
-                           % (_C_TYPES.get(input.dtype.name, input.dtype.name), _C_TYPES.get(bias.dtype.name,
-                                                                                           bias.dtype.name)))
     if any(p for pr in pads for p in pr):
         x = _compose.pad(x, [p for pr in reversed(pads) for p in pr])
     n = x.shape[0]

@@ -472,7 +472,7 @@ class _ConvNd(Module):
                 raise ValueError("Invalid padding string {!r}, should be one of {}".format(padding, {"valid", "same"}))
             if padding == "same" and any(s != 1 for s in tup(stride)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
-        modes = ["zeros", "reflect", "replicate", "circular"]
+        modes = {"zeros", "reflect", "replicate", "circular"}       # (PyTorch prints the set)
         if padding_mode not in modes:
             raise ValueError("padding_mode must be one of {}, but got padding_mode='{}'".format(modes, padding_mode))
         self.in_channels, self.out_channels = in_channels, out_channels
