@@ -1297,6 +1297,9 @@ class _TensorMethods:
 
     def igammac(self, other):
         return igammac(self, other)
+
+    igamma_ = _inplace(igamma)
+    igammac_ = _inplace(igammac)
     logaddexp = logaddexp
     logaddexp2 = logaddexp2
     lerp = lerp

@@ -294,6 +294,9 @@ def test_incomplete_gamma(name, mode):
     np.testing.assert_allclose(x.grad.numpy(), dens if name == "gammainc" else -dens, rtol=1e-14)
     assert gradcheck(lambda x: f(a, x), (t(X_G, True),)) and gradgradcheck(lambda x: f(a, x), (t(X_G, True),))
     assert f(a.float(), x.float().detach()).dtype == tg.float32
+    z = t(A_G)
+    assert getattr(z, other.__name__ + "_")(t(X_G)) is z
+    np.testing.assert_array_equal(z.numpy(), y.detach().numpy())
 
 
 def test_incomplete_gamma_against_torch(mode):
