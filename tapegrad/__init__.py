@@ -23,6 +23,7 @@ from .profile import profile  # noqa: F401
 from .core.tape import memory_stats  # noqa: F401
 from .core.tensor import Tensor, device
 from .creation import *  # noqa: F401,F403
+from .numeric import *  # noqa: F401,F403
 
 from ._version import __version__  # noqa: F401
 from .core.random import (Generator, default_generator, get_rng_state, initial_seed, manual_seed,  # noqa: F401

@@ -123,7 +123,12 @@ _add = _arith("add", "+", _ADD, _ADD_S, _ADD_S)
 _sub = _arith("sub", "-", _SUB, _sub_number, _rsub_number)
 mul = _arith("mul", "*", _MUL, _MUL_S, _MUL_S)
 _true_div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
-pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
+_pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
+
+
+def pow(input, exponent):
+    """``input ** exponent`` (either may be a number)."""
+    return _pow(input, exponent)
 
 
 def _scaled(a, b, alpha):
@@ -580,6 +585,27 @@ digamma = _u("digamma")
 i0 = _u("i0")
 
 
+def _incomplete_gamma(name, op, torch_name):
+    def f(input, other, *, out=None):
+        for pos, v, arg in ((1, input, "input"), (2, other, "other")):
+            if not isinstance(v, Tensor):
+                raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                                % (name, arg, pos, type(v).__name__))
+        _ga._no_out(out)
+        if input._requires_grad and _tp.state().grad:
+            # (PyTorch's derivative in ``input`` is not implemented; it raises in the backward)
+            raise NotImplementedError("the derivative for '%s: input' is not implemented." % torch_name)
+        return _B[op].record(input, other)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = ("The regularized %s incomplete gamma function of ``input`` (a) at ``other`` (x), SciPy's %s; "
+                 "differentiable in ``other`` only, as in PyTorch." % ("lower" if op == "gammainc" else "upper", op))
+    return f
+
+
+igamma = _incomplete_gamma("igamma", "gammainc", "igamma")
+igammac = _incomplete_gamma("igammac", "gammaincc", "igammac")
+
+
 def polygamma(n, input):
     """The ``n``-th derivative of ``digamma`` (``n`` a non-negative integer)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -675,7 +701,10 @@ flatten = _sh.flatten
 unflatten = _sh.unflatten
 squeeze = _sh.squeeze
 unsqueeze = _sh.unsqueeze
-permute = _sh.permute
+def permute(input, *dims, **kw):
+    if kw:
+        dims = _keyword_only("permute", "dims", dims, kw)
+    return _sh.permute(input, *dims)
 t = _sh.t
 broadcast_to = _sh.broadcast_to
 diagonal = _sh.diagonal
@@ -946,7 +975,7 @@ def _rdiv(self, other):
 
 
 def _rpow(self, other):
-    return pow(other, self)
+    return _pow(other, self)
 
 
 def _rmatmul(self, other):
@@ -1004,7 +1033,21 @@ def _rot90_m(self, k=1, dims=(0, 1)):
     return _sh.rot90(self, k, dims)
 
 
-def _reshape_m(self, *shape):
+def _keyword_only(name, arg, given, kw):
+    """``x.reshape(shape=...)``, ``x.permute(dims=...)``: the keyword PyTorch's parser
+    accepts for a variadic parameter it documents as ``*shape``, ``*dims``."""
+    if arg in kw:
+        if given:
+            raise TypeError("%s() got multiple values for argument '%s'" % (name, arg))
+        given = (kw.pop(arg),)
+    if kw:
+        raise TypeError("%s() got an unexpected keyword argument '%s'" % (name, next(iter(kw))))
+    return given
+
+
+def _reshape_m(self, *shape, **kw):
+    if kw:
+        shape = _keyword_only("reshape", "shape", shape, kw)
     return _sh.reshape(self, shape)
 
 
@@ -1137,7 +1180,7 @@ class _TensorMethods:
     __rmul__ = lambda s, o: mul(o, s)
     __truediv__ = _operator("div", _true_div, _DIV_S)
     __rtruediv__ = _rdiv
-    __pow__ = _operator("pow", pow)
+    __pow__ = _operator("pow", _pow)
     __rpow__ = _rpow
     __matmul__ = matmul
     __rmatmul__ = _rmatmul
@@ -1148,7 +1191,7 @@ class _TensorMethods:
     __isub__ = _inplace(sub)
     __imul__ = _inplace(mul)
     __itruediv__ = _inplace(_true_div)
-    __ipow__ = _inplace(pow)
+    __ipow__ = _inplace(_pow)
     __lt__ = _cmp(np.less)
     __le__ = _cmp(np.less_equal)
     __gt__ = _cmp(np.greater)
@@ -1248,6 +1291,15 @@ class _TensorMethods:
 
     def polygamma(self, n):
         return polygamma(n, self)
+
+    def igamma(self, other):
+        return igamma(self, other)
+
+    def igammac(self, other):
+        return igammac(self, other)
+
+    igamma_ = _inplace(igamma)
+    igammac_ = _inplace(igammac)
     logaddexp = logaddexp
     logaddexp2 = logaddexp2
     lerp = lerp

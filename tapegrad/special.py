@@ -11,7 +11,8 @@ from .ops.elementwise import UNARY_BY_NAME as _U
 
 __all__ = ["expit", "logit", "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv",
            "ndtr", "ndtri", "log_ndtr", "xlogy", "xlog1py", "entr", "i0", "i0e", "i1", "i1e", "log1p", "expm1",
-           "exp2", "logsumexp", "softmax", "log_softmax", "sinc", "round"]
+           "exp2", "logsumexp", "softmax", "log_softmax", "sinc", "round", "gammainc", "gammaincc", "bessel_j0",
+           "bessel_j1"]
 
 expit = _f.sigmoid
 logit = _f.logit
@@ -45,6 +46,10 @@ entr = _row("entr", "``-x log x`` (0 at 0, -inf below)")
 i0e = _row("i0e", "``exp(-|x|) i0(x)``")
 i1 = _row("i1", "The modified Bessel function of the first kind, order 1")
 i1e = _row("i1e", "``exp(-|x|) i1(x)``")
+bessel_j0 = _row("bessel_j0", "The Bessel function of the first kind, order 0 (differentiable, unlike PyTorch's)")
+bessel_j1 = _row("bessel_j1", "The Bessel function of the first kind, order 1 (differentiable, unlike PyTorch's)")
+gammainc = _f._incomplete_gamma("special_gammainc", "gammainc", "igamma")
+gammaincc = _f._incomplete_gamma("special_gammaincc", "gammaincc", "igammac")
 
 
 def xlog1py(input, other):
@@ -55,14 +60,13 @@ def xlog1py(input, other):
 
 def multigammaln(input, p):
     """The log of the multivariate gamma function of dimension ``p``:
-    ``p (p - 1) / 4 log(pi) + sum over j < p of lgamma(input - j / 2)``."""
+    ``p (p - 1) / 4 log(pi) + sum over j < p of lgamma(input - j / 2)`` (defined for
+    ``input > (p - 1) / 2``; as PyTorch 2.13, other values are not refused)."""
     if not isinstance(input, _Tensor):
         raise TypeError("multigammaln(): argument 'input' (position 1) must be Tensor, not %s"
                         % type(input).__name__)
     if isinstance(p, bool) or not isinstance(p, (int, _np.integer)) or p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
-    if (input.detach().numpy() <= (p - 1) / 2).any():
-        raise RuntimeError("All elements must be greater than (p-1)/2")
     out = _f.lgamma(input)
     for j in range(1, p):
         out = out + _f.lgamma(input - j / 2)

@@ -61,6 +61,7 @@ FLOORS = {
     # 5, the public functions and replay
     "tapegrad.functions": 5,
     "tapegrad.creation": 5,             # creation and random functions (over functions.where)
+    "tapegrad.numeric": 5,              # cov, trapezoid, norm...: compositions of the functions
     "tapegrad.cuda": 5,                 # tg.cuda: no CUDA device
     "tapegrad.serialization": 6,        # tg.save / tg.load
     "tapegrad.linalg": 5,               # tg.linalg: host ops (LAPACK) and compositions, on the public ops

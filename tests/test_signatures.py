@@ -78,12 +78,10 @@ DEVIATIONS = {
     "Tensor.div_": _SHARED % ("div", "div_") + " (other / value)",
     "Tensor.floor_divide": _SHARED % ("floor_divide", "floor_divide") + " (other / value)",
     "Tensor.floor_divide_": _SHARED % ("floor_divide", "floor_divide_") + " (other / value)",
-    "Tensor.pow": _SHARED % ("pow", "pow") + " (other / exponent)",
-    "Tensor.pow_": _SHARED % ("pow", "pow_") + " (other / exponent)",
     "torch.repeat_interleave": "PyTorch documents overloads repeat_interleave(input, repeats, dim=None, *, "
                                "output_size=None) and repeat_interleave(repeats, *, output_size=None), which merge "
                                "into no single Python signature (repeats=None is the second form)",
-    "torch.pow": "pow(input, other): PyTorch documents overloads pow(input, exponent) and pow(self, exponent) "
+    "torch.pow": "pow(input, exponent): PyTorch documents overloads pow(input, exponent) and pow(self, exponent) "
                  "(a number base), which merge into no single Python signature",
     "Tensor.matmul": _SHARED % ("matmul", "matmul") + " (other / tensor2)",
     "Tensor.bmm": _SHARED % ("bmm", "bmm") + " (mat2 / batch2)",
@@ -115,6 +113,8 @@ DEVIATIONS = {
                  "to(dtype), to(other) are parsed from *args",
     "Tensor.view": "view(*shape, dtype=None): PyTorch's overloads view(*shape) and view(dtype) are parsed "
                    "from *shape",
+    "torch.trapz": "also dx=, PyTorch's second overload trapz(y, *, dx=1, dim=-1), which its docstring's "
+                   "signature line leaves out",
     "torch.mm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
     "torch.bmm": "no out_dtype overload (PyTorch's is CUDA-only: its CPU build raises NotImplementedError too)",
     "torch.permute": "permute(input, *dims): the method's spelling; PyTorch's function takes the dims as one "

@@ -33,7 +33,8 @@ from tapegrad._jit import address_as_pointer, jit, numba
 from tapegrad.core.descriptors import row_starts, strided_map, u64  # noqa: F401
 from tapegrad.core.registry import BINARY, FAMILY_SHIFT, INDEX_MASK, REDUCE, SHAPE, UNARY
 from tapegrad.core.tape import A, B, C, F0, F1, OP, VAL
-from tapegrad.kernels.special import digamma, i0, i0e, i1, i1e, polygamma  # noqa: F401
+from tapegrad.kernels.special import (bessel_j0, bessel_j1, digamma, gammainc, gammaincc, i0, i0e, i1,  # noqa: F401
+                                      i1e, polygamma)
 
 
 @jit(inline="always")

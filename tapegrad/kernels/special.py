@@ -13,7 +13,8 @@ from .._jit import jit, lazy
 
 # (name in cython_special's C API, number of double arguments)
 _C_FUNCTIONS = {"psi": ("__pyx_fuse_1psi", 1), "i0": ("i0", 1), "i1": ("i1", 1), "i0e": ("i0e", 1),
-                "i1e": ("i1e", 1)}
+                "i1e": ("i1e", 1), "j0": ("j0", 1), "j1": ("j1", 1), "gammainc": ("gammainc", 2),
+                "gammaincc": ("gammaincc", 2)}
 
 
 def _external(name):
@@ -43,6 +44,10 @@ _i0 = _external("i0")
 _i1 = _external("i1")
 _i0e = _external("i0e")
 _i1e = _external("i1e")
+_j0 = _external("j0")
+_j1 = _external("j1")
+_gammainc = _external("gammainc")
+_gammaincc = _external("gammaincc")
 
 
 @jit(inline="always")
@@ -68,6 +73,26 @@ def i0e(x):
 @jit(inline="always")
 def i1e(x):
     return _i1e(x, 0)
+
+
+@jit(inline="always")
+def bessel_j0(x):
+    return _j0(x, 0)
+
+
+@jit(inline="always")
+def bessel_j1(x):
+    return _j1(x, 0)
+
+
+@jit(inline="always")
+def gammainc(a, x):
+    return _gammainc(a, x, 0)
+
+
+@jit(inline="always")
+def gammaincc(a, x):
+    return _gammaincc(a, x, 0)
 
 
 # (2j)! / B_2j, the Euler-Maclaurin coefficients of the zeta function's tail
@@ -131,4 +156,4 @@ def polygamma(x, n):
     return sign * math.gamma(n + 1.0) * hurwitz_zeta(n + 1.0, x)
 
 
-NAMES = ("digamma", "polygamma", "i0", "i1", "i0e", "i1e")     # what a rule may call
+NAMES = ("digamma", "polygamma", "i0", "i1", "i0e", "i1e", "bessel_j0", "bessel_j1", "gammainc", "gammaincc")     # what a rule may call

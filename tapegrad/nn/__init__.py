@@ -1,5 +1,5 @@
 """Neural-network building blocks (``tg.nn``): Parameter, Module, layers and losses."""
 from . import functional  # noqa: F401
-from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Flatten, Identity, L1Loss, Linear,  # noqa: F401
+from .modules import (BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Flatten, Identity, L1Loss, Linear,  # noqa: F401
                       LogSoftmax, Module, MSELoss, NLLLoss, Parameter, ReLU, Sequential, Sigmoid, Softmax, Softplus,
                       Tanh, Unflatten)

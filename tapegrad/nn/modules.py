@@ -12,7 +12,7 @@ from . import functional as F
 
 __all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
            "LogSoftmax", "Flatten", "Unflatten", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss",
-           "BCELoss"]
+           "BCELoss", "Conv1d", "Conv2d"]
 
 
 class Parameter(Tensor):
@@ -443,6 +443,92 @@ class Linear(Module):
     def extra_repr(self):
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
                                                             self.bias is not None)
+
+
+class _ConvNd(Module):
+    """Conv1d / Conv2d: the weight (out_channels, in_channels / groups, *kernel_size)
+    and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels /
+    groups * prod(kernel_size) (PyTorch's kaiming_uniform_(a=sqrt(5)) default); a
+    padding_mode other than 'zeros' pads with F.pad first, as PyTorch does."""
+    _nd = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if device is not None:
+            check_device(device)
+        nd = self._nd
+
+        def tup(v):
+            return (int(v),) * nd if isinstance(v, (int, np.integer)) else tuple(int(u) for u in v)
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError("Invalid padding string {!r}, should be one of {}".format(padding, {"valid", "same"}))
+            if padding == "same" and any(s != 1 for s in tup(stride)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        modes = {"zeros", "reflect", "replicate", "circular"}       # (PyTorch prints the set)
+        if padding_mode not in modes:
+            raise ValueError("padding_mode must be one of {}, but got padding_mode='{}'".format(modes, padding_mode))
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.dilation = tup(kernel_size), tup(stride), tup(dilation)
+        self.padding = padding if isinstance(padding, str) else tup(padding)
+        self.groups, self.padding_mode = groups, padding_mode
+        dt = np.dtype(dtype or np.float64)
+        self.weight = Parameter(np.empty((out_channels, in_channels // groups) + self.kernel_size, dtype=dt))
+        if bias:
+            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        rng = _rng()
+        with no_grad():
+            self.weight._write_(rng.uniform(-bound, bound, self.weight.shape))
+            if self.bias is not None:
+                self.bias._write_(rng.uniform(-bound, bound, self.bias.shape))
+
+    def forward(self, input):
+        conv = F.conv1d if self._nd == 1 else F.conv2d
+        if self.padding_mode != "zeros" and not isinstance(self.padding, str):
+            pads = []
+            for p in reversed(self.padding):
+                pads += [p, p]
+            input = F.pad(input, pads, mode=self.padding_mode)
+            return conv(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels, self.kernel_size, self.stride)
+        if self.padding != (0,) * self._nd:
+            s += ", padding=%s" % (self.padding,)
+        if self.dilation != (1,) * self._nd:
+            s += ", dilation=%s" % (self.dilation,)
+        if self.groups != 1:
+            s += ", groups=%d" % self.groups
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += ", padding_mode=%s" % self.padding_mode
+        return s
+
+
+class Conv1d(_ConvNd):
+    """A 1-D convolution layer (``F.conv1d``)."""
+    _nd = 1
+
+
+class Conv2d(_ConvNd):
+    """A 2-D convolution layer (``F.conv2d``)."""
+    _nd = 2
 
 
 class Sequential(Module):

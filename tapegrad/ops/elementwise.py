@@ -264,6 +264,17 @@ def _xlog1py(a, b):
     return _scipy_special("xlog1py")(*_float_operands(a, b))
 
 
+def _incomplete_gamma(name):
+    """gammainc / gammaincc (PyTorch's igamma / igammac): floats only, as in PyTorch."""
+    def f(a, b):
+        if a.dtype.kind != "f":
+            raise NotImplementedError("\"%s_cpu\" not implemented for '%s'" % (name, torch_name(a.dtype)))
+        with np.errstate(all="ignore"):
+            return np.asarray(_scipy_special("gammainc" if name == "igamma" else "gammaincc")(a, b), a.dtype)
+    f.__name__ = name
+    return f
+
+
 # ``number``: the recorders' single-number path (``NumberTensor``).  A one-element
 # float64 operand is computed as a Python float, with no NumPy call on a one-element
 # array (about 1 us, most of a recorded op's cost).  Only ops whose result is NumPy's
@@ -406,6 +417,12 @@ UNARY_OPS_2 = [
     Unary("ndtri",    "SpecialNdtriBackward0", _special("ndtri"), "g * 2.5066282746310002 * exp(y * y * 0.5)", None),
     Unary("log_ndtr", "SpecialLogNdtrBackward0", _special("log_ndtr"),
           "g / 2.5066282746310002 * exp(-(y + x * x / 2.0))", None),
+    # Bessel functions of the first kind (PyTorch defines no derivative for them: these are
+    # J0' = -J1 and J1' = J0 - J1 / x, 0.5 at 0)
+    Unary("bessel_j0", "SpecialBesselJ0Backward0", _special("j0"), "-g * bessel_j1(x)", "bessel_j0(x)"),
+    Unary("bessel_j1", "SpecialBesselJ1Backward0", _special("j1"),
+          "g * where(abs(x) > 2.220446049250313e-16, bessel_j0(x) - y / where(abs(x) > 2.220446049250313e-16, x,"
+          " 1.0), 0.5)", "bessel_j1(x)"),
     Unary("entr",     "SpecialEntrBackward0", _special("entr"), "g * -(1.0 + log(x))", None),
     # softplus(x, beta, threshold): p = beta, q = threshold
     Unary("softplus", "SoftplusBackward0", _softplus,
@@ -432,6 +449,12 @@ BINARY_OPS_2 = [
     Binary("xlog1py",  "SpecialXlog1PyBackward0", _xlog1py,
            "where((a == 0.0) and (b <= -1.0), 0.0, where((g == 0.0) and (b == b), 0.0, g * log1p(b)))",
            "g * a / (b + 1.0)", "where((a == 0.0) and (b == b), 0.0, a * log1p(b))"),
+    # the regularized incomplete gamma functions P(a, x), Q(a, x) (SciPy's); PyTorch's
+    # derivative in x only (its public functions refuse an input a that requires grad)
+    Binary("gammainc", "IgammaBackward0", _incomplete_gamma("igamma"), "0.0 * g",
+           "g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammainc(a, b)"),
+    Binary("gammaincc", "IgammacBackward0", _incomplete_gamma("igammac"), "0.0 * g",
+           "-g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammaincc(a, b)"),
 ]
 
 
