@@ -15,6 +15,21 @@ import tapegrad as tg
 from tapegrad import distributions as D
 from tapegrad.distributions import constraints
 
+
+@pytest.fixture(autouse=True)
+def _torch_validates():
+    """PyTorch's distributions validate by default, but ``torch.compile`` (run by another
+    test file in the same process) turns that default off: the comparisons set it."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    old = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    yield
+    torch.distributions.Distribution.set_default_validate_args(old)
+
 R = np.array
 
 
