@@ -80,3 +80,36 @@ def test_truncated_and_zeroed_cache_files_are_removed_and_compiled_again(tmp_pat
     assert index in [p for p, _ in damaged]
     out, damaged = _run(cache)
     assert out == ["[0.0, 1.0, 0.0]", "variant 1 0"] and damaged == []
+
+
+def test_a_cache_filled_from_other_kernel_sources_is_flushed(tmp_path):
+    # each NUMBA_CACHE_DIR keeps the stamp of the sources it was filled from: a cache last
+    # filled by another version of the kernels (another stamp) is emptied and compiled anew,
+    # whatever another cache's stamp says (a sweep variant embeds the kernels it calls)
+    from tapegrad.kernels import sweep
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    out, _ = _run(cache)
+    assert out[0] == "[0.0, 1.0, 0.0]" and out[1] == "variant 0 1"
+    stamp = cache / "tapegrad-kernels.stamp"
+    assert stamp.read_text() == sweep.SOURCE_HASH
+    out, _ = _run(cache)
+    assert out[1] == "variant 1 0"              # (the same sources: loaded from the cache)
+    stamp.write_text("0123456789abcdef")        # (filled by other sources)
+    out, _ = _run(cache)
+    assert out[0] == "[0.0, 1.0, 0.0]" and out[1] == "variant 0 1"     # flushed, compiled again
+    assert stamp.read_text() != "0123456789abcdef"
+
+
+def test_the_stamp_is_kept_in_the_numba_cache_it_describes(tmp_path, monkeypatch):
+    from tapegrad.kernels import codegen
+    gen = str(tmp_path / "generated")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    assert codegen._stamp_path(gen) == os.path.join(gen, "kernels.stamp")
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        monkeypatch.setenv("NUMBA_CACHE_DIR", str(d))
+        assert codegen._stamp_path(gen) == os.path.join(str(d), "tapegrad-kernels.stamp")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "missing"))       # (not a directory: beside the module)
+    assert codegen._stamp_path(gen) == os.path.join(gen, "kernels.stamp")

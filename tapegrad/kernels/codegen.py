@@ -471,11 +471,22 @@ def _writable_dir():
     raise RuntimeError("tapegrad: no writable directory for its generated kernels")
 
 
+def _stamp_path(d):
+    """The stamp of the kernel sources a Numba cache was filled from, kept in that cache
+    (``NUMBA_CACHE_DIR``) when one is set: each cache may hold kernels of other sources
+    (a second cache used before an upgrade would keep sweeps that embed old kernels).
+    Numba's default cache, beside the sources, has its stamp beside the generated module."""
+    cache = os.environ.get("NUMBA_CACHE_DIR", "")
+    if cache and os.path.isdir(cache) and os.access(cache, os.W_OK):
+        return os.path.join(cache, "tapegrad-kernels.stamp")
+    return os.path.join(d, "kernels.stamp")
+
+
 def _flush_stale_caches(d, digest):
     """Numba's cache of a function embeds the functions it calls but is keyed only
     on its own file: when any kernel source changed, every cached kernel must go.
     Noted here; ``write_stamp`` flushes once all kernels are defined."""
-    stamp = os.path.join(d, "kernels.stamp")
+    stamp = _stamp_path(d)
     try:
         with open(stamp) as fh:
             if fh.read() == digest:
@@ -498,7 +509,7 @@ def write_stamp(digest):
         _jit._AFTER_LOAD.append(lambda: write_stamp(digest))
         return
     try:        # (another process, a background compile, may have flushed and filled the caches since)
-        with open(os.path.join(_writable_dir(), "kernels.stamp")) as fh:
+        with open(_stamp_path(_writable_dir())) as fh:
             if fh.read() == digest:
                 del _FLUSHED[:]
                 return
@@ -512,7 +523,7 @@ def write_stamp(digest):
             except OSError:
                 pass
     try:
-        path = os.path.join(_writable_dir(), "kernels.stamp")
+        path = _stamp_path(_writable_dir())
         tmp = "%s.tmp%d" % (path, os.getpid())     # (renamed: a reader never sees it half written)
         with open(tmp, "w") as fh:
             fh.write(digest)
