@@ -6,7 +6,7 @@
 The page is derived, not written: the tape operations come from the opcode registry
 (``tapegrad.core.registry``) and the families' compiled-forward lists; the public
 names from the namespaces themselves (``tg``, ``tg.Tensor``, ``tg.nn.functional``,
-``tg.linalg``, ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
+``tg.linalg``, ``tg.special``, ``tg.distributions``, ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
 calls it on small example tensors (the first argument pattern that works) and reads
 what the call did: the ``grad_fn`` of its result, the tape entries it appended, and
 whether ``tg.compile`` replays it.  No backward is run, so Numba is never imported.
@@ -361,6 +361,8 @@ def generate():
     lines += op_rows("`tg.nn.functional`", _public(F), lambda o: o)
     lines += op_rows("`tg.linalg`", [("linalg." + n, o) for n, o in _public(tg.linalg) if not inspect.isclass(o)],
                      lambda o: o)
+    lines += op_rows("`tg.special`", [("special." + n, o) for n, o in _public(tg.special) if not inspect.isclass(o)],
+                     lambda o: o)
     modules = [(n, o) for n, o in _public(tg.nn) if inspect.isclass(o) and n not in ("Module", "Parameter")]
     lines += op_rows("Modules (`tg.nn`), called on example inputs", modules, module_call)
     lines += ["", "## Tensor attributes and bookkeeping", "",
@@ -371,6 +373,8 @@ def generate():
                      [(n, o) for n, o in functions if n in UTILITIES]
                      + [(n, o) for n, o in _public(tg) if inspect.isclass(o)]
                      + [("nn." + n, o) for n, o in _public(tg.nn) if n in ("Module", "Parameter")])
+    lines += listing("`tg.distributions` (compositions of the operations above)",
+                     [("distributions." + n, o) for n, o in _public(tg.distributions) if n != "constraints"])
     lines += listing("Optimizers (`tg.optim`)", [(n, o) for n, o in _public(tg.optim) if inspect.isclass(o)])
     lines += listing("`tg.autograd`", [(n, o) for n, o in _public(tg.autograd) if n != "Tensor"])
     lines += listing("`tg.autograd.functional`", _public(tg.autograd.functional))
