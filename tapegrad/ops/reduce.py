@@ -580,20 +580,24 @@ declare(CUMSUM, "cumsum", per_row=True)
 def cumsum(input, dim=REQUIRED, *, dtype=None, **kw):
     """Cumulative sum along ``dim``; an integer or bool input sums in int64
     (PyTorch), ``dtype=`` casts the input first."""
-    x = input
+    return _scan(CUMSUM, "cumsum", "CumsumBackward0", np.cumsum, input, dim, dtype, kw)
+
+
+def _scan(code, name, grad_fn, accumulate, x, dim, dtype, kw):
+    """A cumulative op (cumsum, cumprod) recorded: PyTorch's argument checks, ``dtype=``
+    casting the input first, integers and bools accumulated in int64."""
     if kw:
-        dim, _ = numpy_names("cumsum", kw, dim, None, REQUIRED)
+        dim, _ = numpy_names(name, kw, dim, None, REQUIRED)
     if dim is REQUIRED:
-        raise TypeError('cumsum() missing 1 required positional arguments: "dim"')
+        raise TypeError('%s() missing 1 required positional arguments: "dim"' % name)
     if dtype is not None:
         x = to_dtype(x, dtype)
     d = x._data
     ax = _wrap_dim(dim, d.ndim)
+    wide = np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype
     if d.ndim == 0:
-        out = d.astype(np.int64) if d.dtype.kind in "biu" and dtype is None else d.copy()
-        return _record(CUMSUM, x, out, (), "CumsumBackward0")
-    out = np.cumsum(d, axis=ax, dtype=np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype)
-    return _record(CUMSUM, x, out, (ax,), "CumsumBackward0")
+        return _record(code, x, d.astype(wide), (), grad_fn)
+    return _record(code, x, accumulate(d, axis=ax, dtype=wide), (ax,), grad_fn)
 
 
 @jit(inline="always")
@@ -642,19 +646,7 @@ def cumprod(input, dim=REQUIRED, *, dtype=None, out=None, **kw):
     sum of ``g`` times the products of the others, after it 0."""
     if out is not None:
         raise TypeError("out= is not supported by tapegrad")
-    x = input
-    if kw:
-        dim, _ = numpy_names("cumprod", kw, dim, None, REQUIRED)
-    if dim is REQUIRED:
-        raise TypeError('cumprod() missing 1 required positional arguments: "dim"')
-    if dtype is not None:
-        x = to_dtype(x, dtype)
-    d = x._data
-    ax = _wrap_dim(dim, d.ndim)
-    wide = np.int64 if d.dtype.kind in "biu" and dtype is None else d.dtype
-    if d.ndim == 0:
-        return _record(CUMPROD, x, d.astype(wide), (), "CumprodBackward0")
-    return _record(CUMPROD, x, np.cumprod(d, axis=ax, dtype=wide), (ax,), "CumprodBackward0")
+    return _scan(CUMPROD, "cumprod", "CumprodBackward0", np.cumprod, input, dim, dtype, kw)
 
 
 def _row_layout(ctx, s):
