@@ -369,6 +369,8 @@ def _is_dtype(side, obj):
 
 def _to_numpy(side, t):
     t = t.detach()
+    if side.is_torch:
+        t = t.resolve_conj().resolve_neg()      # (torch's lazy conjugate and negative bits)
     return np.asarray(t.numpy())
 
 

@@ -6,7 +6,7 @@
 The page is derived, not written: the tape operations come from the opcode registry
 (``tapegrad.core.registry``) and the families' compiled-forward lists; the public
 names from the namespaces themselves (``tg``, ``tg.Tensor``, ``tg.nn.functional``,
-``tg.linalg``, ``tg.special``, ``tg.distributions``, ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
+``tg.linalg``, ``tg.special``, ``tg.fft``, ``tg.distributions``, ``tg.nn``, ``tg.optim``, ``tg.autograd``).  For every public operation the script
 calls it on small example tensors (the first argument pattern that works) and reads
 what the call did: the ``grad_fn`` of its result, the tape entries it appended, and
 whether ``tg.compile`` replays it.  No backward is run, so Numba is never imported.
@@ -146,6 +146,10 @@ def _patterns():
         ("A, 2", lambda: (_spd(), 2)),
         ("[A, A]", lambda: ([_spd(), _spd()],)),
         ("B, L", lambda: (_leaf((3, 2)), tg.tensor(np.linalg.cholesky(_spd()._data), requires_grad=True))),
+        # complex tensors: a view of a (3, 4, 2) pair tensor; the pair tensor itself
+        ("c", lambda: (tg.view_as_complex(_leaf((3, 4, 2))),)),
+        ("p", lambda: (_leaf((3, 4, 2)),)),
+        ("8", lambda: (8,)),
     ]
 
 
@@ -363,6 +367,8 @@ def generate():
                      lambda o: o)
     lines += op_rows("`tg.special`", [("special." + n, o) for n, o in _public(tg.special) if not inspect.isclass(o)],
                      lambda o: o)
+    lines += op_rows("`tg.fft` (complex results: see [Complex tensors](complex.md))",
+                     [("fft." + n, o) for n, o in _public(tg.fft) if not inspect.isclass(o)], lambda o: o)
     modules = [(n, o) for n, o in _public(tg.nn) if inspect.isclass(o) and n not in ("Module", "Parameter")]
     lines += op_rows("Modules (`tg.nn`), called on example inputs", modules, module_call)
     lines += ["", "## Tensor attributes and bookkeeping", "",

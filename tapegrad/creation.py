@@ -49,6 +49,9 @@ def _shape(size):
 
 
 def _make(arr, requires_grad):
+    if arr.dtype.kind == "c":
+        from . import complex_tensor      # (imported late: its host ops number after linalg's)
+        return complex_tensor.from_numpy_complex(arr, requires_grad)
     out = Tensor._const(arr)
     if requires_grad:
         out._set_requires_grad(True, creation=True)
@@ -65,7 +68,32 @@ def _check(out, device):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (float64 unless ``dtype`` says otherwise)."""
     _device(device)
-    return _from_data(data, dtype, requires_grad)
+    dt = _dtype(dtype)
+    if dt is not None and dt.kind == "c":
+        return _complex_data(data, dt, requires_grad)
+    try:
+        return _from_data(data, dtype, requires_grad)
+    except TypeError as e:
+        if str(e) != _COMPLEX_REFUSED:
+            raise
+    return _complex_data(data, None, requires_grad)
+
+
+_COMPLEX_REFUSED = "tapegrad does not support complex tensors"
+
+
+def _complex_data(data, dt, requires_grad):
+    """A complex tensor of ``data`` (numbers, nested lists, a complex array or tensor)."""
+    from . import complex_tensor as _complex
+    if isinstance(data, _complex.ComplexTensor):
+        arr = data.detach().numpy()
+    elif isinstance(data, Tensor):
+        arr = data.numpy(force=True)
+    else:
+        arr = np.array(data)
+    if dt is None:
+        dt = np.dtype(np.complex64) if arr.dtype == np.complex64 else np.dtype(np.complex128)
+    return _complex.from_numpy_complex(arr.astype(dt), requires_grad)
 
 
 def from_numpy(ndarray):
@@ -77,7 +105,8 @@ def from_numpy(ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(arr).__name__)
     if arr.dtype.kind not in "biuf":
         if arr.dtype.kind == "c":
-            raise TypeError("tapegrad does not support complex tensors")
+            from . import complex_tensor      # (a copy: the pair tensor's own array)
+            return complex_tensor.from_numpy_complex(arr)
         raise TypeError(_unsupported_array_msg(arr.dtype))
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
@@ -96,7 +125,7 @@ def as_tensor(data, *, dtype=None, device=None):
         return data if dt is None or dt == data.dtype else _sh.to_dtype(data, dt)
     if isinstance(data, np.ndarray) and data.dtype.kind in "biuf" and (dt is None or dt == data.dtype):
         return from_numpy(data)
-    return _from_data(data, dt)
+    return tensor(data, dtype=dt)
 
 
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
@@ -131,11 +160,11 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
             raise ValueError("At least one stride in the given numpy array is negative, and tensors with negative "
                              "strides are not currently supported. (You can probably work around this by making a "
                              "copy of your array  with array.copy().) ")
-        out = _from_data(obj, dt) if copy or (dt is not None and dt != obj.dtype) else from_numpy(obj)
+        out = tensor(obj, dtype=dt) if copy or (dt is not None and dt != obj.dtype) else from_numpy(obj)
     else:
         if copy is False:
             raise ValueError("can't alias arbitrary sequence into a tensor.")
-        out = _from_data(obj, dt)
+        out = tensor(obj, dtype=dt)
     if requires_grad:
         out._set_requires_grad(True, creation=True)
     return out

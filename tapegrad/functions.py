@@ -56,6 +56,13 @@ def _python_number(v):
     return v
 
 
+COMPLEX_ARITH = {}      # name -> the op with a complex number or array operand: filled by complex_tensor.py
+
+
+def _complex_operand(v):
+    return isinstance(v, (_builtins.complex, np.complexfloating)) or (isinstance(v, np.ndarray) and v.dtype.kind == "c")
+
+
 def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
     """``a <op> b`` for any mix of tensors, arrays and Python numbers: two tensors
     -> the binary op; a number on either side -> the unary op with the number as
@@ -73,6 +80,8 @@ def _arith(name, symbol, both, tensor_scalar, scalar_tensor):
         except ValueError as e:
             _value_error(e)
             raise
+        if name in COMPLEX_ARITH and (_complex_operand(a) or _complex_operand(b)):
+            return COMPLEX_ARITH[name](a, b)
         try:
             ta, tb = _tensor(a, b if isinstance(b, Tensor) else None), _tensor(b, a)
         except _Unsupported:

@@ -22,7 +22,7 @@ from .ops.compose import cross as _cross
 from .ops import shape as _sh
 
 __all__ = ["LinAlgError", "solve", "inv", "det", "slogdet", "cholesky", "cholesky_ex", "solve_triangular",
-           "eigh", "eigvalsh", "norm", "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "svd",
+           "eigh", "eigvalsh", "eig", "eigvals", "norm", "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "svd",
            "svdvals", "qr", "lstsq", "pinv", "matrix_exp", "lu_factor", "lu_solve", "cross"]      # (and tg.cholesky_solve)
 
 
@@ -1186,6 +1186,87 @@ def _pinverse(input, rcond=1e-15):
 for _f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse):
     _f.__name__ = _f.__qualname__ = _f.__name__[1:]
 # tg.det, tg.inverse, ...: torch's names outside torch.linalg (tapegrad/__init__.py imports them)
+# -- eig, eigvals: complex eigenpairs of a general matrix ----------------------------------------
+# (complex_tensor.py is imported by tapegrad/__init__.py after this module: its host ops come after
+# these, so the opcodes of older tape files keep their meaning)
+def _eig_fwd(xs, ints, f):
+    from . import complex_tensor as _cx
+    A = xs[0]
+    if ints[0]:                                 # a complex A, given as its pair tensor
+        A = _cx.pair_array_to_complex(A)
+    L, V = np.linalg.eig(A)
+    rdt = np.float32 if L.dtype == np.complex64 else np.float64
+    return np.concatenate([_cx.complex_array_to_pair(L, rdt).ravel(), _cx.complex_array_to_pair(V, rdt).ravel()])
+
+
+def _csolve(A, B):
+    """``A^-1 B`` for complex tensors, through the real block system
+    [[Ar, -Ai], [Ai, Ar]] [Xr; Xi] = [Br; Bi] (tg.linalg.solve, so it differentiates)."""
+    from . import complex_tensor as _cx
+    Ar, Ai, Br, Bi = A.real, A.imag, B.real, B.imag
+    M = F.cat([F.cat([Ar, -Ai], -1), F.cat([Ai, Ar], -1)], -2)
+    X = solve(M, F.cat([Br, Bi], -2))
+    n = A.shape[-1]
+    return _cx.complex(F.narrow(X, -2, 0, n), F.narrow(X, -2, n, n))
+
+
+def _eig_rev(xs, y, g, ints, f, needs):
+    """PyTorch's rule (FunctionsManual linalg_eig_backward): with E_ij = conj(L_j - L_i),
+    gA = V^-H ((V^H gV - V^H V Re(diag(V^H gV))) / E, diagonal gL) V^H, the real part
+    for a real A; the loss must not depend on the eigenvectors' phases."""
+    from . import complex_tensor as _cx
+    shape = tuple(ints[1:])
+    n = shape[-1]
+    L, V = [_cx.ComplexTensor._from_pair(p) for p in _parts(y, [shape[:-1] + (2,), shape + (2,)])]
+    gLp, gVp = _parts(g, [shape[:-1] + (2,), shape + (2,)])
+    Vh = V.mH
+    eye = _const(np.eye(n, dtype=np.bool_))
+    if _defined(gVp):
+        VhgV = _cx.matmul(Vh, _cx.ComplexTensor._from_pair(gVp))
+        d = VhgV.diagonal(0, -2, -1)
+        if not np.allclose(d.imag._data, 0, rtol=1e-2, atol=1e-2):
+            raise RuntimeError("linalg_eig_backward: The eigenvectors in the complex case are specified up to "
+                               "multiplication by e^{i phi}. The specified loss function depends on this "
+                               "quantity, so it is ill-defined.")
+        inner = VhgV - _cx.matmul(Vh, V * F.unsqueeze(d.real, -2))
+        Lc = L.conj()
+        inner = inner / _cx.where(eye, 1 + 0j, Lc.unsqueeze(-2) - Lc.unsqueeze(-1))
+    else:
+        inner = _cx.ComplexTensor._from_pair(_const(np.zeros(shape + (2,), y.dtype)))
+    diag = _cx.ComplexTensor._from_pair(gLp).unsqueeze(-2) if _defined(gLp) else 0j
+    inner = _cx.where(eye, diag, inner)
+    gA = _csolve(Vh, _cx.matmul(inner, Vh))
+    return [gA._r if ints[0] else gA.real]
+
+
+_EIG = _h.host_op("linalg_eig", "LinalgEigBackward0", _eig_fwd, _eig_rev, _h.SAVE_OUT)
+
+EigResult = collections.namedtuple("eig", ["eigenvalues", "eigenvectors"])
+
+
+def eig(A, *, out=None):
+    """The eigenvalues and eigenvectors (unit norm, as LAPACK's geev gives them) of a
+    real or complex square matrix, as complex tensors."""
+    from . import complex_tensor as _cx
+    _out_refused(out, "eig")
+    _float_input(A, "linalg.eig")
+    _square(A, "linalg.eig")
+    if isinstance(A, _cx.ComplexTensor):
+        ints, x = (1,) + A.shape, A._r
+    else:
+        ints, x = (0,) + A.shape, A
+    if not np.all(np.isfinite(x._data)):
+        raise RuntimeError("torch.linalg.eig: input tensor should not contain infs or NaNs.")
+    y = _h.record(_EIG, [x], _eig_fwd([x._data], ints, None), ints)
+    L, V = _parts(y, [A.shape[:-1] + (2,), A.shape + (2,)], "LinalgEigBackward0")
+    return EigResult(_cx.ComplexTensor._from_pair(L), _cx.ComplexTensor._from_pair(V))
+
+
+def eigvals(A, *, out=None):
+    _out_refused(out, "eigvals")
+    return eig(A).eigenvalues
+
+
 TORCH_FUNCTIONS = {f.__name__: f for f in (_det, _slogdet, _logdet, _inverse, _matrix_power, _matrix_exp, _pinverse,
                                            _cholesky_solve)}
 

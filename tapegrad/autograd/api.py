@@ -18,6 +18,14 @@ def _as_tuple(tensors):
     return tuple(tensors)       # an int or float raises "'int' object is not iterable", as in PyTorch
 
 
+def _pairs(tensors):
+    """Complex tensors (``complex_tensor.ComplexTensor``, marked ``_PAIR``) as their
+    real (..., 2) pair tensors, on which the tape differentiates them."""
+    if tensors is None or not any(getattr(t, "_PAIR", False) for t in tensors):
+        return tensors
+    return tuple(t._r if getattr(t, "_PAIR", False) else t for t in tensors)
+
+
 def _make_grads(outputs, grads):
     """Validate the user's gradients; implicit ones only for single-element outputs."""
     new = []
@@ -102,8 +110,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for t in inputs:
             if not t.requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    inputs = _pairs(inputs)
     tensors = _as_tuple(tensors)
     given = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(tensors)
+    _no_implicit_complex(tensors, given)
+    tensors, given = _pairs(tensors), _pairs(given)
     grads = _make_grads(tensors, given)
     _check_roots(tensors)
     if retain_graph is None:
@@ -157,18 +168,36 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("is_grads_batched=True is not supported by tapegrad")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    complex_inputs = inputs
+    inputs = _pairs(inputs)
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError("grad() expects Tensors as inputs, got %s" % type(t).__name__)
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     given = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
+    _no_implicit_complex(outputs, given)
+    outputs, given = _pairs(outputs), _pairs(given)
     grads = _make_grads(outputs, given)
     _check_roots(outputs)
     if retain_graph is None:
         retain_graph = create_graph
     graph = create_graph or _tp.anomaly[0]
     res, _ = _run(outputs, grads, given, retain_graph, inputs, False, graph, create_graph)
+    if complex_inputs is not inputs:
+        return tuple(g if g is None or not getattr(t, "_PAIR", False) else type(t)._from_pair(g)
+                     for t, g in zip(complex_inputs, _grads_of(inputs, res, materialize_grads, allow_unused,
+                                                               graph, create_graph)))
+    return _grads_of(inputs, res, materialize_grads, allow_unused, graph, create_graph)
+
+
+def _no_implicit_complex(outputs, given):
+    for t, g in zip(outputs, given):
+        if g is None and getattr(t, "_PAIR", False):
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+
+
+def _grads_of(inputs, res, materialize_grads, allow_unused, graph, create_graph):
     out = []
     for i, t in enumerate(inputs):
         g = res.get(id(t))

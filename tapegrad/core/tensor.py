@@ -681,7 +681,7 @@ def _as_array(data, dtype=None):
             _bad_data(data)
             raise TypeError("could not convert data of type %s to a tensor: only numbers, nested sequences "
                             "of numbers and arrays are supported" % type(data).__name__)
-        if dtype is None and arr.dtype not in _PLAIN:
+        if dtype is None and arr.dtype not in _PLAIN and arr.dtype.kind != "c":
             # NumPy scalars, arrays or tensors inside: PyTorch's inference, not NumPy's
             # (np.float32(1.5) stays float32, [np.float32(1), 2.5] is float64)
             dt = infer_dtype(data)

@@ -972,12 +972,19 @@ def gather_flat(x, idx):
     return gather_linear(x, idx, "IndexBackward0")
 
 
+COMPLEX_CAST = [None]   # a real tensor to a complex dtype: filled by tapegrad/complex_tensor.py
+
+
 def to_dtype(x, dtype):
     """``x`` in ``dtype`` (``Tensor.to``): a float result is a recorded copy
     (``ToCopyBackward0``), an integer or bool one does not require grad."""
     dt = np.dtype(dtype)
     if dt == x.dtype:
         return x
+    if dt.kind == "c":
+        if COMPLEX_CAST[0] is None:
+            raise TypeError("tapegrad does not support complex tensors")
+        return COMPLEX_CAST[0](x, dt)
     out = x._data.astype(dt)
     if dt.kind != "f":
         return Tensor._wrap(out)

@@ -339,6 +339,9 @@ def _is_grad_leaf(v):
 
 
 def _arg_key(v):
+    if getattr(v, "_PAIR", False):
+        raise NotReplayable("a complex tensor argument is not replayed (pass tg.view_as_real(x), and "
+                            "tg.view_as_complex it inside)")
     if type(v) is Tensor or isinstance(v, Tensor):
         return ("T", v._data.shape, v._data.dtype.num, v._requires_grad, _is_grad_leaf(v))
     if isinstance(v, np.ndarray):
@@ -378,7 +381,10 @@ def _recording_arg(rec, i, v, grad_arrays):
 
 # -- structures of outputs ------------------------------------------------------------
 def _flatten(obj, leaves):
-    """A template of ``obj`` with its tensors replaced by their index in ``leaves``."""
+    """A template of ``obj`` with its tensors replaced by their index in ``leaves``
+    (a complex tensor by its real pair tensor's)."""
+    if getattr(obj, "_PAIR", False):
+        return ("C", type(obj), _flatten(obj._r, leaves))
     if isinstance(obj, Tensor):
         leaves.append(obj)
         return ("T", len(leaves) - 1)
@@ -397,6 +403,8 @@ def _unflatten(tpl, leaves):
         return leaves[tpl[1]]
     if kind == "V":
         return tpl[1]
+    if kind == "C":
+        return tpl[1]._from_pair(_unflatten(tpl[2], leaves))
     if kind == "N":
         return tpl[1](*[_unflatten(o, leaves) for o in tpl[2]])
     if kind in ("L", "U"):

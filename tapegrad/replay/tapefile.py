@@ -144,6 +144,8 @@ def _state_to_save(R):
     st["real_leaf"] = {s: src[1] for s, src in R.sources.items()
                        if src[0] == "arg" and R.arg_kinds[src[1]] in ("leaf", "nonleaf")}
     st["entries"] = entries
+    # opcodes by name: a table or a host op added in a later release renumbers the ops after it
+    st["op_names"] = [[int(c), OP_NAMES[int(c)]] for c in np.unique(entries[:, _tp.OP])]
     return st
 
 
@@ -312,7 +314,7 @@ _FIELDS = {
     "guards", "arg_guards", "fn_guards", "live", "out_template", "out_refs", "rg", "real_leaf", "untracked",
     "rg_slots", "out_slots", "one_slots", "scalar", "names",
 }
-_OPTIONAL = {"shapes_all", "view_links"}
+_OPTIONAL = {"shapes_all", "view_links", "op_names"}
 _ARG_KINDS = ("leaf", "nonleaf", "array", "data", "int")
 
 
@@ -337,6 +339,30 @@ def _check_declared_size(f, member_bytes, where, name):
     if declared > member_bytes:
         raise ValueError("%s: array %r declares %d bytes but its member holds %d" % (where, name, declared, member_bytes))
     f.seek(0)
+
+
+def _renumbered(entries, op_names, bad):
+    """``entries`` with each opcode the one this tapegrad gives the op's name (the
+    file's ``op_names``: [opcode, name] pairs)."""
+    code_of = {name: code for code, name in OP_NAMES.items()}
+    if not isinstance(op_names, list):
+        raise bad("op_names should be a list of [opcode, name] pairs")
+    remap = {}
+    for pair in op_names:
+        if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int and isinstance(pair[1], str)):
+            raise bad("op_names should be a list of [opcode, name] pairs")
+        if pair[1] not in code_of:
+            raise bad("the tape uses the operation %r, which this version of tapegrad does not have" % pair[1])
+        remap[pair[0]] = code_of[pair[1]]
+    ops = entries[:, _tp.OP]
+    unknown = set(np.unique(ops).tolist()) - set(remap)
+    if unknown:
+        raise bad("entry opcodes %s are not in op_names" % sorted(unknown))
+    if all(a == b for a, b in remap.items()):
+        return entries
+    entries = entries.copy()
+    entries[:, _tp.OP] = [remap[int(c)] for c in ops]
+    return entries
 
 
 def _recording_from_state(st, r):
@@ -366,6 +392,11 @@ def _recording_from_state(st, r):
         raise bad("entries has shape %s dtype %s; expected (%d, %d) int64"
                   % (entries.shape, entries.dtype, n, _tp.NFIELDS))
     aux = array("aux", "i", 1).astype(np.int64)
+    if "op_names" in st:
+        entries = _renumbered(entries, st["op_names"], bad)
+        st = dict(st)
+        st["entries"] = entries
+        del st["op_names"]
 
     def slot(s, what, allow_none=False):
         if (s is None or s == -1) and allow_none:
