@@ -365,7 +365,7 @@ def _freq(values, n, d, dtype, requires_grad, name):
     return t
 
 
-def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def fftfreq(n, d=1.0, *, out=None, dtype=None, device=None, requires_grad=False):
     _out(out)
     if device is not None:
         from .core.tensor import check_device
@@ -374,7 +374,7 @@ def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, require
     return _freq(k.astype(np.float64), n, d, dtype, requires_grad, "fftfreq")
 
 
-def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def rfftfreq(n, d=1.0, *, out=None, dtype=None, device=None, requires_grad=False):
     _out(out)
     if device is not None:
         from .core.tensor import check_device

@@ -111,5 +111,11 @@ def test_the_stamp_is_kept_in_the_numba_cache_it_describes(tmp_path, monkeypatch
         d.mkdir()
         monkeypatch.setenv("NUMBA_CACHE_DIR", str(d))
         assert codegen._stamp_path(gen) == os.path.join(str(d), "tapegrad-kernels.stamp")
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "missing"))       # (not a directory: beside the module)
+    # a cache directory that does not exist yet is made (as Numba makes it), so that the stamp
+    # the first run writes is the one the second run reads
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "missing"))
+    assert codegen._stamp_path(gen) == os.path.join(str(tmp_path / "missing"), "tapegrad-kernels.stamp")
+    assert (tmp_path / "missing").is_dir()
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "cache"))    # (cannot be made: beside the module)
     assert codegen._stamp_path(gen) == os.path.join(gen, "kernels.stamp")

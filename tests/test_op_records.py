@@ -20,6 +20,7 @@ from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, 
                                     OpDefinitionError, family)
 
 import test_autograd_function
+import test_complex_fft  # noqa: E402
 import test_linalg
 import test_ops
 
@@ -178,6 +179,8 @@ def test_every_registry_opcode_is_in_the_op_tests():
     for fn, _, arrays in test_linalg.CASES.values():       # the host ops (tg.linalg)
         seen |= _opcodes(fn, *[test_linalg.leaf(a) for a in arrays])
     seen |= _opcodes(test_autograd_function.TG[0].apply, test_ops.leaf(3))     # tg.autograd.Function
+    for f, shapes in test_complex_fft.CASES.values():      # complex tensors, tg.fft, linalg.eig (host ops)
+        seen |= _opcodes(lambda *xs, f=f: f(tg, *xs), *[test_ops.leaf(*s) for s in shapes])
     ops = {code for code in OP_NAMES if family(code) != META}
     missing = sorted(OP_NAMES[code] for code in ops - seen)
     assert not missing, "opcodes no table of tests/test_ops.py exercises: %s" % ", ".join(missing)

@@ -344,3 +344,40 @@ def test_save_replaces_the_file_whole(saved, tmp_path):
     tape.save(str(path))                # (written beside it, then renamed over it)
     assert path.read_bytes()[:4] == b"PK\x03\x04" and len(path.read_bytes()) == len(before)
     assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+
+
+def _set_state_field(header, name, value):
+    for item in header["state"]["d"]:
+        if item[0] == name:
+            item[1] = value
+            return
+    raise KeyError(name)
+
+
+def test_opcodes_are_read_by_name(saved):
+    # a file written when the ops had other numbers (a row or a host op added since renumbers
+    # the later ones) loads with each op's number of today, found by its name
+    tape, path = saved
+    shift = 1000
+
+    def renumber(h, arrays):
+        e = arrays[_array_of(h, "entries")]
+        e[:, 0] += shift
+        _set_state_field(h, "op_names", [[c + shift, n] for c, n in _state_field(h, "op_names")])
+    _rewrite(path, edit_arrays=renumber)
+    loaded = tg.load_tape(str(path))
+    v, g = loaded.value_and_grad(X0)
+    assert v == 1874.953125
+    np.testing.assert_array_equal(g, [249.0, 146.0, 3202.0, -895.25, 287.5])
+
+
+def test_an_op_this_version_lacks_is_named(saved):
+    tape, path = saved
+
+    def rename(h):
+        names = _state_field(h, "op_names")
+        names[-1][1] = "an_op_from_the_future"
+        _set_state_field(h, "op_names", names)
+    _rewrite(path, edit_header=rename)
+    with pytest.raises(ValueError, match="uses the operation 'an_op_from_the_future', which this version"):
+        tg.load_tape(str(path))

@@ -32,6 +32,7 @@ NAMESPACES = [
     ("torch.optim", "tapegrad.optim", "torch.optim", "classes"),
     ("torch.nn", "tapegrad.nn", "torch.nn", "classes"),
     ("torch.special", "tapegrad.special", "torch.special", "functions"),
+    ("torch.fft", "tapegrad.fft", "torch.fft", "functions"),
     ("torch.distributions", "tapegrad.distributions", "torch.distributions", "classes"),
 ]
 

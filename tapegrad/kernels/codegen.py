@@ -477,6 +477,11 @@ def _stamp_path(d):
     (a second cache used before an upgrade would keep sweeps that embed old kernels).
     Numba's default cache, beside the sources, has its stamp beside the generated module."""
     cache = os.environ.get("NUMBA_CACHE_DIR", "")
+    if cache and not os.path.isdir(cache):
+        try:        # (made now, as Numba would: else the stamp of the first run lands elsewhere and
+            os.makedirs(cache, exist_ok=True)       # the second run flushes the cache the first one filled)
+        except OSError:
+            pass
     if cache and os.path.isdir(cache) and os.access(cache, os.W_OK):
         return os.path.join(cache, "tapegrad-kernels.stamp")
     return os.path.join(d, "kernels.stamp")
