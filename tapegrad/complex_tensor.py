@@ -946,14 +946,42 @@ def where(condition, input=None, other=None):
 
 
 # -- the public names that dispatch on a complex argument ------------------------------------
-def _dispatching(real_fn, complex_fn):
-    """``real_fn``, or ``complex_fn`` when any tensor argument is complex."""
-    def fn(*args, **kwargs):
-        for a in args:
-            if isinstance(a, ComplexTensor) or isinstance(a, builtins.complex) or (
-                    isinstance(a, (list, tuple)) and builtins.any(isinstance(t, ComplexTensor) for t in a)):
+_COMPLEX_TYPES = None     # (ComplexTensor, complex, np.complex128, np.complex64): set below
+
+
+def _dispatching(real_fn, complex_fn, arity=1, sequence=False):
+    """``real_fn``, or ``complex_fn`` when one of its first ``arity`` arguments is a
+    complex tensor or number (``sequence``: the first argument is a list of tensors).
+    Exact type tests only, so a real call pays one or two of them."""
+    C = _COMPLEX_TYPES
+
+    def complex_in_keywords(kwargs):
+        for v in kwargs.values():
+            if type(v) in C or (sequence and isinstance(v, (list, tuple)) and builtins.any(type(t) in C for t in v)):
+                return True
+        return False
+    if sequence:
+        def fn(*args, **kwargs):
+            if args:
+                for t in args[0]:
+                    if type(t) in C:
+                        return complex_fn(*args, **kwargs)
+            if kwargs and complex_in_keywords(kwargs):
                 return complex_fn(*args, **kwargs)
-        return real_fn(*args, **kwargs)
+            return real_fn(*args, **kwargs)
+    elif arity == 1:
+        def fn(*args, **kwargs):
+            if (args and type(args[0]) in C) or (kwargs and complex_in_keywords(kwargs)):
+                return complex_fn(*args, **kwargs)
+            return real_fn(*args, **kwargs)
+    else:
+        def fn(*args, **kwargs):
+            for a in args[:arity]:
+                if type(a) in C:
+                    return complex_fn(*args, **kwargs)
+            if kwargs and complex_in_keywords(kwargs):
+                return complex_fn(*args, **kwargs)
+            return real_fn(*args, **kwargs)
     fn.__name__ = real_fn.__name__
     fn.__qualname__ = getattr(real_fn, "__qualname__", real_fn.__name__)
     fn.__doc__ = real_fn.__doc__
@@ -964,19 +992,22 @@ def _dispatching(real_fn, complex_fn):
 def public_names(namespace):
     """The names of ``tapegrad`` that take complex tensors, made to dispatch (called
     by ``tapegrad/__init__.py`` over its own namespace)."""
-    table = {"add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div,
-             "true_divide": div, "abs": abs, "absolute": abs, "exp": exp, "sum": sum, "mean": mean,
-             "reshape": reshape, "cat": cat, "concat": cat, "concatenate": cat, "stack": stack,
-             "matmul": matmul, "roll": roll, "where": where, "pow": pow,
+    global _COMPLEX_TYPES
+    _COMPLEX_TYPES = frozenset((ComplexTensor, builtins.complex, np.complex128, np.complex64))
+    binary = {"add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div,
+              "true_divide": div, "matmul": matmul, "pow": pow}
+    unary = {"abs": abs, "absolute": abs, "exp": exp, "sum": sum, "mean": mean, "reshape": reshape, "roll": roll,
              "neg": lambda x: -x, "negative": lambda x: -x}
-    for name, cfn in table.items():
-        if name in namespace:
-            namespace[name] = _dispatching(namespace[name], cfn)
     for name in ("flatten", "unsqueeze", "squeeze", "transpose", "permute", "t", "flip", "diagonal",
                  "clone", "detach", "swapaxes", "swapdims"):
-        if name in namespace:
-            method = getattr(ComplexTensor, name)
-            namespace[name] = _dispatching(namespace[name], lambda x, *a, _m=method, **k: _m(x, *a, **k))
+        method = getattr(ComplexTensor, name)
+        unary[name] = (lambda _m: lambda x, *a, **k: _m(x, *a, **k))(method)
+    for table, kw in ((binary, dict(arity=2)), (unary, {}),
+                      ({"cat": cat, "concat": cat, "concatenate": cat, "stack": stack}, dict(sequence=True)),
+                      ({"where": where}, dict(arity=3))):
+        for name, cfn in table.items():
+            if name in namespace:
+                namespace[name] = _dispatching(namespace[name], cfn, **kw)
     namespace.update({n: globals()[n] for n in __all__ if n != "ComplexTensor"})
     namespace.update(complex128=np.dtype(np.complex128), cdouble=np.dtype(np.complex128),
                      complex64=np.dtype(np.complex64), cfloat=np.dtype(np.complex64))

@@ -364,3 +364,16 @@ def test_record_replays_an_fft_loss_and_its_tape_file_loads(tmp_path):
         v, g = t.value_and_grad(a)
         np.testing.assert_allclose(v, np.abs(np.fft.fft2(a.reshape(4, 4))).sum(), rtol=1e-13)
         np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-11, atol=1e-12)
+
+
+def test_public_functions_take_complex_tensors_positionally_and_by_keyword():
+    c = tg.tensor([1j, 2.0])
+    np.testing.assert_array_equal(tg.sum(input=c).numpy(), 2 + 1j)
+    np.testing.assert_array_equal(tg.cat(tensors=[c, tg.tensor([3.0])]).numpy(), [1j, 2, 3])
+    np.testing.assert_array_equal(tg.add(c, other=1).numpy(), [1 + 1j, 3])
+    np.testing.assert_array_equal(tg.mul(2, c).numpy(), [2j, 4])
+    np.testing.assert_array_equal(tg.where(tg.tensor([True, False]), c, 0).numpy(), [1j, 0])
+    np.testing.assert_array_equal(tg.abs(c).numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(tg.stack([c, c], 1).numpy(), [[1j, 1j], [2, 2]])
+    np.testing.assert_array_equal(tg.reshape(c, (2, 1)).numpy(), [[1j], [2]])
+    assert tg.sum(tg.ones(3)).item() == 3.0 and tg.where(tg.tensor([True]), 1.0, 0.0).item() == 1.0
