@@ -399,6 +399,47 @@ class ComplexTensor(Tensor):
     def pow(self, exponent):
         return pow(self, exponent)
 
+    # -- in place: the pair tensor written in place (its version bumped, its autograd as any write)
+    def _assign(self, value):
+        v = _pair(value, self._r.dtype)
+        if v.dtype != self._r.dtype:
+            v = v.to(self._r.dtype)
+        self._r.copy_(F.broadcast_to(v, self._r.shape))
+        return self
+
+    def __iadd__(self, other):
+        return self._assign(add(self, other))
+
+    def __isub__(self, other):
+        return self._assign(sub(self, other))
+
+    def __imul__(self, other):
+        return self._assign(mul(self, other))
+
+    def __itruediv__(self, other):
+        return self._assign(div(self, other))
+
+    def add_(self, other, *, alpha=1):
+        return self._assign(add(self, other, alpha=alpha))
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign(sub(self, other, alpha=alpha))
+
+    def mul_(self, other):
+        return self._assign(mul(self, other))
+
+    def div_(self, other):
+        return self._assign(div(self, other))
+
+    def copy_(self, src, non_blocking=False):
+        return self._assign(src)
+
+    def fill_(self, value):
+        return self._assign(value)
+
+    def zero_(self):
+        return self._assign(0)
+
     # -- reductions -----------------------------------------------------------------------
     def sum(self, dim=None, keepdim=False, *, dtype=None):
         return sum(self, dim, keepdim)

@@ -377,3 +377,19 @@ def test_public_functions_take_complex_tensors_positionally_and_by_keyword():
     np.testing.assert_array_equal(tg.stack([c, c], 1).numpy(), [[1j, 1j], [2, 2]])
     np.testing.assert_array_equal(tg.reshape(c, (2, 1)).numpy(), [[1j], [2]])
     assert tg.sum(tg.ones(3)).item() == 3.0 and tg.where(tg.tensor([True]), 1.0, 0.0).item() == 1.0
+
+
+def test_in_place_arithmetic():
+    c = tg.tensor([1 + 1j, 2.0])
+    c += 1j
+    c *= 2
+    c.sub_(tg.tensor([1.0, 1.0]))
+    np.testing.assert_array_equal(c.numpy(), [1 + 4j, 3 + 2j])
+    p = tg.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    z = tg.view_as_complex(p * 1.0)
+    z.mul_(1j)
+    z.real.sum().backward()         # real(i z) = -imag(z): the gradient flows through the write
+    np.testing.assert_array_equal(p.grad.numpy(), [[0.0, -1.0], [0.0, -1.0]])
+    leaf = tg.tensor([1j], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        leaf += 1
