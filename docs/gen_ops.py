@@ -384,6 +384,7 @@ def generate():
     lines += listing("Optimizers (`tg.optim`)", [(n, o) for n, o in _public(tg.optim) if inspect.isclass(o)])
     lines += listing("`tg.autograd`", [(n, o) for n, o in _public(tg.autograd) if n != "Tensor"])
     lines += listing("`tg.autograd.functional`", _public(tg.autograd.functional))
+    lines += listing("`tg.func`", [("func." + n, o) for n, o in _public(tg.func)])
     lines += ["", "## Tape operations (the op registry)", "",
               "Every entry of the tape is one of these operations. *compiled reverse*: the family",
               "kernel of the compiled reverse sweep has a branch for it (\"Python, at a stop\": a host",

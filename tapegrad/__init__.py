@@ -50,6 +50,7 @@ from . import linalg  # noqa: E402,F401  (tg.linalg)
 from . import complex_tensor as _complex_tensor  # noqa: E402
 _complex_tensor.public_names(globals())     # tg.complex, tg.view_as_real...; tg.add, tg.abs... take complex tensors
 from . import fft  # noqa: E402,F401  (tg.fft)
+from . import func  # noqa: E402,F401  (tg.func)
 globals().update(linalg.TORCH_FUNCTIONS)     # tg.det, tg.inverse, tg.cholesky_solve, ... (PyTorch's names outside torch.linalg)
 from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
 from .replay.tapefile import register_function as _register_function  # noqa: E402

@@ -67,6 +67,7 @@ FLOORS = {
     "tapegrad.linalg": 5,               # tg.linalg: host ops (LAPACK) and compositions, on the public ops
     "tapegrad.complex_tensor": 5,       # complex tensors: views of real (..., 2) pair tensors
     "tapegrad.fft": 5,                  # tg.fft: host ops (pocketfft) on pair tensors
+    "tapegrad.func": 6,                 # tg.func: torch.func's transforms over autograd.grad
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers

@@ -33,6 +33,7 @@ NAMESPACES = [
     ("torch.nn", "tapegrad.nn", "torch.nn", "classes"),
     ("torch.special", "tapegrad.special", "torch.special", "functions"),
     ("torch.fft", "tapegrad.fft", "torch.fft", "functions"),
+    ("torch.func", "tapegrad.func", "torch.func", "functions"),
     ("torch.distributions", "tapegrad.distributions", "torch.distributions", "classes"),
 ]
 
