@@ -127,7 +127,7 @@ def _grads(out, inputs, grad_outputs, keep, retain=None):
 # -- grad ------------------------------------------------------------------------------------------
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient with respect to the arguments ``argnums`` and its value:
-    ``(grad, value)``, or ``((grad, (value, aux))`` with ``has_aux``."""
+    ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux``."""
     def wrapper(*args, **kwargs):
         nums = _argnums(argnums, len(args), "grad_and_value(f)(*args)")
         with enable_grad():
