@@ -1460,3 +1460,198 @@ def _bind(cls, methods):
 
 
 _bind(Tensor, _TensorMethods)
+
+
+# -- PyTorch's other spellings: aliases, comparisons and logical ops as functions, addcmul and
+# addcdiv, the in-place variants of the elementwise methods ------------------------------------
+def _no_out(out, name):
+    if out is not None:
+        raise TypeError("%s(): out= is not supported by tapegrad" % name)
+
+
+def _comparison(name, op):
+    def f(input, other, *, out=None):
+        _no_out(out, name)
+        _need_tensor(name, input, 1, "input")
+        return op(input, other)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = "``input %s other`` elementwise, as a bool tensor (no gradient)." % {
+        "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[name]
+    return f
+
+
+eq = _comparison("eq", lambda a, b: a == b)
+ne = not_equal = _comparison("ne", lambda a, b: a != b)
+lt = less = _comparison("lt", lambda a, b: a < b)
+le = less_equal = _comparison("le", lambda a, b: a <= b)
+gt = greater = _comparison("gt", lambda a, b: a > b)
+ge = greater_equal = _comparison("ge", lambda a, b: a >= b)
+
+
+def _truthy(x):
+    return x if isinstance(x, Tensor) and x.dtype.kind == "b" else (x != 0)
+
+
+def logical_not(input, *, out=None):
+    _no_out(out, "logical_not")
+    _need_tensor("logical_not", input, 1, "input")
+    return _truthy(input) == False      # noqa: E712  (elementwise)
+
+
+def _logical(name, op):
+    def f(input, other, *, out=None):
+        _no_out(out, name)
+        _need_tensor(name, input, 1, "input")
+        other = other if isinstance(other, Tensor) else _tensor(other)
+        return op(_truthy(input), _truthy(other))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = "The %s of the truth values (nonzero) of ``input`` and ``other``, as a bool tensor." % name[8:]
+    return f
+
+
+logical_and = _logical("logical_and", lambda a, b: a & b)
+logical_or = _logical("logical_or", lambda a, b: a | b)
+logical_xor = _logical("logical_xor", lambda a, b: a ^ b)
+
+
+def _bitwise_fn(name, op):
+    def f(input, other, *, out=None):
+        _no_out(out, name)
+        return op(input, other)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+bitwise_and = _bitwise_fn("bitwise_and", lambda a, b: a & b)
+bitwise_or = _bitwise_fn("bitwise_or", lambda a, b: a | b)
+bitwise_xor = _bitwise_fn("bitwise_xor", lambda a, b: a ^ b)
+
+
+def bitwise_not(input, *, out=None):
+    _no_out(out, "bitwise_not")
+    return ~input
+
+
+_ADDCDIV_INT = ("Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "
+                "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+                "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+                "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+                "(input + value * tensor1 / tensor2), for all dtypes.")
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 * tensor2``."""
+    _no_out(out, "addcmul")
+    prod = mul(tensor1, tensor2)
+    return add(input, prod if value == 1 else mul(prod, value))
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 / tensor2``."""
+    _no_out(out, "addcdiv")
+    if _builtins.all(isinstance(t, Tensor) and t.dtype.kind in "biu" for t in (tensor1, tensor2)):
+        raise RuntimeError(_ADDCDIV_INT)
+    q = _true_div(tensor1, tensor2)
+    return add(input, q if value == 1 else mul(q, value))
+
+
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``."""
+    return sub(other, input, alpha=alpha)
+
+
+def sgn(input, *, out=None):
+    """The sign (for a real tensor, ``sign``)."""
+    _no_out(out, "sgn")
+    return sign(input)
+
+
+def fix(input, *, out=None):
+    """``trunc``: round toward zero."""
+    _no_out(out, "fix")
+    return trunc(input)
+
+
+absolute = abs
+negative = neg
+multiply = mul
+divide = div
+subtract = sub
+
+
+def true_divide(dividend, divisor, *, out=None):
+    _no_out(out, "true_divide")
+    return _true_div(dividend, divisor)
+
+
+class _SpellingMethods:
+    eq = eq
+    ne = not_equal = ne
+    lt = less = lt
+    le = less_equal = le
+    gt = greater = gt
+    ge = greater_equal = ge
+    logical_not = logical_not
+    logical_and = logical_and
+    logical_or = logical_or
+    logical_xor = logical_xor
+    bitwise_and = bitwise_and
+    bitwise_or = bitwise_or
+    bitwise_xor = bitwise_xor
+    bitwise_not = bitwise_not
+    addcmul = addcmul
+    addcdiv = addcdiv
+    sgn = sgn
+    fix = fix
+    absolute = abs
+    negative = neg
+    subtract = sub
+
+    def multiply(self, value):
+        return mul(self, value)
+
+    def divide(self, value, *, rounding_mode=None):
+        return div(self, value, rounding_mode=rounding_mode)
+
+    def true_divide(self, value):
+        return _true_div(self, value)
+
+    half = lambda s: to_dtype(s, np.float16)
+    short = lambda s: to_dtype(s, np.int16)
+    cdouble = lambda s: to_dtype(s, np.complex128)
+    cfloat = lambda s: to_dtype(s, np.complex64)
+
+
+_bind(Tensor, _SpellingMethods)
+
+# the in-place variant of each elementwise method PyTorch has one of (the result written into
+# the tensor, in its dtype: ``x.eq_(y)`` on floats holds 1.0 and 0.0)
+INPLACE_SPELLINGS = (
+    "abs acos acosh arccos arccosh arcsin arcsinh arctan2 arctan arctanh asin asinh atan2 atan atanh ceil clip "
+    "copysign cos cosh cumsum digamma erf erfc erfinv exp2 expm1 floor fmod frac hypot i0 lerp lgamma log10 "
+    "log1p log2 log logit mvlgamma nan_to_num polygamma reciprocal remainder round rsqrt sigmoid sign sin sinc "
+    "sinh sqrt square tan tanh trunc xlogy addcmul addcdiv eq ne lt le gt ge not_equal less less_equal greater "
+    "greater_equal logical_not logical_and logical_or logical_xor sgn fix absolute negative multiply divide "
+    "subtract true_divide bitwise_and bitwise_or bitwise_xor bitwise_not").split()
+_BY_METHOD = ("polygamma", "remainder", "fmod", "multiply", "divide", "true_divide")
+for _name in INPLACE_SPELLINGS:
+    if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):     # (mvlgamma_: numeric.py)
+        # (the public function, whose signature is PyTorch's; the method where it differs: polygamma(n,
+        # input) takes the tensor second, remainder and fmod name their argument divisor)
+        _fn = globals().get(_name)
+        setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name) if _name in _BY_METHOD or not callable(_fn)
+                                              else _fn))
+del _name, _fn
+
+
+def _function_of_method(name):
+    def f(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    f.__wrapped__ = getattr(Tensor, name)
+    return f
+
+
+# torch.exp_(x), torch.detach(x)...: PyTorch's functions that are a method
+exp_, neg_, relu_, clamp_, fill_, zero_, detach, detach_ = [_function_of_method(n) for n in (
+    "exp_", "neg_", "relu_", "clamp_", "fill_", "zero_", "detach", "detach_")]

@@ -339,6 +339,9 @@ class _Methods:
     def mvlgamma(self, p):
         return mvlgamma(self, p)
 
+    def mvlgamma_(self, p):
+        return _f._inplace(mvlgamma)(self, p)
+
     def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         return norm(self, p, dim, keepdim, dtype=dtype)
 

@@ -172,6 +172,23 @@ DEVIATIONS = {
     "torch.msort": "out=None: PyTorch documents out as keyword-only without a default (it is optional)",
     "torch.nn.functional.mse_loss": None,       # (compared: weight= is accepted and refused when given)
 }
+# PyTorch's other spellings (tests/test_spellings2.py): the in-place variants and aliases
+_SEE_TORCH = "PyTorch documents Tensor.%s() with no parameters (its docstring refers to torch.%s); tapegrad's are those"
+DEVIATIONS.update({"Tensor.%s" % n: _SEE_TORCH % (n, n.rstrip("_")) for n in (
+    "abs_", "absolute", "absolute_", "acos_", "acosh_", "arccos_", "arcsin_", "arcsinh_", "arctan_", "asin_",
+    "asinh_", "atan_", "bitwise_and", "bitwise_and_", "bitwise_or", "bitwise_or_", "bitwise_xor",
+    "bitwise_xor_", "ceil_", "cos_", "cosh_", "digamma_", "erf_", "erfc_", "erfinv_", "exp2_", "expm1_",
+    "floor_", "frac_", "i0_", "lgamma_", "log10_", "log1p_", "log2_", "log_", "logical_and", "logical_and_",
+    "logical_or", "logical_or_", "logical_xor", "logical_xor_", "logit_", "reciprocal_", "rsqrt_", "sigmoid_",
+    "sign_", "sin_", "sinc_", "sinh_", "sqrt_", "tan_", "tanh_", "trunc_")})
+DEVIATIONS.update({"Tensor.%s" % n: _RECORDER for n in ("arctanh_", "atanh_", "round_")})
+DEVIATIONS.update({"torch.%s" % n: _RECORDER for n in ("absolute", "relu_")})
+DEVIATIONS["Tensor.cumsum_"] = _REQUIRED_DIM
+DEVIATIONS.update({"torch.%s" % n: "PyTorch's docstring gives out= no default; it is optional there too"
+                   for n in ("bitwise_or", "logical_xor", "true_divide")})
+UNDOCUMENTED |= {"Tensor.arccosh_", "Tensor.arctan2_", "Tensor.less", "torch.clamp_", "torch.detach",
+                 "torch.detach_", "torch.exp_", "torch.fill_", "torch.neg_", "torch.rsub", "torch.zero_"}
+
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}
 
 

@@ -1,0 +1,166 @@
+"""PyTorch's other spellings (functions.py): comparisons, logical and bitwise ops as functions
+and methods, addcmul/addcdiv, rsub, sgn, fix, the aliases (absolute, negative, multiply,
+divide, subtract, true_divide, greater...), and the in-place variant of every elementwise
+method PyTorch has one of: values and gradients against PyTorch, in place for real
+(same object, version bumped), PyTorch's errors."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.functions import INPLACE_SPELLINGS
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+A = np.array([[0.3, 0.7, 0.5], [0.2, 0.9, 0.45]])
+B = np.array([[0.6, 0.1, 0.5], [0.8, 0.35, 0.45]])
+ROWS = np.array([0.25, 0.5, 0.75])
+
+# method name -> (extra arguments as a function of the library L, input offset)
+EXTRA = {
+    "arctan2": lambda L: (L.tensor(B),), "atan2": lambda L: (L.tensor(B),), "copysign": lambda L: (L.tensor(B - 0.5),),
+    "fmod": lambda L: (L.tensor(B),), "hypot": lambda L: (L.tensor(B),), "remainder": lambda L: (L.tensor(B),),
+    "xlogy": lambda L: (L.tensor(B),), "lerp": lambda L: (L.tensor(B), 0.3), "clip": lambda L: (0.3, 0.6),
+    "cumsum": lambda L: (1,), "polygamma": lambda L: (1,), "mvlgamma": lambda L: (2,),
+    "addcmul": lambda L: (L.tensor(B), L.tensor(ROWS), ), "addcdiv": lambda L: (L.tensor(B), L.tensor(ROWS + 1)),
+    "multiply": lambda L: (L.tensor(B),), "divide": lambda L: (L.tensor(B),), "subtract": lambda L: (L.tensor(B),),
+    "true_divide": lambda L: (L.tensor(B),),
+}
+for _n in ("eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_xor"):
+    EXTRA[_n] = lambda L: (L.tensor(B),)
+OFFSET = {"acosh": 1.5, "arccosh": 1.5, "mvlgamma": 1.0}
+NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "sign", "sgn", "fix", "trunc", "round",
+           "ceil", "floor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"}
+# PyTorch has no derivative for these in-place variants ("the derivative for 'inplace version of
+# acosh' is not implemented"): their gradient is checked against tapegrad's out-of-place op
+TORCH_NO_INPLACE_GRAD = {"acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh"}
+LOOSE = {"digamma": 1e-8, "polygamma": 1e-8}      # (PyTorch's own digamma, about 5e-10 from SciPy's)
+INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"}
+FLOAT_INPLACE = sorted(n for n in INPLACE_SPELLINGS if n not in INT_ONLY and hasattr(tg.Tensor, n + "_"))
+
+
+def _weights(shape):
+    return np.random.default_rng(3).standard_normal(shape)
+
+
+def test_every_listed_inplace_variant_exists():
+    missing = [n + "_" for n in INPLACE_SPELLINGS if not hasattr(tg.Tensor, n + "_")]
+    assert missing == []
+
+
+@needs_torch
+@pytest.mark.parametrize("name", FLOAT_INPLACE)
+def test_inplace_variant_matches_torch(name):
+    a = A + OFFSET.get(name, 0.0)
+    args = EXTRA.get(name, lambda L: ())
+    x, tx = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = x * 1.0, tx * 1.0
+    v0 = y._version
+    r, tr = getattr(y, name + "_")(*args(tg)), getattr(ty, name + "_")(*args(torch))
+    assert r is y and y._version > v0
+    tol = LOOSE.get(name, 1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=1e-12)
+    assert y.dtype == tg.float64
+    if name in NO_GRAD:
+        return
+    (y * tg.tensor(_weights(y.shape))).sum().backward()
+    if name in TORCH_NO_INPLACE_GRAD:
+        x2, tx2 = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        (getattr(x2, name)(*args(tg)) * tg.tensor(_weights(y.shape))).sum().backward()
+        (getattr(tx2, name)(*args(torch)) * torch.tensor(_weights(y.shape))).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), x2.grad.numpy())
+        np.testing.assert_allclose(x.grad.numpy(), tx2.grad.numpy(), rtol=1e-10, atol=1e-12)
+        return
+    (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=max(tol, 1e-10), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sin", "abs", "sqrt", "addcmul", "clip"])
+def test_inplace_on_a_leaf_that_requires_grad_raises(name):
+    x = tg.tensor(A, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        getattr(x, name + "_")(*EXTRA.get(name, lambda L: ())(tg))
+
+
+# function name -> arguments(L)
+FUNCTIONS = {
+    "eq": lambda L: (L.tensor(A), L.tensor(B)), "ne": lambda L: (L.tensor(A), 0.5),
+    "lt": lambda L: (L.tensor(A), L.tensor(B)), "le": lambda L: (L.tensor(A), 0.5),
+    "gt": lambda L: (L.tensor(A), L.tensor(B)), "ge": lambda L: (L.tensor(A), 0.45),
+    "greater": lambda L: (L.tensor(A), L.tensor(B)), "greater_equal": lambda L: (L.tensor(A), L.tensor(B)),
+    "less": lambda L: (L.tensor(A), L.tensor(B)), "less_equal": lambda L: (L.tensor(A), L.tensor(B)),
+    "not_equal": lambda L: (L.tensor(A), L.tensor(B)),
+    "logical_and": lambda L: (L.tensor(A - 0.5), L.tensor([1, 0, 2])),
+    "logical_or": lambda L: (L.tensor([0.0, 1.0, 0.0]), L.tensor([0, 0, 3])),
+    "logical_xor": lambda L: (L.tensor([True, False, True]), L.tensor([True, True, False])),
+    "logical_not": lambda L: (L.tensor([0.0, 2.0, -1.0]),),
+    "bitwise_and": lambda L: (L.tensor([12, 10, 7]), L.tensor([10, 6, 3])),
+    "bitwise_or": lambda L: (L.tensor([12, 10, 7]), 3),
+    "bitwise_xor": lambda L: (L.tensor([True, False]), L.tensor([True, True])),
+    "bitwise_not": lambda L: (L.tensor([12, -1, 0]),),
+    "addcmul": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True), L.tensor(ROWS)),
+    "addcdiv": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B), L.tensor(ROWS + 1, requires_grad=True)),
+    "rsub": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True)),
+    "sgn": lambda L: (L.tensor(A - 0.5, requires_grad=True),),
+    "fix": lambda L: (L.tensor(A * 3 - 1, requires_grad=True),),
+    "absolute": lambda L: (L.tensor(A - 0.5, requires_grad=True),),
+    "negative": lambda L: (L.tensor(A, requires_grad=True),),
+    "multiply": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True)),
+    "divide": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True)),
+    "subtract": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True)),
+    "true_divide": lambda L: (L.tensor(A, requires_grad=True), L.tensor(B, requires_grad=True)),
+}
+KEYWORDS = {"addcmul": {"value": 0.5}, "addcdiv": {"value": -2}, "rsub": {"alpha": 3},
+            "subtract": {"alpha": 2}, "divide": {"rounding_mode": None}}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("form", ["function", "method"])
+def test_function_and_method_match_torch(name, form):
+    ours, theirs = FUNCTIONS[name](tg), FUNCTIONS[name](torch)
+    kw = KEYWORDS.get(name, {})
+    if form == "function":
+        y, ty = getattr(tg, name)(*ours, **kw), getattr(torch, name)(*theirs, **kw)
+    else:
+        if name == "rsub":
+            pytest.skip("rsub is a function only")
+        y, ty = getattr(ours[0], name)(*ours[1:], **kw), getattr(theirs[0], name)(*theirs[1:], **kw)
+    assert str(y.dtype) == str(ty.dtype).replace("torch.", "")
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    if ty.requires_grad:
+        (y * tg.tensor(_weights(y.shape))).sum().backward()
+        (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+        for a, b in zip(ours, theirs):
+            if isinstance(b, torch.Tensor) and b.requires_grad:
+                np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(force=True), rtol=1e-12, atol=1e-12)
+
+
+def test_values_without_torch():
+    x = tg.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    np.testing.assert_array_equal(tg.addcmul(x, x, x, value=2).detach().numpy(), [3.0, 6.0, 1.0])
+    np.testing.assert_array_equal(tg.rsub(x, 1.0, alpha=2).detach().numpy(), [-1.0, 5.0, 0.0])
+    np.testing.assert_array_equal(tg.eq(x, 1.0).numpy(), [True, False, False])
+    np.testing.assert_array_equal(tg.logical_xor(x, tg.tensor([0.0, 1.0, 1.0])).numpy(), [True, False, False])
+    np.testing.assert_array_equal(tg.bitwise_not(tg.tensor([0, 5])).numpy(), [-1, -6])
+    tg.addcdiv(x, x, tg.tensor([2.0, 4.0, 1.0]), value=3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.5, 1.75, 4.0])
+    assert tg.tensor([1.5]).half().dtype == tg.float16 and tg.tensor([1.5]).short().dtype == tg.int16
+    y = tg.tensor([1.0, 2.0])
+    assert tg.exp_(y) is y and np.allclose(y.numpy(), np.exp([1.0, 2.0]))
+
+
+def test_errors():
+    i = tg.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+        tg.addcdiv(i, i, i)
+    with pytest.raises(TypeError, match="eq\\(\\): argument 'input' \\(position 1\\) must be Tensor, not float"):
+        tg.eq(1.0, i)
+    with pytest.raises(TypeError, match="out= is not supported"):
+        tg.addcmul(i, i, i, out=i)
