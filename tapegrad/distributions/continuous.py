@@ -1,5 +1,5 @@
 """The continuous distributions of one variable: Normal, LogNormal, HalfNormal, Uniform,
-Exponential, Laplace, Cauchy, StudentT, Gamma (PyTorch's semantics, tapegrad's ops)."""
+Exponential, Laplace, Cauchy, StudentT, Gamma, Chi2 (PyTorch's semantics, tapegrad's ops)."""
 import math
 import numbers
 
@@ -9,9 +9,9 @@ from .. import functions as _f
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import _const, _full, _gen, _np, broadcast_all
+from .utils import _const, _full, _gen, _np, broadcast_all, standard_gamma
 
-__all__ = ["Normal", "LogNormal", "HalfNormal", "Uniform", "Exponential", "Laplace", "Cauchy", "StudentT", "Gamma"]
+__all__ = ["Normal", "LogNormal", "HalfNormal", "Uniform", "Exponential", "Laplace", "Cauchy", "StudentT", "Gamma", "Chi2"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -416,11 +416,11 @@ Cauchy._expand_cls = Cauchy
 
 class StudentT(_Params):
     """Student's t distribution of ``df`` degrees of freedom, location ``loc`` and scale
-    ``scale``. ``rsample`` is not provided (PyTorch's reparameterises the chi-square draw
-    through the Gamma distribution's implicit gradient); ``has_rsample`` is False."""
+    ``scale``. ``rsample`` is PyTorch's: a normal draw over the square root of a chi-square
+    draw (a Gamma draw, differentiated with respect to ``df`` implicitly) over ``df``."""
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
-    has_rsample = False
+    has_rsample = True
     _params = ("df", "loc", "scale")
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
@@ -446,6 +446,12 @@ class StudentT(_Params):
             t = _const(_gen().standard_t(_np(self.df), self._extended_shape(sample_shape)), self.df.dtype)
             return self.loc + self.scale * t
 
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        z = _const(_gen().standard_normal(shape), self.df.dtype)
+        chi2 = 2.0 * standard_gamma(0.5 * self.df, shape)          # Chi2(df) = Gamma(df / 2, rate 1 / 2)
+        return self.loc + self.scale * z * (chi2 / self.df).rsqrt()
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
@@ -466,11 +472,11 @@ StudentT._expand_cls = StudentT
 
 class Gamma(_Params):
     """The Gamma distribution of shape ``concentration`` and inverse scale ``rate``.
-    ``has_rsample`` is False: PyTorch's implicit reparameterisation (the derivative of a
-    draw with respect to the concentration) has no tapegrad op."""
+    ``rsample`` differentiates a draw with respect to the concentration implicitly, as
+    PyTorch does (``utils.standard_gamma``)."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
-    has_rsample = False
+    has_rsample = True
     _params = ("concentration", "rate")
 
     def __init__(self, concentration, rate, validate_args=None):
@@ -494,6 +500,11 @@ class Gamma(_Params):
         a = np.broadcast_to(_np(self.concentration), shape)
         x = _gen().standard_gamma(a) / np.broadcast_to(_np(self.rate), shape)
         return _const(np.maximum(x, np.finfo(dtype).tiny), dtype)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        x = standard_gamma(self.concentration, shape) / self.rate.expand(shape)
+        return x.clamp(min=float(np.finfo(x.dtype).tiny))
 
     def log_prob(self, value):
         if self._validate_args:
@@ -521,3 +532,19 @@ class Gamma(_Params):
 
 
 Gamma._expand_cls = Gamma
+
+
+class Chi2(Gamma):
+    """The chi-square distribution of ``df`` degrees of freedom: Gamma(df / 2, rate 1 / 2)."""
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        df, = broadcast_all(df)
+        Gamma.__init__(self, 0.5 * df, _full(df.shape, 0.5, df.dtype), validate_args=validate_args)
+
+    @property
+    def df(self):
+        return self.concentration * 2
+
+
+Chi2._expand_cls = Chi2

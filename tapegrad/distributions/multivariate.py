@@ -5,7 +5,7 @@ from .. import functions as _f
 from ..autograd.grad_mode import no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import _const, _gen, _np, _shape, broadcast_all
+from .utils import _const, _gen, _np, _shape, broadcast_all, standard_gamma
 import numbers
 
 __all__ = ["Dirichlet", "Beta"]
@@ -13,10 +13,13 @@ __all__ = ["Dirichlet", "Beta"]
 
 class Dirichlet(Distribution):
     """The Dirichlet distribution of ``concentration`` (its last dimension the categories).
-    ``has_rsample`` is False: PyTorch's implicit reparameterisation has no tapegrad op."""
+    ``rsample`` normalises Gamma draws that differentiate with respect to the concentration
+    implicitly (``utils.standard_gamma``).  PyTorch differentiates the normalised draw
+    through the Beta marginals' CDF instead (``_dirichlet_grad``); both are unbiased
+    reparameterisations, whose gradients for one draw differ."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.dim() < 1:
@@ -34,6 +37,11 @@ class Dirichlet(Distribution):
         g = _gen().standard_gamma(np.broadcast_to(_np(self.concentration), shape))
         g = np.maximum(g, np.finfo(dtype).tiny)
         return _const(g / g.sum(-1, keepdims=True), dtype)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        g = standard_gamma(self.concentration, shape)
+        return (g / g.sum(-1, keepdim=True)).clamp(min=float(np.finfo(g.dtype).tiny))
 
     def log_prob(self, value):
         if self._validate_args:
@@ -72,10 +80,10 @@ class Dirichlet(Distribution):
 class Beta(Distribution):
     """The Beta distribution of ``concentration1`` (alpha) and ``concentration0`` (beta),
     held as a two-component Dirichlet (whose checks and messages it shares with PyTorch).
-    ``has_rsample`` is False, as Dirichlet's."""
+    ``rsample`` is its Dirichlet's, as in PyTorch."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         if isinstance(concentration1, numbers.Number) and isinstance(concentration0, numbers.Number):
@@ -118,6 +126,9 @@ class Beta(Distribution):
     def sample(self, sample_shape=()):
         with no_grad():
             return self._dirichlet.sample(sample_shape)[..., 0]
+
+    def rsample(self, sample_shape=()):
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         if self._validate_args:

@@ -97,3 +97,79 @@ def _const(arr, dtype):
 
 def _full(shape, value, dtype):
     return Tensor._const(np.full(tuple(shape), value, dtype=dtype))
+
+
+# -- a Gamma draw as a differentiable function of its concentration -----------------------------
+def standard_gamma_grad(alpha, x):
+    """dx/dalpha for a draw x of Gamma(alpha, 1), by implicit differentiation of its CDF:
+    -(dP(alpha, x)/dalpha) / p(x; alpha), with P the regularised lower incomplete gamma
+    function and p the density.  dP/dalpha is a Richardson-extrapolated central difference
+    of SciPy's gammainc (gammaincc where P > 1/2, for the precision of the small tail):
+    relative error about 1e-12 for alpha up to 100, 1e-8 at 1000.  (PyTorch's
+    ``_standard_gamma_grad`` approximates the same derivative in closed forms, to about
+    1e-4.)"""
+    from scipy import special as sp
+    a, x = np.broadcast_arrays(np.asarray(alpha, np.float64), np.asarray(x, np.float64))
+    upper = sp.gammainc(a, x) > 0.5
+
+    def cdf(b):
+        return np.where(upper, -sp.gammaincc(b, x), sp.gammainc(b, x))
+
+    def slope(h):
+        return (cdf(a + h) - cdf(a - h)) / (2 * h)
+    h = 1e-3 * a
+    dP = (4 * slope(h / 2) - slope(h)) / 3
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        density = np.exp((a - 1) * np.log(x) - x - sp.gammaln(a))
+        out = -dP / density
+    return np.where(density > 0, out, 0.0)      # (a draw so far in the tail that its density is 0)
+
+
+def _gamma_fwd(xs, ints, f):
+    return np.array(xs[1], copy=True)
+
+
+def _gamma_rev(xs, y, g, ints, f, needs):
+    alpha = xs[0]
+    from ..autograd.grad_mode import is_grad_enabled
+    if is_grad_enabled() and alpha.requires_grad:       # (create_graph: dx/dalpha is an entry of its own,
+        return [g * _h().record(_GAMMA_GRAD, [alpha, y.detach()], _dxda_fwd([alpha._data, y._data], (), None)),
+                None]                                    # whose own derivative PyTorch does not define)
+    d = standard_gamma_grad(alpha.detach().numpy(), y.detach().numpy()).astype(y.dtype)
+    return [g * Tensor._const(d), None]
+
+
+def _dxda_fwd(xs, ints, f):
+    return standard_gamma_grad(xs[0], xs[1]).astype(xs[1].dtype)
+
+
+def _dxda_rev(xs, y, g, ints, f, needs):
+    raise NotImplementedError("the derivative for '_standard_gamma_grad' is not implemented.")
+
+
+def _h():
+    from ..ops import host
+    return host
+
+
+_STANDARD_GAMMA = _GAMMA_GRAD = None     # (host ops defined on first use: tg.distributions loads lazily)
+
+
+def standard_gamma(alpha, shape):
+    """A draw of Gamma(alpha, 1) of ``shape`` (alpha broadcast to it) that differentiates
+    with respect to ``alpha`` (PyTorch's ``_standard_gamma``): one host op entry, its input
+    the concentration and the draw."""
+    global _STANDARD_GAMMA, _GAMMA_GRAD
+    if _STANDARD_GAMMA is None:
+        h = _h()
+        _STANDARD_GAMMA = h.host_op("standard_gamma", "StandardGammaBackward0", _gamma_fwd, _gamma_rev,
+                                    h.SAVE_A | h.SAVE_OUT)
+        _GAMMA_GRAD = h.host_op("standard_gamma_grad", "StandardGammaGradBackward0", _dxda_fwd, _dxda_rev, 0)
+    dtype = alpha.dtype
+    a = alpha.expand(shape) if tuple(alpha.shape) != tuple(shape) else alpha
+    rng = _gen()        # (first: a recording is told that this draws random numbers)
+    x = rng.standard_gamma(np.broadcast_to(_np(alpha), shape))
+    x = np.ascontiguousarray(np.maximum(x, np.finfo(dtype).tiny).astype(dtype))
+    if not a.requires_grad:
+        return Tensor._const(x)
+    return _h().record(_STANDARD_GAMMA, [a, Tensor._const(x)], x)
