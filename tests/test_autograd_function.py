@@ -2,7 +2,7 @@
 (tapegrad/autograd/function.py): values and gradients against PyTorch's Function in
 the compiled and the interpreted reverse, several inputs and outputs, non-tensor
 arguments, needs_input_grad, mark_non_differentiable, once_differentiable,
-create_graph, gradcheck and gradgradcheck, and tg.compile running it eagerly."""
+create_graph, gradcheck and gradgradcheck, and replays by tg.compile and tg.record."""
 import numpy as np
 import pytest
 
@@ -135,16 +135,127 @@ def test_wrong_number_of_gradients():
         Bad.apply(x, x).sum().backward()
 
 
-def test_compile_runs_a_function_eagerly():
+def _counted(m):
+    """A Function that counts its forward and backward calls and saves its output."""
+    calls = {"forward": 0, "backward": 0, "needs": []}
+
+    class Scaled(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, k):
+            calls["forward"] += 1
+            calls["needs"].append(ctx.needs_input_grad)
+            y = (x * w).exp() * k
+            ctx.save_for_backward(y, x, w)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            calls["backward"] += 1
+            y, x, w = ctx.saved_tensors
+            return (g * y * w if ctx.needs_input_grad[0] else None), (g * y * x if ctx.needs_input_grad[1] else None), None
+    return Scaled, calls
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_compile_replays_a_function(mode, monkeypatch):
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    Scaled, calls = _counted(tg)
+    Exp, MulAdd, Cube = TG
+
+    def loss(x, w):
+        y = Scaled.apply(x, w, 0.5)
+        p, q, idx = MulAdd.apply(y, x, 2.0, w)
+        return (p * q).sum() + Cube.apply(x).sum() + Exp.apply(q * 0.1).sum()
+
+    cf = tg.compile(loss)
+    for seed in range(4):
+        r = np.random.default_rng(seed)
+        a, b = r.standard_normal(3) * 0.5, r.standard_normal(3) * 0.5
+        x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        before = dict(calls)
+        v = cf(x, w)
+        v.backward()
+        if seed >= 2:   # (a replay: one forward and one backward; the first two calls also check and plan one)
+            assert calls["forward"] == before["forward"] + 1 and calls["backward"] == before["backward"] + 1
+        assert calls["needs"][-1] == (True, True, False)
+        x2, w2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        v2 = loss(x2, w2)
+        v2.backward()
+        np.testing.assert_allclose(v.item(), v2.item(), rtol=1e-14)
+        np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-13)
+        np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-13)
+    assert cf.stats.replays == 3 and cf.stats.divergences == 0
+    # needs_input_grad in a replay where only w requires grad (another signature: recorded anew, then replayed)
+    for _ in range(2):
+        x, w = tg.tensor([0.1, 0.2, 0.3]), tg.tensor([0.3, -0.2, 0.1], requires_grad=True)
+        cf(x, w).backward()
+        assert calls["needs"][-1] == (False, True, False)
+
+
+def test_a_replayed_function_against_finite_differences():
+    Scaled, _ = _counted(tg)
+    tape = tg.record(lambda x, w: (Scaled.apply(x, w, 2.0) ** 2).sum(), np.zeros(3), np.zeros(3))
+    x, w = np.array([0.3, -0.4, 0.2]), np.array([0.5, 0.1, -0.7])
+    v, g = tape.value_and_grad(x, w)
+
+    def f(xv):
+        return (4 * np.exp(2 * xv * w)).sum()
+    np.testing.assert_allclose(v, f(x), rtol=1e-14)
+    fd = [(f(x + e) - f(x - e)) / 2e-6 for e in np.eye(3) * 1e-6]
+    np.testing.assert_allclose(g[0], fd, rtol=1e-7)
+
+
+def test_a_function_whose_outputs_change_shape_is_not_replayed_wrong():
+    n = [3]
+
+    class Head(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:n[0]] * 1.0            # (its shape depends on something a recording cannot see)
+
+        @staticmethod
+        def backward(ctx, g):
+            return tg.cat([g, tg.zeros(3 - g.shape[0])])
+    cf = tg.compile(lambda x: Head.apply(x).sum())
+    for _ in range(2):
+        assert cf(tg.tensor([1.0, 2.0, -1.0], requires_grad=True)).item() == 2.0
+    assert cf.stats.replays == 1
+    n[0] = 2            # a divergence: recorded again, the right value
+    assert cf(tg.tensor([1.0, 2.0, 3.0], requires_grad=True)).item() == 3.0
+    assert cf.stats.divergences == 1
+    tape = tg.record(lambda x: Head.apply(x).sum(), np.zeros(3))
+    n[0] = 3
+    with pytest.raises((RuntimeError, tg.TapeDivergence), match="other types or shapes than when it was recorded"):
+        tape.value_and_grad(np.ones(3))
+
+
+def test_a_non_differentiable_output_that_feeds_the_loss_runs_eagerly():
+    # (a replay reproduces a Function's differentiable outputs; one marked non-differentiable
+    # would be a stale constant, so the recording refuses it and the calls run eagerly)
+    _, MulAdd, _ = TG
+    cf = tg.compile(lambda a, b: (MulAdd.apply(a, b, 1.0, b)[2] * a).sum())
+    vals = [cf(tg.tensor([v, 1.0], requires_grad=True), tg.tensor([0.5, 0.5], requires_grad=True)).item()
+            for v in (1.0, 2.0, 3.0)]
+    assert vals == [0.0, 2.0, 3.0] and cf.stats.replays == 0
+
+
+def test_create_graph_through_a_replayed_function_is_refused():
     Exp, _, _ = TG
-    cf = tg.compile(lambda x: Exp.apply(x * 2.0).sum())
-    for v in ([0.0, 1.0], [1.0, 2.0]):
-        x = tg.tensor(v, requires_grad=True)
-        out = cf(x)
-        out.backward()
-        np.testing.assert_allclose(out.item(), np.exp(2 * np.array(v)).sum())
-        np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array(v)))
-    assert cf.stats.replays == 0
+    cf = tg.compile(lambda x: Exp.apply(x).sum())
+    for _ in range(2):
+        cf(tg.tensor([1.0], requires_grad=True))
+    x = tg.tensor([1.0], requires_grad=True)
+    out = cf(x)
+    assert cf.stats.replays >= 1
+    with pytest.raises(NotImplementedError, match="create_graph=True through a replayed tg.autograd.Function"):
+        tg.autograd.grad(out, x, create_graph=True)
+
+
+def test_a_tape_with_a_function_is_not_saved_to_a_file(tmp_path):
+    Exp, _, _ = TG
+    tape = tg.record(lambda x: Exp.apply(x).sum(), np.zeros(2))
+    with pytest.raises(ValueError, match="it calls a tg.autograd.Function"):
+        tape.save(str(tmp_path / "f.tape"))
 
 
 def test_the_tape_owns_the_context():

@@ -8,9 +8,16 @@ The entry's inputs are the tensor arguments of ``apply``; its output is the flat
 concatenation of the differentiable outputs, which ``apply`` returns as views.
 The context of each call (saved tensors, flags) is kept by the tape, beside its
 entry (``Tape.host_state``).
-``tg.compile`` and ``tg.record`` do not replay a Function (the user's forward is
-Python on tensors): a recording that meets one runs eagerly, as NotReplayable says.
+``tg.compile`` and ``tg.record`` replay a Function: the entry's float parameter
+names its call (``_CallSpec``: the class, the arguments that are not tensors, which
+inputs need a gradient), and a replay calls the user's ``forward`` again on the new
+input values, with a new context, which the replayed tape keeps for ``backward``.
+A forward whose outputs change shape or dtype between replays raises, never giving
+a wrong gradient; ``create_graph=True`` through a replayed Function is refused (call
+it outside the recording), and a tape file cannot hold one.
 """
+import itertools
+import weakref
 import functools
 
 import numpy as np
@@ -19,7 +26,7 @@ from ..core import tape as _tp
 from ..core.tensor import Tensor
 from ..ops import host as _h
 from ..ops import shape as _sh
-from .grad_mode import no_grad
+from .grad_mode import is_grad_enabled, no_grad
 
 _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 
@@ -82,16 +89,18 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = FunctionCtx()
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        rec = _tp.state().rec       # (while recording, an argument may require grad only to be traced)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and (rec.really_requires_grad(a) if rec is not None
+                                                                 else a.requires_grad) for a in args)
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)
         tensors = [a for a in args if isinstance(a, Tensor)]
         if not _tp.state().grad or not any(t.requires_grad for t in tensors):
             return out
         st = _tp.state()
-        if st.rec is not None:
-            st.rec.refuse("a tg.autograd.Function (%s) is Python on tensors, which a replay does not repeat"
-                          % cls.__name__)
+        if st.rec is not None and any(isinstance(v, Tensor) for v in kwargs.values()):
+            st.rec.refuse("a tg.autograd.Function (%s) is given a tensor by keyword, which a replay would not "
+                          "follow" % cls.__name__)
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         nondiff = {id(t) for t in ctx._non_differentiable}
@@ -108,7 +117,10 @@ class Function:
                 ints += [1 if i in diff else 0, o.ndim] + list(o.shape)
             else:
                 ints += [-1, 0]
-        y = _h.record(_FUNCTION, tensors, flat, ints, grad_fn=cls.__name__ + "Backward")
+        spec = _CallSpec(cls, args, kwargs, ctx.needs_input_grad, ints)
+        y = _h.record(_FUNCTION, tensors, flat, ints, floats=(float(spec.key), 0.0), grad_fn=cls.__name__ + "Backward")
+        spec.slot = y._slot
+        ctx._spec = spec            # (the tape keeps the context, and so the spec a replay reads)
         views, at = {}, 0
         for i in diff:
             o = outs[i]
@@ -132,8 +144,69 @@ class Function:
         return res[0] if single else res
 
 
-def _function_forward(xs, ints, f):
-    raise RuntimeError("tapegrad: a tg.autograd.Function is not replayed")
+class _CallSpec:
+    """What a replay needs to call a Function again: its class, the arguments that are
+    not tensors (``None`` where a tensor goes), the keywords, which inputs needed a
+    gradient, and the structure of the outputs (the entry's ``ints``).  Found by
+    ``key`` (the entry's F0) while the tape or a recording of it holds it."""
+    _keys = itertools.count(1)
+    __slots__ = ("key", "cls", "template", "kwargs", "needs", "ints", "slot", "__weakref__")
+
+    def __init__(self, cls, args, kwargs, needs, ints):
+        self.key = next(_CallSpec._keys)
+        self.cls, self.kwargs, self.needs, self.ints = cls, dict(kwargs), needs, list(ints)
+        self.template = [None if isinstance(a, Tensor) else a for a in args]
+        self.slot = -1
+        _SPECS[self.key] = self
+
+
+_SPECS = weakref.WeakValueDictionary()
+
+
+def _function_forward(xs, ints, f, vals=None):
+    """A replay of the Function call the entry records: its forward on the new inputs."""
+    spec = _SPECS.get(int(f[0]))
+    if spec is None or vals is None:
+        raise RuntimeError("tapegrad: the tg.autograd.Function this tape calls is gone (a tape pickled or loaded "
+                           "from a file cannot call Python code)")
+    cls = spec.cls
+    it = iter(xs)
+    args = [Tensor._const(np.array(next(it))) if a is None else a for a in spec.template]
+    ctx = FunctionCtx()
+    ctx.needs_input_grad = spec.needs
+    with no_grad():
+        out = cls.forward(ctx, *args, **spec.kwargs)
+    outs = (out,) if not isinstance(out, tuple) else out
+    dt = _DTYPES[ints[0]]
+    parts, p = [], 2
+    same = len(outs) == ints[1]
+    for o in outs if same else ():
+        kind, r = ints[p], ints[p + 1]
+        shape = tuple(ints[p + 2:p + 2 + r])
+        p += 2 + r
+        if kind < 0:
+            same = same and not isinstance(o, Tensor)
+            continue
+        if not isinstance(o, Tensor) or tuple(o.shape) != shape:
+            same = False
+            break
+        if kind == 1:
+            if o.dtype.kind != "f":
+                same = False
+                break
+            parts.append(o._data.astype(dt, copy=False).ravel())
+    if not same:
+        raise RuntimeError("tapegrad: the tg.autograd.Function %s returned outputs of other types or shapes than "
+                           "when it was recorded; a recording assumes the same structure on every call (call it "
+                           "outside tg.compile / tg.record)" % cls.__name__)
+    ctx._saved = tuple(ctx.to_save)
+    ctx._input_positions = [i for i, a in enumerate(spec.template) if a is None]
+    ctx._nargs = len(spec.template)
+    ctx._replayed = True
+    if vals.host_state is None:
+        vals.host_state = {}
+    vals.host_state[spec.slot] = (cls, ctx)
+    return np.concatenate(parts) if parts else np.zeros(0, dt)
 
 
 def _function_reverse(xs, y, g, ints, f, needs, entry):
@@ -142,6 +215,9 @@ def _function_reverse(xs, y, g, ints, f, needs, entry):
     if got is None:
         raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
     cls, ctx = got
+    if getattr(ctx, "_replayed", False) and is_grad_enabled():
+        raise NotImplementedError("tapegrad: create_graph=True through a replayed tg.autograd.Function (%s) is not "
+                                  "supported: call the function outside tg.compile / tg.record" % cls.__name__)
     dt = _DTYPES[ints[0]]
     if g.dtype != dt:
         g = g.to(dt)        # (the sweep's adjoints are float64; the user's backward gets the outputs' dtype)

@@ -326,12 +326,14 @@ def _source_value(src, arrays):
 
 
 class _Vals(list):
-    """Slot values of a replay, and the indices of its live gathers (``lins``)."""
-    __slots__ = ("lins",)
+    """Slot values of a replay, the indices of its live gathers (``lins``) and what its
+    host entries keep in Python (``host_state``: the contexts of tg.autograd.Function calls)."""
+    __slots__ = ("lins", "host_state")
 
     def __init__(self, items):
         super().__init__(items)
         self.lins = None
+        self.host_state = None
 
 
 class _ArenaVals:

@@ -36,6 +36,8 @@ class Recording(Forward):
         n = T.n
         self.n = n
         self.buf = bytes(T.buf[:n * _tp.ESIZE])
+        # (the calls of tg.autograd.Functions: their specs must live as long as the recording)
+        self.host_keep = list((getattr(T, "host_state", None) or {}).values())
         ints, flts = T.arrays()
         self.ints = ints.copy()
         self.f0 = flts[:, _tp.F0].copy()
@@ -212,6 +214,7 @@ class Recording(Forward):
             if ones.size:
                 flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
             T = ReplayedTape(buf, n, (ints, flts), self.arrays_plan)
+            T.host_state = getattr(vals, "host_state", None)     # (tg.autograd.Function contexts)
             tv = T.vals = [None] * n
             for s in self.saved_slots:
                 tv[s] = vals[s]
@@ -323,6 +326,7 @@ class Recording(Forward):
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
         del st["program"], st["arena"], st["env"]
+        st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         if st["shapes_all"] is None:
             del st["shapes_all"]
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
@@ -338,6 +342,7 @@ class Recording(Forward):
         self.program = None
         self.arena = None
         self.env = None
+        self.host_keep = []
         self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]

@@ -135,6 +135,10 @@ _REBUILT = ("buf", "ints", "f0", "f1", "rows", "saved_slots", "source_items")
 def _state_to_save(R):
     st = R.__getstate__()
     entries = np.frombuffer(st["buf"], np.int64).reshape(R.n, _tp.NFIELDS).copy()
+    used = {OP_NAMES[int(c)] for c in np.unique(entries[:, _tp.OP])}
+    if "autograd_function" in used:
+        raise ValueError("this tape cannot be saved to a file: it calls a tg.autograd.Function, whose forward and "
+                         "backward are Python code (a tape file holds data only)")
     for k in _REBUILT:
         st.pop(k, None)
     st.pop("checked", None)
