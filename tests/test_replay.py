@@ -964,3 +964,17 @@ def test_record_takes_numbers_as_zero_d_array_arguments():
     np.testing.assert_array_equal(gx, [4.0, 4.0, 4.0])
     with pytest.raises(TypeError, match="argument 0 is str"):
         tg.record(lambda s, x: x.sum(), "a", np.ones(3))
+
+
+@pytest.mark.parametrize("n", [5, 5000])
+def test_a_saved_comparison_mask_replays(n):
+    # ``x * (x > 0)``: mul saves the mask promoted to float64; the replay's mask is made in that dtype
+    c = tg.compile(lambda x: (x * (x > 0)).sum() + (x * tg.gt(x, 0.5)).sum())
+    for seed in range(4):
+        a = np.random.default_rng(seed).standard_normal(n)
+        x = tg.tensor(a, requires_grad=True)
+        v = c(x)
+        v.backward()
+        np.testing.assert_allclose(v.item(), (a * (a > 0)).sum() + (a * (a > 0.5)).sum(), rtol=1e-12)
+        np.testing.assert_array_equal(x.grad.numpy(), (a > 0) * 1.0 + (a > 0.5))
+    assert c.stats.replays == 3 and c.stats.divergences == 0

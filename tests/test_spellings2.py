@@ -164,3 +164,34 @@ def test_errors():
         tg.eq(1.0, i)
     with pytest.raises(TypeError, match="out= is not supported"):
         tg.addcmul(i, i, i, out=i)
+
+
+def test_spellings_replay():
+    def f(x, w):
+        y = x * 1.0
+        y.sin_()
+        y.addcmul_(x, w, value=0.5)
+        y.clip_(-0.8, 0.8)
+        z = tg.addcdiv(y, x, w.abs() + 1.0) * tg.gt(x, 0.0)
+        return tg.multiply(z, tg.subtract(w, 1.0, alpha=2)).sum() + tg.rsub(x, 1.0).sum()
+    c = tg.compile(f)
+    for seed in range(4):
+        r = np.random.default_rng(seed)
+        a, b = r.standard_normal(5), r.standard_normal(5)
+        x1, w1 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        x2, w2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        v1, v2 = c(x1, w1), f(x2, w2)
+        v1.backward()
+        v2.backward()
+        np.testing.assert_allclose(v1.item(), v2.item(), rtol=1e-14)
+        np.testing.assert_allclose(x1.grad.numpy(), x2.grad.numpy(), rtol=1e-13)
+        np.testing.assert_allclose(w1.grad.numpy(), w2.grad.numpy(), rtol=1e-13)
+    assert c.stats.replays >= 2 and c.stats.divergences == 0
+
+
+def test_gradcheck_of_the_new_differentiable_spellings():
+    x, y, z = (tg.tensor(np.random.default_rng(i).standard_normal(4) + 2, requires_grad=True) for i in range(3))
+    for fn in (lambda a, b, c: tg.addcmul(a, b, c, value=0.3), lambda a, b, c: tg.addcdiv(a, b, c, value=-2),
+               lambda a, b, c: tg.rsub(a, b, alpha=2) * c, lambda a, b, c: tg.true_divide(a, b) + tg.divide(c, b)):
+        assert tg.autograd.gradcheck(fn, (x, y, z))
+        assert tg.autograd.gradgradcheck(fn, (x, y, z))

@@ -90,6 +90,8 @@ class Forward:
                                   for s in range(self.n)):
             self.scalar = False
 
+    derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
+
     def _program(self):
         """Each entry's forward as a function of the slot values (None for leaves
         and constants, whose values come from ``sources``)."""
@@ -139,7 +141,10 @@ class Forward:
                 lin = lins[s] = self.live[s](vals, arrays)
                 vals[s] = np.take(vals[src[1]], lin).reshape(src[2])
             elif kind == "derived":
-                vals[s] = self.derived(src[1], vals, arrays)
+                v = self.derived(src[1], vals, arrays)
+                dt = self.derived_dtypes.get(s)
+                # (a comparison an op promoted before saving it, ``x * (x > 0)``'s mask: the tape's dtype)
+                vals[s] = v if dt is None or v.dtype.str == dt else v.astype(dt)
             else:
                 vals[s] = _source_value(src, arrays)
         return vals

@@ -60,6 +60,13 @@ class Recording(Forward):
                 self.sources[s] = src
         self.guards = rec.guards
         self.arg_guards = rec.arg_guards
+        # the dtype in which the tape saved a value derived off it (a comparison), where it
+        # differs from the derived value's own
+        self.derived_dtypes = {}
+        for s, src in self.sources.items():
+            v = T.vals[s]
+            if src[0] == "derived" and v is not None:
+                self.derived_dtypes[s] = np.asarray(v).dtype.str
         self.fn_guards = rec.fn_guards
         self.live = {s: f for s, f in rec.live.items() if s < n}
         self.out_template = out_template
@@ -339,6 +346,7 @@ class Recording(Forward):
         self.__dict__.setdefault("view_links", [])
         self.__dict__.setdefault("shapes_all", None)
         self.__dict__.setdefault("checked", False)
+        self.__dict__.setdefault("derived_dtypes", {})
         self.program = None
         self.arena = None
         self.env = None
