@@ -782,36 +782,32 @@ def _torch_dtype_name(dt):
     return torch_name(dt)
 
 
-def complex(real, imag, *, out=None):
-    """The complex tensor ``real + i imag`` (two float tensors of one dtype, broadcast)."""
+def _two_real(fname, names, x, y, out):
+    """PyTorch's checks of complex() and polar(): two float tensors of one dtype."""
     if out is not None:
         raise TypeError("tapegrad: out= is not supported (tapegrad ops return new tensors)")
-    for name, v in (("real", real), ("imag", imag)):
+    for name, v in zip(names, (x, y)):
         if not isinstance(v, Tensor) or isinstance(v, ComplexTensor):
-            raise TypeError("complex(): argument '%s' must be a real Tensor" % name)
+            raise TypeError("%s(): argument '%s' must be a real Tensor" % (fname, name))
+    for v in (x, y):
         if v.dtype not in _COMPLEX_OF:
             raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got %s and %s"
-                               % (_torch_dtype_name(real.dtype), _torch_dtype_name(imag.dtype)))
-    if real.dtype != imag.dtype:
+                               % (_torch_dtype_name(x.dtype), _torch_dtype_name(y.dtype)))
+    if x.dtype != y.dtype:
         raise RuntimeError("Expected object of scalar type %s but got scalar type %s for second argument"
-                           % (_torch_dtype_name(real.dtype), _torch_dtype_name(imag.dtype)))
+                           % (_torch_dtype_name(x.dtype), _torch_dtype_name(y.dtype)))
+
+
+def complex(real, imag, *, out=None):
+    """The complex tensor ``real + i imag`` (two float tensors of one dtype, broadcast)."""
+    _two_real("complex", ("real", "imag"), real, imag, out)
     shape = np.broadcast_shapes(real.shape, imag.shape)
     return _wrap(F.stack([F.broadcast_to(real, shape), F.broadcast_to(imag, shape)], -1))
 
 
 def polar(abs, angle, *, out=None):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
-    if out is not None:
-        raise TypeError("tapegrad: out= is not supported (tapegrad ops return new tensors)")
-    for name, v in (("abs", abs), ("angle", angle)):
-        if not isinstance(v, Tensor) or isinstance(v, ComplexTensor):
-            raise TypeError("polar(): argument '%s' must be a real Tensor" % name)
-        if v.dtype not in _COMPLEX_OF:
-            raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got %s and %s"
-                               % (_torch_dtype_name(abs.dtype), _torch_dtype_name(angle.dtype)))
-    if abs.dtype != angle.dtype:
-        raise RuntimeError("Expected object of scalar type %s but got scalar type %s for second argument"
-                           % (_torch_dtype_name(abs.dtype), _torch_dtype_name(angle.dtype)))
+    _two_real("polar", ("abs", "angle"), abs, angle, out)
     return _wrap(F.stack([abs * F.cos(angle), abs * F.sin(angle)], -1))
 
 

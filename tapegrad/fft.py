@@ -206,36 +206,36 @@ def _c2c_transform(x, dims, sizes, norm, inverse):
     return ComplexTensor._from_pair(_c2c(pair, dims, norm, inverse))
 
 
-def fft(input, n=None, dim=-1, norm=None, *, out=None):
+def _c2c_1d(input, n, dim, norm, out, name, inverse):
     _out(out)
-    x = _input(input, "fft")
-    dims, sizes = _one_dim(x, n, dim, "fft")
-    return _c2c_transform(x, dims, sizes, _norm_code(norm), False)
+    x = _input(input, name)
+    dims, sizes = _one_dim(x, n, dim, name)
+    return _c2c_transform(x, dims, sizes, _norm_code(norm), inverse)
+
+
+def _c2c_nd(input, s, dim, norm, out, name, inverse):
+    _out(out)
+    x = _input(input, name)
+    dims, sizes = _dims_sizes(x, s, dim, name)
+    if not dims:
+        return _c._wrap(_c._pair(x))
+    return _c2c_transform(x, dims, sizes, _norm_code(norm), inverse)
+
+
+def fft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _c2c_1d(input, n, dim, norm, out, "fft", False)
 
 
 def ifft(input, n=None, dim=-1, norm=None, *, out=None):
-    _out(out)
-    x = _input(input, "ifft")
-    dims, sizes = _one_dim(x, n, dim, "ifft")
-    return _c2c_transform(x, dims, sizes, _norm_code(norm), True)
+    return _c2c_1d(input, n, dim, norm, out, "ifft", True)
 
 
 def fftn(input, s=None, dim=None, norm=None, *, out=None):
-    _out(out)
-    x = _input(input, "fftn")
-    dims, sizes = _dims_sizes(x, s, dim, "fftn")
-    if not dims:
-        return _c._wrap(_c._pair(x))
-    return _c2c_transform(x, dims, sizes, _norm_code(norm), False)
+    return _c2c_nd(input, s, dim, norm, out, "fftn", False)
 
 
 def ifftn(input, s=None, dim=None, norm=None, *, out=None):
-    _out(out)
-    x = _input(input, "ifftn")
-    dims, sizes = _dims_sizes(x, s, dim, "ifftn")
-    if not dims:
-        return _c._wrap(_c._pair(x))
-    return _c2c_transform(x, dims, sizes, _norm_code(norm), True)
+    return _c2c_nd(input, s, dim, norm, out, "ifftn", True)
 
 
 def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
