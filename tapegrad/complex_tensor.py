@@ -887,22 +887,20 @@ def exp(input):
 
 
 # -- reductions, shapes, products --------------------------------------------------------------
-def sum(input, dim=None, keepdim=False, *, dtype=None):
-    if not isinstance(input, ComplexTensor):
-        return F.sum(input, dim, keepdim, dtype=dtype) if dim is not None else F.sum(input, dtype=dtype)
-    dims = _cdims(dim, input.ndim) if dim is not None else list(range(input.ndim))
-    if not dims:
-        return input.clone()
-    return _wrap(F.sum(input._r, dims, keepdim))
+def _reduction(real_fn):
+    def fn(input, dim=None, keepdim=False, *, dtype=None):
+        if not isinstance(input, ComplexTensor):
+            return real_fn(input, dim, keepdim, dtype=dtype) if dim is not None else real_fn(input, dtype=dtype)
+        dims = _cdims(dim, input.ndim) if dim is not None else list(range(input.ndim))
+        if not dims:
+            return input.clone()
+        return _wrap(real_fn(input._r, dims, keepdim))
+    fn.__name__ = real_fn.__name__
+    return fn
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None):
-    if not isinstance(input, ComplexTensor):
-        return F.mean(input, dim, keepdim, dtype=dtype) if dim is not None else F.mean(input, dtype=dtype)
-    dims = _cdims(dim, input.ndim) if dim is not None else list(range(input.ndim))
-    if not dims:
-        return input.clone()
-    return _wrap(F.mean(input._r, dims, keepdim))
+sum = _reduction(F.sum)
+mean = _reduction(F.mean)
 
 
 def reshape(input, shape):

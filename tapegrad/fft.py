@@ -283,13 +283,20 @@ def _c2r_transform(x, dims, sizes, norm):
     return _c2r(pair, dims, norm, sizes[-1])
 
 
-def irfft(input, n=None, dim=-1, norm=None, *, out=None):
-    _out(out)
-    x = _input(input, "irfft")
+def _c2r_size(x, n, dim):
+    """The dim and the real output's length of a one-dimensional c2r transform (by
+    default 2 (m - 1) for m input bins)."""
     d = _c._cdim(dim, x.ndim)
     size = 2 * (x.shape[d] - 1) if n is None else int(n)
     if size < 1:
         raise RuntimeError("Invalid number of data points (%d) specified" % size)
+    return d, size
+
+
+def irfft(input, n=None, dim=-1, norm=None, *, out=None):
+    _out(out)
+    x = _input(input, "irfft")
+    d, size = _c2r_size(x, n, dim)
     return _c2r_transform(x, [d], [size], _norm_code(norm))
 
 
@@ -315,10 +322,7 @@ def hfft(input, n=None, dim=-1, norm=None, *, out=None):
     conjugate with the dual norm."""
     _out(out)
     x = _input(input, "hfft")
-    d = _c._cdim(dim, x.ndim)
-    size = 2 * (x.shape[d] - 1) if n is None else int(n)
-    if size < 1:
-        raise RuntimeError("Invalid number of data points (%d) specified" % size)
+    d, size = _c2r_size(x, n, dim)
     return _c2r_transform(_c.conj(x) if isinstance(x, ComplexTensor) else x, [d], [size],
                           _DUAL[_norm_code(norm)])
 

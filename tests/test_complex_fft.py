@@ -107,10 +107,9 @@ def _weights(shape):
     return rng(7).standard_normal(shape)
 
 
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_values_and_gradients_match_torch(name, monkeypatch):
-    if torch is None:
-        pytest.skip("torch is not installed")
     f, _ = CASES[name]
     arrays = _inputs(name)
     tx = [torch.tensor(a, requires_grad=True) for a in arrays]

@@ -57,10 +57,9 @@ CASES = {
 }
 
 
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_torch_func(name):
-    if torch is None:
-        pytest.skip("torch is not installed")
     call = CASES[name]
     _pairs(call(tg, tg.func, tg.tensor), call(torch, tfunc, torch.tensor))
 
