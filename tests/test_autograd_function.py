@@ -225,7 +225,7 @@ def test_a_function_whose_outputs_change_shape_is_not_replayed_wrong():
     assert cf.stats.divergences == 1
     tape = tg.record(lambda x: Head.apply(x).sum(), np.zeros(3))
     n[0] = 3
-    with pytest.raises((RuntimeError, tg.TapeDivergence), match="other types or shapes than when it was recorded"):
+    with pytest.raises((RuntimeError, tg.TapeDivergence), match="other types, shapes or dtypes than when it was recorded"):
         tape.value_and_grad(np.ones(3))
 
 
@@ -239,16 +239,256 @@ def test_a_non_differentiable_output_that_feeds_the_loss_is_recomputed_by_the_re
     assert vals == [0.0, 2.0, 3.0] and cf.stats.replays == 2
 
 
-def test_create_graph_through_a_replayed_function_is_refused():
-    Exp, _, _ = TG
-    cf = tg.compile(lambda x: Exp.apply(x).sum())
+def _replay_classes(calls):
+    """Functions for the replay tests, each counting its forward and backward calls
+    and recording its needs_input_grad: an exp saving its output, a clamp whose mask
+    output is marked non-differentiable, a two-output function, a once_differentiable
+    backward."""
+    class Exp(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            calls["Exp.forward"] = calls.get("Exp.forward", 0) + 1
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            calls["Exp.backward"] = calls.get("Exp.backward", 0) + 1
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    class Clamp(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, lo, hi):
+            calls["Clamp.forward"] = calls.get("Clamp.forward", 0) + 1
+            calls.setdefault("Clamp.needs", []).append(ctx.needs_input_grad)
+            mask = (x >= lo) & (x <= hi)
+            ctx.save_for_backward(mask)
+            ctx.mark_non_differentiable(mask)
+            return x.clamp(lo, hi), mask
+
+        @staticmethod
+        def backward(ctx, g, g_mask):
+            calls["Clamp.backward"] = calls.get("Clamp.backward", 0) + 1
+            (mask,) = ctx.saved_tensors
+            assert not g_mask.numpy().any()
+            return g * mask, None, None
+
+    class SinCos(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            calls["SinCos.forward"] = calls.get("SinCos.forward", 0) + 1
+            calls.setdefault("SinCos.needs", []).append(ctx.needs_input_grad)
+            ctx.save_for_backward(x, w)
+            return (x * w).sin(), (x - w).cos()
+
+        @staticmethod
+        def backward(ctx, gs, gc):
+            calls["SinCos.backward"] = calls.get("SinCos.backward", 0) + 1
+            x, w = ctx.saved_tensors
+            c, s = (x * w).cos(), (x - w).sin()
+            gx = gs * c * w - gc * s if ctx.needs_input_grad[0] else None
+            gw = gs * c * x + gc * s if ctx.needs_input_grad[1] else None
+            return gx, gw
+
+    class Square(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            calls["Square.forward"] = calls.get("Square.forward", 0) + 1
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @tg.autograd.function.once_differentiable
+        def backward(ctx, g):
+            calls["Square.backward"] = calls.get("Square.backward", 0) + 1
+            (x,) = ctx.saved_tensors
+            return 2 * g * x
+    return Exp, Clamp, SinCos, Square
+
+
+def _replay_loss(Exp, Clamp, SinCos, Square):
+    def loss(x, w):
+        c, mask = Clamp.apply(x, -0.5, 0.5)
+        s, k = SinCos.apply(c, w)
+        return (Exp.apply(s * 0.5) * mask).sum() + (Square.apply(k) * w).sum()
+    return loss
+
+
+def _loss_np(x, w):
+    mask = (x >= -0.5) & (x <= 0.5)
+    c = np.clip(x, -0.5, 0.5)
+    return (np.exp(np.sin(c * w) * 0.5) * mask).sum() + (np.cos(c - w) ** 2 * w).sum()
+
+
+def _fd(f, x, w, h=1e-6):
+    gx = [(f(x + e, w) - f(x - e, w)) / (2 * h) for e in np.eye(x.size) * h]
+    gw = [(f(x, w + e) - f(x, w - e)) / (2 * h) for e in np.eye(w.size) * h]
+    return np.array(gx), np.array(gw)
+
+
+def _inputs(seed, n=4):
+    r = np.random.default_rng(seed)
+    return r.uniform(-1, 1, n), r.uniform(-1, 1, n)
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_compile_replays_functions_like_eager_and_finite_differences(mode, monkeypatch):
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    calls = {}
+    classes = _replay_classes(calls)
+    loss = _replay_loss(*classes)
+    cf = tg.compile(loss)
+    for seed in range(5):
+        a, b = _inputs(seed)
+        x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        before = dict(calls)
+        v = cf(x, w)
+        v.backward()
+        if seed >= 1:       # a replay: each forward and each backward once
+            for name in ("Exp", "Clamp", "SinCos", "Square"):
+                for part in ("forward", "backward"):
+                    key = name + "." + part
+                    assert calls[key] == before[key] + 1, key
+        assert calls["Clamp.needs"][-1] == (True, False, False)
+        assert calls["SinCos.needs"][-1] == (True, True)
+        x2, w2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        v2 = loss(x2, w2)
+        v2.backward()
+        assert v.item() == pytest.approx(v2.item(), rel=1e-14)
+        assert v.item() == pytest.approx(_loss_np(a, b), rel=1e-13)
+        np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-13, atol=1e-15)
+        gx, gw = _fd(_loss_np, a, b)
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-6, atol=1e-8)
+    assert cf.stats.replays == 4 and cf.stats.divergences == 0 and cf.stats.eager == 0
+    # needs_input_grad of a replay where only w requires grad (a signature of its own)
+    for seed in range(2):
+        a, b = _inputs(seed)
+        w = tg.tensor(b, requires_grad=True)
+        cf(tg.tensor(a), w).backward()
+        assert calls["SinCos.needs"][-1] == (False, True)
+        np.testing.assert_allclose(w.grad.numpy(), _fd(_loss_np, a, b)[1], rtol=1e-6, atol=1e-8)
+    assert cf.stats.replays == 5
+
+
+def test_the_compiled_forward_replays_a_function():
+    # (the arena forward: the Function's entry in NumPy between the compiled entries;
+    # a comparison, as Clamp's mask, keeps a replay in NumPy)
+    from tapegrad import _jit
+    _jit.load()
+    calls = {}
+    Exp, _, SinCos, Square = _replay_classes(calls)
+
+    def loss(x, w):
+        s, k = SinCos.apply(x, w)
+        return (Exp.apply(s * 0.5) * x).sum() + (Square.apply(k) * w).sum()
+    cf = tg.compile(loss)
+    for seed in range(4):
+        a, b = _inputs(seed, 6)
+        x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        cf(x, w).backward()
+        x2, w2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        loss(x2, w2).backward()
+        np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-12, atol=1e-14)
+    (R,) = [R for v in cf.cache.values() for R in v]
+    assert R.arena is True and cf.stats.replays == 3
+
+
+def test_a_function_whose_output_dtype_changes_is_not_replayed_wrong():
+    half = [False]
+
+    class Twice(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2.0
+            return y.to(tg.float32) if half[0] else y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.to(tg.float64) * 2.0
+    cf = tg.compile(lambda x: Twice.apply(x))
     for _ in range(2):
-        cf(tg.tensor([1.0], requires_grad=True))
-    x = tg.tensor([1.0], requires_grad=True)
-    out = cf(x)
-    assert cf.stats.replays >= 1
-    with pytest.raises(NotImplementedError, match="create_graph=True through a replayed tg.autograd.Function"):
-        tg.autograd.grad(out, x, create_graph=True)
+        assert cf(tg.tensor([1.0, 2.0], requires_grad=True)).dtype == tg.float64
+    half[0] = True
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = cf(x)           # a divergence: recorded again, eager execution's dtype
+    assert y.dtype == tg.float32 and y.tolist() == [2.0, 4.0] and cf.stats.divergences == 1
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+    tape = tg.record(lambda x: Twice.apply(x).sum(), np.zeros(2))
+    half[0] = False
+    with pytest.raises(RuntimeError, match="other types, shapes or dtypes than when it was recorded"):
+        tape(np.ones(2))
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_create_graph_through_a_replayed_function(mode, monkeypatch):
+    # saved inputs and outputs stand for their slots of the replayed tape, as they do
+    # for an eager call: the gradient is differentiated again through them
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    calls = {}
+    Exp, Clamp, SinCos, Square = _replay_classes(calls)
+
+    def loss(x, w):
+        c, mask = Clamp.apply(x, -0.5, 0.5)
+        s, k = SinCos.apply(c, w)
+        return (Exp.apply(s * 0.5) * mask).sum() + (k * k * w).sum()
+    cf = tg.compile(loss)
+    for seed in range(4):       # (the first call returns the checked replay of its recording)
+        a, b = _inputs(seed)
+        res = []
+        for f in (cf, loss):
+            x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+            gx, gw = tg.autograd.grad(f(x, w), (x, w), create_graph=True)
+            ((gx * gx).sum() + (gw * x).sum()).backward()
+            res.append([gx.detach().numpy(), gw.detach().numpy(), x.grad.numpy(), w.grad.numpy()])
+        for mine, eager in zip(*res):
+            np.testing.assert_allclose(mine, eager, rtol=1e-12, atol=1e-14)
+    assert cf.stats.replays == 3
+    # against finite differences of the replayed gradient
+    a, b = _inputs(7)
+
+    def gnorm(av):
+        x = tg.tensor(av, requires_grad=True)
+        (gx,) = tg.autograd.grad(cf(x, tg.tensor(b)), x)
+        return float((gx * gx).sum())
+    x = tg.tensor(a, requires_grad=True)
+    (gx,) = tg.autograd.grad(cf(x, tg.tensor(b)), x, create_graph=True)
+    (h,) = tg.autograd.grad((gx * gx).sum(), x)
+    fd = [(gnorm(a + e) - gnorm(a - e)) / 2e-6 for e in np.eye(4) * 1e-6]
+    np.testing.assert_allclose(h.numpy(), fd, rtol=1e-6, atol=1e-7)
+    # a once_differentiable backward gives a gradient that does not require grad, as eagerly
+    cs = tg.compile(lambda x: Square.apply(x).sum())
+    for _ in range(3):
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        (g,) = tg.autograd.grad(cs(x), x, create_graph=True)
+        assert g.tolist() == [2.0, 4.0] and not g.requires_grad
+    assert cs.stats.replays == 2
+
+
+def test_a_function_in_a_recorded_tape():
+    calls = {}
+    loss = _replay_loss(*_replay_classes(calls))
+    tape = tg.record(loss, np.zeros(4), np.zeros(4))
+    for seed in range(3):
+        a, b = _inputs(seed)
+        before = dict(calls)
+        v, (gx, gw) = tape.value_and_grad(a, b)
+        assert calls["SinCos.forward"] == before["SinCos.forward"] + 1
+        assert calls["SinCos.backward"] == before.get("SinCos.backward", 0) + 1
+        assert calls["SinCos.needs"][-1] == (True, True)
+        assert float(v) == pytest.approx(_loss_np(a, b), rel=1e-13)
+        fx, fw = _fd(_loss_np, a, b)
+        np.testing.assert_allclose(gx, fx, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gw, fw, rtol=1e-6, atol=1e-8)
+        assert float(tape(a, b)) == float(v)
+    # the recording keeps what the calls need to run again, not the recorded tensors
+    from tapegrad.autograd.function import _CallSpec
+    assert all(type(k) is _CallSpec for k in tape._R.host_keep) and len(tape._R.host_keep) == 4
 
 
 def test_a_tape_with_a_function_is_not_saved_to_a_file(tmp_path):

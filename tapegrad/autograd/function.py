@@ -10,11 +10,14 @@ The context of each call (saved tensors, flags) is kept by the tape, beside its
 entry (``Tape.host_state``).
 ``tg.compile`` and ``tg.record`` replay a Function: the entry's float parameter
 names its call (``_CallSpec``: the class, the arguments that are not tensors, which
-inputs need a gradient), and a replay calls the user's ``forward`` again on the new
-input values, with a new context, which the replayed tape keeps for ``backward``.
-A forward whose outputs change shape or dtype between replays raises, never giving
-a wrong gradient; ``create_graph=True`` through a replayed Function is refused (call
-it outside the recording), and a tape file cannot hold one.
+inputs need a gradient, the outputs' structure and dtypes), and a replay calls the
+user's ``forward`` again on the new input values, with a new context, which the
+replayed tape keeps for ``backward``.  A forward whose outputs change type, shape or
+dtype from the recorded call raises (a divergence: ``tg.compile`` records again),
+never giving a wrong value or gradient.  ``create_graph=True`` through a replayed
+call gives ``backward`` saved tensors that stand for the replayed tape's slots
+(``_tied_saved``), as an eager call's are the recorded tensors.  A tape file cannot
+hold a Function (``replay/tapefile.py`` refuses to save one).
 """
 import itertools
 import weakref
@@ -117,7 +120,8 @@ class Function:
                 ints += [1 if i in diff else 0, o.ndim] + list(o.shape)
             else:
                 ints += [-1, 0]
-        spec = _CallSpec(cls, args, kwargs, ctx.needs_input_grad, ints)
+        spec = _CallSpec(cls, args, kwargs, ctx.needs_input_grad, ints,
+                         [o.dtype if isinstance(o, Tensor) else None for o in outs])
         y = _h.record(_FUNCTION, tensors, flat, ints, floats=(float(spec.key), 0.0), grad_fn=cls.__name__ + "Backward")
         spec.slot = y._slot
         ctx._spec = spec            # (the tape keeps the context, and so the spec a replay reads)
@@ -147,14 +151,15 @@ class Function:
 class _CallSpec:
     """What a replay needs to call a Function again: its class, the arguments that are
     not tensors (``None`` where a tensor goes), the keywords, which inputs needed a
-    gradient, and the structure of the outputs (the entry's ``ints``).  Found by
-    ``key`` (the entry's F0) while the tape or a recording of it holds it."""
+    gradient, the structure of the outputs (the entry's ``ints``) and their dtypes.
+    Found by ``key`` (the entry's F0) while the tape or a recording of it holds it."""
     _keys = itertools.count(1)
-    __slots__ = ("key", "cls", "template", "kwargs", "needs", "ints", "slot", "__weakref__")
+    __slots__ = ("key", "cls", "template", "kwargs", "needs", "ints", "dtypes", "slot", "__weakref__")
 
-    def __init__(self, cls, args, kwargs, needs, ints):
+    def __init__(self, cls, args, kwargs, needs, ints, dtypes):
         self.key = next(_CallSpec._keys)
         self.cls, self.kwargs, self.needs, self.ints = cls, dict(kwargs), needs, list(ints)
+        self.dtypes = list(dtypes)
         self.template = [None if isinstance(a, Tensor) else a for a in args]
         self.slot = -1
         _SPECS[self.key] = self
@@ -164,7 +169,9 @@ _SPECS = weakref.WeakValueDictionary()
 
 
 def _function_forward(xs, ints, f, vals=None):
-    """A replay of the Function call the entry records: its forward on the new inputs."""
+    """A replay of the Function call the entry records: its forward on the new inputs,
+    with a new context, which the replay's values keep (``vals.host_state``) for the
+    replayed tape's backward."""
     spec = _SPECS.get(int(f[0]))
     if spec is None or vals is None:
         raise RuntimeError("tapegrad: the tg.autograd.Function this tape calls is gone (a tape pickled or loaded "
@@ -178,46 +185,72 @@ def _function_forward(xs, ints, f, vals=None):
         out = cls.forward(ctx, *args, **spec.kwargs)
     outs = (out,) if not isinstance(out, tuple) else out
     dt = _DTYPES[ints[0]]
-    parts, p = [], 2
+    parts, p, at = [], 2, 0
+    where = {}          # id(differentiable output) -> (offset in the entry's output, shape, dtype)
     same = len(outs) == ints[1]
-    for o in outs if same else ():
+    for o, odt in zip(outs, spec.dtypes) if same else ():
         kind, r = ints[p], ints[p + 1]
         shape = tuple(ints[p + 2:p + 2 + r])
         p += 2 + r
         if kind < 0:
             same = same and not isinstance(o, Tensor)
             continue
-        if not isinstance(o, Tensor) or tuple(o.shape) != shape:
+        if not isinstance(o, Tensor) or tuple(o.shape) != shape or o.dtype != odt:
             same = False
             break
         if kind == 1:
-            if o.dtype.kind != "f":
-                same = False
-                break
             parts.append(o._data.astype(dt, copy=False).ravel())
+            where.setdefault(id(o), (at, shape, o.dtype))
+            at += o._data.size
     if not same:
-        raise RuntimeError("tapegrad: the tg.autograd.Function %s returned outputs of other types or shapes than "
-                           "when it was recorded; a recording assumes the same structure on every call (call it "
-                           "outside tg.compile / tg.record)" % cls.__name__)
+        raise RuntimeError("tapegrad: the tg.autograd.Function %s returned outputs of other types, shapes or dtypes "
+                           "than when it was recorded; a recording assumes the same structure on every call (call "
+                           "it outside tg.compile / tg.record)" % cls.__name__)
+    flat = np.concatenate(parts) if parts else np.zeros(0, dt)
     ctx._saved = tuple(ctx.to_save)
+    # where each saved tensor comes from, for a create_graph backward (``_tied_saved``):
+    # an output of the entry, an input (its position among the entry's inputs), or neither
+    inputs = {id(a): j for j, a in enumerate(a for a in args if isinstance(a, Tensor))}
+    ctx._tie = (xs, flat, [("out",) + where[id(t)] if id(t) in where else ("in", inputs[id(t)])
+                           if id(t) in inputs else None for t in ctx.to_save])
     ctx._input_positions = [i for i, a in enumerate(spec.template) if a is None]
     ctx._nargs = len(spec.template)
     ctx._replayed = True
     if vals.host_state is None:
         vals.host_state = {}
     vals.host_state[spec.slot] = (cls, ctx)
-    return np.concatenate(parts) if parts else np.zeros(0, dt)
+    return flat
 
 
-def _function_reverse(xs, y, g, ints, f, needs, entry):
+def _tied_saved(ctx, tie, name):
+    """A replayed call's saved tensors as the eager call's are for ``create_graph``:
+    its inputs and outputs stand for their slots of the replayed tape (``tie``, from
+    the differentiable walk), so the backward's graph reaches them."""
+    xs, flat, where = ctx._tie
+    y = None
+    res = []
+    for t, w in zip(ctx.to_save, where):
+        if w is None:
+            res.append(t)           # (computed inside forward, with grad mode off: a constant)
+        elif w[0] == "in":
+            x = np.asarray(xs[w[1]])
+            res.append(tie(w[1], x).reshape(x.shape))
+        else:
+            _, at, shape, dtype = w
+            if y is None:
+                y = tie(-1, flat)
+            v = _sh.reshape(_sh.narrow(y, 0, at, int(np.prod(shape, dtype=np.int64))), shape,
+                            name + "Backward")
+            res.append(v if v.dtype == dtype else _sh.to_dtype(v, dtype))
+    return tuple(res)
+
+
+def _function_reverse(xs, y, g, ints, f, needs, entry, tie=None):
     T, s = entry
     got = (getattr(T, "host_state", None) or {}).get(s)
     if got is None:
         raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
     cls, ctx = got
-    if getattr(ctx, "_replayed", False) and is_grad_enabled():
-        raise NotImplementedError("tapegrad: create_graph=True through a replayed tg.autograd.Function (%s) is not "
-                                  "supported: call the function outside tg.compile / tg.record" % cls.__name__)
     dt = _DTYPES[ints[0]]
     if g.dtype != dt:
         g = g.to(dt)        # (the sweep's adjoints are float64; the user's backward gets the outputs' dtype)
@@ -235,7 +268,16 @@ def _function_reverse(xs, y, g, ints, f, needs, entry):
         n = int(np.prod(shape, dtype=np.int64))
         grads.append(_sh.reshape(_sh.narrow(g, 0, at, n), shape))
         at += n
-    res = cls.backward(ctx, *grads)
+    saved = ctx._saved
+    if getattr(ctx, "_replayed", False) and is_grad_enabled():
+        if tie is None:
+            raise RuntimeError("tapegrad: create_graph=True through a replayed tg.autograd.Function (%s) needs the "
+                               "differentiable backward" % cls.__name__)
+        ctx._saved = _tied_saved(ctx, tie, cls.__name__)
+    try:
+        res = cls.backward(ctx, *grads)
+    finally:
+        ctx._saved = saved
     if not isinstance(res, tuple):
         res = (res,)
     if len(res) != ctx._nargs:

@@ -42,7 +42,9 @@ class HostOp(NamedTuple):
     reverse: Callable
     saves: int
     grad_fn: str
-    entry: bool = False     # the reverse also gets ``entry=(tape, slot)`` (tg.autograd.Function)
+    # the reverse also gets ``entry=(tape, slot)`` and ``tie(j, value)``: input j's (-1:
+    # the output's) value as a flat tensor standing for its slot (tg.autograd.Function)
+    entry: bool = False
 
 
 HOST_OPS = {}       # kernel index -> HostOp
@@ -132,7 +134,9 @@ def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     if dt is not None and dt.kind == "f" and g.dtype != dt:
         g = g.to(dt)
     if op.entry:
-        grads = op.reverse(xs, y, g, ints, (f0, f1), needs, entry=(ctx.T, s))
+        def tie(j, v):      # input j's (-1: the output's) value v as a flat tensor standing for its slot
+            return ctx.value(s if j < 0 else slots[j], compute=lambda: v)
+        grads = op.reverse(xs, y, g, ints, (f0, f1), needs, entry=(ctx.T, s), tie=tie)
     else:
         grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
     return [(i, r.reshape(-1)) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]

@@ -343,12 +343,13 @@ class _Vals(list):
 
 class _ArenaVals:
     """The values of a compiled replay (``Recording._forward_arena``): the sources'
-    arrays, and the entries' values in one arena (views made on demand)."""
-    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux", "buf", "entries")
+    arrays, and the entries' values in one arena (views made on demand); ``host_state``
+    as ``_Vals``'."""
+    __slots__ = ("arena", "src", "off", "shapes", "vaddr", "lins", "views", "aux", "buf", "entries", "host_state")
 
     def __init__(self, arena, src, off, shapes, vaddr):
         self.arena, self.src, self.off, self.shapes, self.vaddr = arena, src, off, shapes, vaddr
-        self.lins = self.aux = None
+        self.lins = self.aux = self.host_state = None
         self.views = {}
 
     def __getitem__(self, s):

@@ -36,8 +36,9 @@ class Recording(Forward):
         n = T.n
         self.n = n
         self.buf = bytes(T.buf[:n * _tp.ESIZE])
-        # (the calls of tg.autograd.Functions: their specs must live as long as the recording)
-        self.host_keep = list((getattr(T, "host_state", None) or {}).values())
+        # (the calls of tg.autograd.Functions: their specs must live as long as the recording;
+        # not their contexts, which hold the recorded tensors)
+        self.host_keep = [getattr(v[-1], "_spec", v) for v in (getattr(T, "host_state", None) or {}).values()]
         ints, flts = T.arrays()
         self.ints = ints.copy()
         self.f0 = flts[:, _tp.F0].copy()
@@ -213,6 +214,7 @@ class Recording(Forward):
             T.vals = _SavedVals(vals, self.saved_set, n)
             T.vaddr = (self.vloc_all, vals.vaddr)      # the sweep reads every value where it is
             T.arena = vals                              # ... which keeps it alive
+            T.host_state = vals.host_state              # (tg.autograd.Function contexts)
         else:
             buf = bytearray(self.template)
             ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
