@@ -225,7 +225,8 @@ def test_a_function_whose_outputs_change_shape_is_not_replayed_wrong():
     assert cf.stats.divergences == 1
     tape = tg.record(lambda x: Head.apply(x).sum(), np.zeros(3))
     n[0] = 3
-    with pytest.raises((RuntimeError, tg.TapeDivergence), match="other types, shapes or dtypes than when it was recorded"):
+    with pytest.raises((RuntimeError, tg.TapeDivergence),
+                       match="other types, shapes or dtypes than when it was recorded"):
         tape.value_and_grad(np.ones(3))
 
 
@@ -468,6 +469,37 @@ def test_create_graph_through_a_replayed_function(mode, monkeypatch):
         (g,) = tg.autograd.grad(cs(x), x, create_graph=True)
         assert g.tolist() == [2.0, 4.0] and not g.requires_grad
     assert cs.stats.replays == 2
+
+
+def test_create_graph_through_a_replayed_function_of_a_non_leaf_it_returns():
+    # (its input is computed outside the compiled function, its output is that input,
+    # and an integer tensor is saved beside it)
+    class Ident(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, idx):
+            ctx.save_for_backward(x, idx)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, idx = ctx.saved_tensors
+            assert idx.dtype == tg.int64
+            return g * x * 2, None
+
+    def f(x, idx):
+        return (Ident.apply(x * 1.5, idx) * x).sum()
+    cf = tg.compile(f)
+    for seed in range(3):
+        a = _inputs(seed)[0]
+        res = []
+        for fn in (cf, f):
+            w = tg.tensor(a, requires_grad=True)
+            (g,) = tg.autograd.grad(fn(w * 2.0, tg.tensor([0, 1])), w, create_graph=True)
+            (g * g).sum().backward()
+            res.append((g.detach().numpy(), w.grad.numpy()))
+        for mine, eager in zip(*res):
+            np.testing.assert_allclose(mine, eager, rtol=1e-13)
+    assert cf.stats.replays == 2
 
 
 def test_a_function_in_a_recorded_tape():

@@ -210,9 +210,11 @@ def _function_forward(xs, ints, f, vals=None):
     ctx._saved = tuple(ctx.to_save)
     # where each saved tensor comes from, for a create_graph backward (``_tied_saved``):
     # an output of the entry, an input (its position among the entry's inputs), or neither
-    inputs = {id(a): j for j, a in enumerate(a for a in args if isinstance(a, Tensor))}
-    ctx._tie = (xs, flat, [("out",) + where[id(t)] if id(t) in where else ("in", inputs[id(t)])
-                           if id(t) in inputs else None for t in ctx.to_save])
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    inputs = {id(a): j for j, a in enumerate(tensors)}
+    ctx._tie = ([a._data for a in tensors], flat,
+                [("out",) + where[id(t)] if id(t) in where else ("in", inputs[id(t)]) if id(t) in inputs else None
+                 for t in ctx.to_save])
     ctx._input_positions = [i for i, a in enumerate(spec.template) if a is None]
     ctx._nargs = len(spec.template)
     ctx._replayed = True
