@@ -17,7 +17,15 @@ series whose terms all have one sign, so no digits cancel:
   parameter, whichever converges faster.
 
 Each element iterates until its terms are below float64's resolution (at most ``_MAX_TERMS``
-terms); the cost is about ``sqrt(a)`` terms for a draw of a large concentration.
+terms); the cost is about ``sqrt(a)`` terms for a draw of a large concentration (0.4 s for
+10**5 draws of concentration 1000, NumPy only: no kernel to compile).
+
+Exact rather than PyTorch's approximations: PyTorch's closed forms (Taylor series,
+saddle-point expansions, rational fits) are off by about 1e-4 typically and by up to 2e-2 in
+the far tails, a bias of every gradient that no number of draws averages away; the draws
+themselves cannot match PyTorch's (another generator), so bit-for-bit agreement was never on
+offer, and the exact values agree with PyTorch's to PyTorch's own accuracy
+(tests/test_gamma_rsample.py checks both against mpmath, finite differences and torch).
 """
 import numpy as np
 from scipy import special as _sp
@@ -98,7 +106,8 @@ def _gamma_fraction(a, x):
 def standard_gamma_grad(alpha, x):
     """``dx/dalpha`` for a draw ``x`` of Gamma(alpha, 1): ``-(dP(alpha, x)/dalpha) / p(x;
     alpha)``, ``P`` the regularised lower incomplete gamma function and ``p`` the density,
-    evaluated exactly (to about 1e-13 relative) from sign-definite series (module docstring).
+    evaluated exactly (to about 1e-14 relative, 1e-13 for alpha near 1e4) from sign-definite
+    series (module docstring).
     PyTorch's ``_standard_gamma_grad`` evaluates the same quotient with closed-form
     approximations (a Taylor series below 0.8, a saddle-point expansion for alpha > 8, a
     rational fit otherwise) good to about 1e-4 (1e-3 at worst); this is the value they
@@ -118,10 +127,26 @@ def standard_gamma_grad(alpha, x):
     return out.reshape(shape)
 
 
+def _digamma_diff(u, v):
+    """digamma(u + v) - digamma(u), without the cancellation of the difference when
+    ``|v|`` is much smaller than ``u`` (its Taylor series in ``v`` there)."""
+    out = _sp.digamma(u + v) - _sp.digamma(u)
+    near = np.abs(v) < 1e-3 * u
+    if near.any():
+        un, vn = u[near], v[near]
+        t = np.zeros_like(un)
+        term = np.ones_like(un)
+        for k in range(1, 6):
+            term = term * vn / k
+            t = t + term * _sp.polygamma(k, un)
+        out[near] = t
+    return out
+
+
 def _beta_left(a, b, x):
     # dx/da / (1 - x) = -(x/a) sum_n s_n (log x + digamma(a+b+n) - digamma(a+n+1))
     lx = np.log(x)
-    D = _sp.digamma(a + b) - _sp.digamma(a + 1)
+    D = _digamma_diff(a + 1.0, b - 1.0)
     s = np.ones_like(x)
     total = lx + D
 
@@ -143,7 +168,7 @@ def _beta_right(a, b, x, y):
     # dx/da / (1 - x) = (x/b) sum_n t_n (log x + digamma(a+b+n) - digamma(a)),
     # t_n = t_(n-1) y (a + b + n - 1) / (b + n)
     lx = np.log1p(-y)
-    E = lx + _sp.digamma(a + b) - _sp.digamma(a)
+    E = lx + _digamma_diff(a, b)
     t = np.ones_like(x)
     total = E.copy()
 
@@ -165,8 +190,9 @@ def dirichlet_grad(x, alpha, total):
     total - alpha), ``-(dI_x(alpha, beta)/dalpha) / f(x; alpha, beta) / (1 - x)`` at fixed
     ``beta = total - alpha`` (``I`` the regularised incomplete beta function, ``f`` the
     density), the factor the reverse of a Dirichlet draw scales by.  Evaluated exactly (to
-    about 1e-13 relative) from sign-definite series; PyTorch's closed-form approximations
-    are good to about 1e-3.  Broadcasts; float64."""
+    about 1e-12 relative) from sign-definite series; PyTorch's closed-form approximations are
+    good to about 1e-3 (1e-1 in the far tails).  Broadcasts; float64; at ``x = 1`` (``1 - x``
+    lost to rounding) the limit ``(digamma(total) - digamma(alpha)) / beta``, as PyTorch's."""
     x, a, t = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(alpha, np.float64),
                                   np.asarray(total, np.float64))
     shape = x.shape

@@ -5,9 +5,11 @@ import numbers
 import numpy as np
 
 from .. import functions as _f
-from ..autograd.grad_mode import enable_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..core import random as _random
 from ..core.tensor import Tensor
+from ..ops import host as _host
+from ._implicit import dirichlet_grad, standard_gamma_grad  # noqa: F401 (the rules' values, and tests')
 
 euler_constant = 0.57721566490153286060
 
@@ -103,7 +105,6 @@ def _full(shape, value, dtype):
 # Two host ops, each an entry whose inputs are the concentration and the draw (a constant, so a
 # forward recomputation gives the same draw back) and whose reverse is the implicit derivative of
 # the draw (``_implicit``), as PyTorch's ``_standard_gamma`` and ``_sample_dirichlet``.
-from ._implicit import dirichlet_grad, standard_gamma_grad  # noqa: E402,F401
 
 
 def _draw_fwd(xs, ints, f):
@@ -112,9 +113,8 @@ def _draw_fwd(xs, ints, f):
 
 def _gamma_rev(xs, y, g, ints, f, needs):
     alpha = xs[0]
-    from ..autograd.grad_mode import is_grad_enabled
     if is_grad_enabled() and alpha.requires_grad:       # (create_graph: dx/dalpha is an entry of its own,
-        return [g * _h().record(_GAMMA_GRAD, [alpha, y.detach()], _dxda_fwd([alpha._data, y._data], (), None)),
+        return [g * _host.record(_GAMMA_GRAD, [alpha, y.detach()], _dxda_fwd([alpha._data, y._data], (), None)),
                 None]                                    # whose own derivative PyTorch does not define)
     d = standard_gamma_grad(alpha.detach().numpy(), y.detach().numpy()).astype(y.dtype)
     return [g * Tensor._const(d), None]
@@ -137,23 +137,12 @@ def _dirichlet_rev(xs, y, g, ints, f, needs):
     return [Tensor._const(np.ascontiguousarray(out.astype(x.dtype))), None]
 
 
-def _h():
-    from ..ops import host
-    return host
-
-
-_STANDARD_GAMMA = _GAMMA_GRAD = _DIRICHLET = None     # (host ops defined on first use: tg.distributions loads lazily)
-
-
-def _ops():
-    global _STANDARD_GAMMA, _GAMMA_GRAD, _DIRICHLET
-    if _STANDARD_GAMMA is None:
-        h = _h()
-        _STANDARD_GAMMA = h.host_op("standard_gamma", "StandardGammaBackward0", _draw_fwd, _gamma_rev,
-                                    h.SAVE_A | h.SAVE_OUT)
-        _GAMMA_GRAD = h.host_op("standard_gamma_grad", "StandardGammaGradBackward0", _dxda_fwd, _dxda_rev, 0)
-        _DIRICHLET = h.host_op("sample_dirichlet", "_DirichletBackward", _draw_fwd, _dirichlet_rev,
-                               h.SAVE_A | h.SAVE_OUT)
+# (defined when tg.distributions is imported, itself on first use: the registry lists them then)
+_STANDARD_GAMMA = _host.host_op("standard_gamma", "StandardGammaBackward0", _draw_fwd, _gamma_rev,
+                               _host.SAVE_A | _host.SAVE_OUT)
+_GAMMA_GRAD = _host.host_op("standard_gamma_grad", "StandardGammaGradBackward0", _dxda_fwd, _dxda_rev, 0)
+_DIRICHLET = _host.host_op("sample_dirichlet", "_DirichletBackward", _draw_fwd, _dirichlet_rev,
+                          _host.SAVE_A | _host.SAVE_OUT)
 
 
 def _gamma_draws(alpha, shape, generator):
@@ -170,8 +159,7 @@ def _draw(op, alpha, shape, x):
     x = np.ascontiguousarray(x)
     if not a.requires_grad:
         return Tensor._const(x)
-    _ops()
-    return _h().record(op, [a, Tensor._const(x)], x)
+    return _host.record(op, [a, Tensor._const(x)], x)
 
 
 def standard_gamma(alpha, shape, generator=None):
@@ -180,7 +168,6 @@ def standard_gamma(alpha, shape, generator=None):
     the concentration and the draw, its reverse ``g * standard_gamma_grad(alpha, x)``."""
     shape = tuple(shape)
     x = _gamma_draws(alpha, shape, generator)
-    _ops()
     return _draw(_STANDARD_GAMMA, alpha, shape, x)
 
 
@@ -194,5 +181,4 @@ def sample_dirichlet(alpha, shape, generator=None):
     g = _gamma_draws(alpha, shape, generator).astype(np.float64)
     x = g / g.sum(-1, keepdims=True)
     x = np.maximum(x, np.finfo(alpha.dtype).tiny).astype(alpha.dtype)
-    _ops()
     return _draw(_DIRICHLET, alpha, shape, x)
