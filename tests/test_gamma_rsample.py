@@ -117,6 +117,17 @@ def test_dirichlet_grad_against_mpmath():
         np.testing.assert_allclose(dirichlet_grad(xi, ai, ai + bi), float(exact), rtol=1e-11, err_msg=str((ai, bi, xi)))
 
 
+def test_digamma_differences_against_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    from tapegrad.distributions._implicit import _digamma_diff
+    mpmath.mp.dps = 40
+    for u in [0.01, 0.5, 3.0, 9.9, 10.0, 30.0, 1000.0, 1e6]:
+        for v in [-0.9 * u, -1e-5 * u, 1e-8, 1e-4 * u, 0.01 * u, 3.0, 0.5 * u, 10 * u, 1000.0]:
+            exact = mpmath.digamma(mpmath.mpf(u) + mpmath.mpf(v)) - mpmath.digamma(mpmath.mpf(u))
+            np.testing.assert_allclose(_digamma_diff(np.array([u]), np.array([v]))[0], float(exact), rtol=1e-13,
+                                       err_msg=str((u, v)))
+
+
 def test_dirichlet_grad_against_torch():
     torch = pytest.importorskip("torch")
     a, b, q, x = _beta_grid(np.geomspace(1e-2, 1e3, 9), np.array([1e-6, *QUANTILES, 1 - 1e-6]))

@@ -14,7 +14,9 @@ series whose terms all have one sign, so no digits cancel:
 * Beta(a, b): the hypergeometric series ``I_x(a, b) = x**a (1-x)**b / (a B(a, b))
   sum_n s_n``, ``s_n = s_(n-1) x (a + b + n - 1) / (a + n)`` (all positive), differentiated
   in ``a``, or the same series of ``1 - I_(1-x)(b, a)`` differentiated in its second
-  parameter, whichever converges faster.
+  parameter: the one of fewer terms, unless its terms (of one sign below
+  ``exp(digamma(a + 1) - digamma(a + b))`` and above ``exp(digamma(a) - digamma(a + b))``
+  respectively) cancel more than the other's.
 
 Each element iterates until its terms are below float64's resolution (at most ``_MAX_TERMS``
 terms); the cost is about ``sqrt(a)`` terms for a draw of a large concentration (0.4 s for
@@ -127,11 +129,25 @@ def standard_gamma_grad(alpha, x):
     return out.reshape(shape)
 
 
+_STIRLING = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)   # B_2k / 2k
+
+
 def _digamma_diff(u, v):
-    """digamma(u + v) - digamma(u), without the cancellation of the difference when
-    ``|v|`` is much smaller than ``u`` (its Taylor series in ``v`` there)."""
+    """digamma(u + v) - digamma(u), without the cancellation of the difference: for
+    ``|v| < u / 1000`` its Taylor series in ``v``; else for ``u`` and ``u + v`` at least 10
+    the difference of the asymptotic series, ``log1p(v/u) + v / (2u(u + v))``
+    and the Bernoulli terms (to z**-14: below 1e-16 there)."""
+    u, v = np.broadcast_arrays(np.asarray(u, np.float64), np.asarray(v, np.float64))
     out = _sp.digamma(u + v) - _sp.digamma(u)
     near = np.abs(v) < 1e-3 * u
+    big = ~near & (u >= 10) & (u + v >= 10)
+    if big.any():
+        ub, vb = u[big], v[big]
+        w = ub + vb
+        t = np.log1p(vb / ub) + vb / (2 * ub * w)
+        for k, c in enumerate(_STIRLING, 1):
+            t = t - c * (w ** (-2.0 * k) - ub ** (-2.0 * k))
+        out[big] = t
     if near.any():
         un, vn = u[near], v[near]
         t = np.zeros_like(un)
@@ -144,23 +160,25 @@ def _digamma_diff(u, v):
 
 
 def _beta_left(a, b, x):
-    # dx/da / (1 - x) = -(x/a) sum_n s_n (log x + digamma(a+b+n) - digamma(a+n+1))
+    # dx/da / (1 - x) = -(x/a) sum_n s_n (log x + digamma(a+b+n) - digamma(a+n+1)); also the
+    # sum of the terms' magnitudes over the magnitude of their sum (1: no digit cancelled)
     lx = np.log(x)
     D = _digamma_diff(a + 1.0, b - 1.0)
     s = np.ones_like(x)
     total = lx + D
 
     def step(n, st):
-        a, b, x, lx, s, D, total = st
+        a, b, x, lx, s, D, total, size = st
         s = s * x * (a + b + n - 1.0) / (a + n)
         D = D + 1.0 / (a + b + n - 1.0) - 1.0 / (a + n)
         term = s * (lx + D)
         total = total + term
+        size = size + np.abs(term)
         r = x * (a + b + n) / (a + n + 1.0)
         done = (r < 1) & (np.abs(term) <= _EPS * np.abs(total) * (1.0 - r))
-        return (a, b, x, lx, s, D, total), done
-    total = _iterate((a, b, x, lx, s, D, total), step)[-1]
-    return -(x / a) * total
+        return (a, b, x, lx, s, D, total, size), done
+    total, size = _iterate((a, b, x, lx, s, D, total, np.abs(total)), step)[-2:]
+    return -(x / a) * total, size / np.abs(total)
 
 
 def _beta_right(a, b, x, y):
@@ -170,19 +188,27 @@ def _beta_right(a, b, x, y):
     lx = np.log1p(-y)
     E = lx + _digamma_diff(a, b)
     t = np.ones_like(x)
-    total = E.copy()
 
     def step(n, st):
-        a, b, y, t, E, total = st
+        a, b, y, t, E, total, size = st
         t = t * y * (a + b + n - 1.0) / (b + n)
         E = E + 1.0 / (a + b + n - 1.0)
         term = t * E
         total = total + term
+        size = size + np.abs(term)
         r = y * (a + b + n) / (b + n + 1.0)
         done = (r < 1) & (np.abs(term) <= _EPS * np.abs(total) * (1.0 - r))
-        return (a, b, y, t, E, total), done
-    total = _iterate((a, b, y, t, E, total), step)[-1]
-    return (x / b) * total
+        return (a, b, y, t, E, total, size), done
+    total, size = _iterate((a, b, y, t, E, E.copy(), np.abs(E)), step)[-2:]
+    return (x / b) * total, size / np.abs(total)
+
+
+def _series_cost(x, p, q):
+    """About how many terms the series in ``x`` of parameters (p, q) takes: those while its
+    terms grow, then those of their geometric decay (ratio -> x)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rise = np.maximum(0.0, (x * (p + q) - p - 1.0) / (1.0 - x))
+        return np.where(x < 1.0, rise + 40.0 / -np.log(x), np.inf)      # (at x = 1: never converges)
 
 
 def dirichlet_grad(x, alpha, total):
@@ -201,12 +227,24 @@ def dirichlet_grad(x, alpha, total):
     out = np.full(x.shape, np.nan)
     ok = (a > 0) & (b > 0) & (x >= 0) & (x <= 1)
     y = 1.0 - x
-    # the left series converges fast below (a + 1)/(a + b + 2) and the reflected one above
-    left = ok & (x > 0) & (x * (a + b + 2.0) < a + 1.0)
-    right = ok & ~left & (x > 0)
-    if left.any():
-        out[left] = _beta_left(a[left], b[left], x[left])
-    if right.any():
-        out[right] = _beta_right(a[right], b[right], x[right], y[right])
+    # the series that takes fewer terms; where its terms cancelled more than 3 digits (they have
+    # one sign below exp(digamma(a + 1) - digamma(a + b)) on the left and above
+    # exp(digamma(a) - digamma(a + b)) on the right), the other one if it cancels less
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost_l, cost_r = _series_cost(x, a, b), _series_cost(y, b, a)
+    left = ok & (x > 0) & (cost_l <= cost_r)
+    right = ok & (x > 0) & ~left
+    cond = np.ones(x.shape)
+    for side, series, other in ((left, _beta_left, _beta_right), (right, _beta_right, _beta_left)):
+        if not side.any():
+            continue
+        args = (a[side], b[side], x[side]) + ((y[side],) if series is _beta_right else ())
+        out[side], cond[side] = series(*args)
+        bad = np.flatnonzero(side)[cond[side] > 1e3]
+        if bad.size:
+            args = (a[bad], b[bad], x[bad]) + ((y[bad],) if other is _beta_right else ())
+            v, c = other(*args)
+            better = c < cond[bad]
+            out[bad[better]] = v[better]
     out[ok & (x == 0)] = 0.0
     return out.reshape(shape)
