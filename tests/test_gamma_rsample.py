@@ -81,6 +81,15 @@ def test_gamma_derivative_against_torch():
     assert np.median(rel) < 1e-5 and rel[inner].max() < 1e-3 and rel.max() < 3e-2
 
 
+def test_gamma_derivative_for_huge_concentrations():
+    # from 1e7 the Wilson-Hilferty derivative (error ~ a**-1.5); PyTorch's saddle-point
+    # expansion is good to about 1e-9 there
+    torch = pytest.importorskip("torch")
+    a, q, x = _gamma_grid(np.array([9.9e6, 1e7, 1e8, 1e10, 1e12]), np.array([1e-6, 0.01, 0.3, 0.5, 0.7, 0.99]))
+    theirs = torch._standard_gamma_grad(torch.tensor(a), torch.tensor(x)).numpy()
+    np.testing.assert_allclose(standard_gamma_grad(a, x), theirs, rtol=1e-9)
+
+
 def test_gamma_derivative_edges():
     np.testing.assert_array_equal(standard_gamma_grad([2.0, 0.5], [0.0, 0.0]), [0.0, 0.0])
     assert np.isnan(standard_gamma_grad(-1.0, 1.0))
