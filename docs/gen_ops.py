@@ -304,6 +304,7 @@ def listing(title, items):
 
 def generate():
     tg.manual_seed(0)
+    tg.distributions        # (imported on first use: its host ops, the Gamma and Dirichlet draws, in the registry)
     functions = [(n, o) for n, o in _public(tg) if not inspect.isclass(o)]
     ops_fns = [(n, o) for n, o in functions if n not in CREATION | UTILITIES]
     methods = sorted(n for n in dir(tg.Tensor) if not n.startswith("_")

@@ -86,6 +86,7 @@ FLOORS = {
     "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
     "tapegrad.distributions.constraints": 6,
     "tapegrad.distributions.utils": 6,
+    "tapegrad.distributions._implicit": 6,
     "tapegrad.distributions.distribution": 6,
     "tapegrad.distributions.continuous": 6,
     "tapegrad.distributions.discrete": 6,

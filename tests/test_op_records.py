@@ -181,9 +181,10 @@ def test_every_registry_opcode_is_in_the_op_tests():
     seen |= _opcodes(test_autograd_function.TG[0].apply, test_ops.leaf(3))     # tg.autograd.Function
     for f, shapes in test_complex_fft.CASES.values():      # complex tensors, tg.fft, linalg.eig (host ops)
         seen |= _opcodes(lambda *xs, f=f: f(tg, *xs), *[test_ops.leaf(*s) for s in shapes])
-    a = test_ops.leaf(3) * 0 + 2.0              # (distributions: the Gamma draw and its derivative's entry)
+    a = test_ops.leaf(3) * 0 + 2.0              # (distributions: the Gamma draw and its derivative's entry,
     seen |= _opcodes(lambda: tg.autograd.grad(tg.distributions.Gamma(a, 1.0).rsample().sum(), a,
                                               create_graph=True))
+    seen |= _opcodes(lambda: tg.distributions.Dirichlet(a).rsample())      # the Dirichlet draw)
     ops = {code for code in OP_NAMES if family(code) != META}
     missing = sorted(OP_NAMES[code] for code in ops - seen)
     assert not missing, "opcodes no table of tests/test_ops.py exercises: %s" % ", ".join(missing)

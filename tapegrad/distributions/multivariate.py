@@ -5,7 +5,7 @@ from .. import functions as _f
 from ..autograd.grad_mode import no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import _const, _gen, _np, _shape, broadcast_all, standard_gamma
+from .utils import _const, _gen, _np, _shape, broadcast_all, sample_dirichlet
 import numbers
 
 __all__ = ["Dirichlet", "Beta"]
@@ -13,10 +13,9 @@ __all__ = ["Dirichlet", "Beta"]
 
 class Dirichlet(Distribution):
     """The Dirichlet distribution of ``concentration`` (its last dimension the categories).
-    ``rsample`` normalises Gamma draws that differentiate with respect to the concentration
-    implicitly (``utils.standard_gamma``).  PyTorch differentiates the normalised draw
-    through the Beta marginals' CDF instead (``_dirichlet_grad``); both are unbiased
-    reparameterisations, whose gradients for one draw differ."""
+    ``rsample`` is PyTorch's implicit reparameterisation (``utils.sample_dirichlet``): the
+    draw ``x`` differentiates as ``dirichlet_grad(x, alpha, total) * (g - sum(x * g))``,
+    from the CDFs of its Beta(alpha_i, total - alpha_i) marginals (``_implicit``)."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
     has_rsample = True
@@ -40,8 +39,7 @@ class Dirichlet(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        g = standard_gamma(self.concentration, shape)
-        return (g / g.sum(-1, keepdim=True)).clamp(min=float(np.finfo(g.dtype).tiny))
+        return sample_dirichlet(self.concentration, shape)
 
     def log_prob(self, value):
         if self._validate_args:

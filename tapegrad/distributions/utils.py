@@ -5,9 +5,11 @@ import numbers
 import numpy as np
 
 from .. import functions as _f
-from ..autograd.grad_mode import enable_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..core import random as _random
 from ..core.tensor import Tensor
+from ..ops import host as _host
+from ._implicit import dirichlet_grad, standard_gamma_grad  # noqa: F401 (the rules' values, and tests')
 
 euler_constant = 0.57721566490153286060
 
@@ -99,41 +101,20 @@ def _full(shape, value, dtype):
     return Tensor._const(np.full(tuple(shape), value, dtype=dtype))
 
 
-# -- a Gamma draw as a differentiable function of its concentration -----------------------------
-def standard_gamma_grad(alpha, x):
-    """dx/dalpha for a draw x of Gamma(alpha, 1), by implicit differentiation of its CDF:
-    -(dP(alpha, x)/dalpha) / p(x; alpha), with P the regularised lower incomplete gamma
-    function and p the density.  dP/dalpha is a Richardson-extrapolated central difference
-    of SciPy's gammainc (gammaincc where P > 1/2, for the precision of the small tail):
-    relative error about 1e-12 for alpha up to 100, 1e-8 at 1000.  (PyTorch's
-    ``_standard_gamma_grad`` approximates the same derivative in closed forms, to about
-    1e-4.)"""
-    from scipy import special as sp
-    a, x = np.broadcast_arrays(np.asarray(alpha, np.float64), np.asarray(x, np.float64))
-    upper = sp.gammainc(a, x) > 0.5
-
-    def cdf(b):
-        return np.where(upper, -sp.gammaincc(b, x), sp.gammainc(b, x))
-
-    def slope(h):
-        return (cdf(a + h) - cdf(a - h)) / (2 * h)
-    h = 1e-3 * a
-    dP = (4 * slope(h / 2) - slope(h)) / 3
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        density = np.exp((a - 1) * np.log(x) - x - sp.gammaln(a))
-        out = -dP / density
-    return np.where(density > 0, out, 0.0)      # (a draw so far in the tail that its density is 0)
+# -- Gamma and Dirichlet draws as differentiable functions of their concentrations -------------
+# Two host ops, each an entry whose inputs are the concentration and the draw (a constant, so a
+# forward recomputation gives the same draw back) and whose reverse is the implicit derivative of
+# the draw (``_implicit``), as PyTorch's ``_standard_gamma`` and ``_sample_dirichlet``.
 
 
-def _gamma_fwd(xs, ints, f):
+def _draw_fwd(xs, ints, f):
     return np.array(xs[1], copy=True)
 
 
 def _gamma_rev(xs, y, g, ints, f, needs):
     alpha = xs[0]
-    from ..autograd.grad_mode import is_grad_enabled
     if is_grad_enabled() and alpha.requires_grad:       # (create_graph: dx/dalpha is an entry of its own,
-        return [g * _h().record(_GAMMA_GRAD, [alpha, y.detach()], _dxda_fwd([alpha._data, y._data], (), None)),
+        return [g * _host.record(_GAMMA_GRAD, [alpha, y.detach()], _dxda_fwd([alpha._data, y._data], (), None)),
                 None]                                    # whose own derivative PyTorch does not define)
     d = standard_gamma_grad(alpha.detach().numpy(), y.detach().numpy()).astype(y.dtype)
     return [g * Tensor._const(d), None]
@@ -147,29 +128,57 @@ def _dxda_rev(xs, y, g, ints, f, needs):
     raise NotImplementedError("the derivative for '_standard_gamma_grad' is not implemented.")
 
 
-def _h():
-    from ..ops import host
-    return host
+def _dirichlet_rev(xs, y, g, ints, f, needs):
+    # PyTorch's _Dirichlet.backward: dirichlet_grad(x, alpha, total) * (g - sum(x * g)), computed
+    # once_differentiable (on values: under create_graph the result is a constant, as PyTorch's)
+    a, x, gv = xs[0]._data, y._data, g.detach().numpy()
+    d = dirichlet_grad(x, a, np.broadcast_to(a.sum(-1, keepdims=True), a.shape))
+    out = d * (gv - (x * gv).sum(-1, keepdims=True))
+    return [Tensor._const(np.ascontiguousarray(out.astype(x.dtype))), None]
 
 
-_STANDARD_GAMMA = _GAMMA_GRAD = None     # (host ops defined on first use: tg.distributions loads lazily)
+# (defined when tg.distributions is imported, itself on first use: the registry lists them then)
+_STANDARD_GAMMA = _host.host_op("standard_gamma", "StandardGammaBackward0", _draw_fwd, _gamma_rev,
+                               _host.SAVE_A | _host.SAVE_OUT)
+_GAMMA_GRAD = _host.host_op("standard_gamma_grad", "StandardGammaGradBackward0", _dxda_fwd, _dxda_rev, 0)
+_DIRICHLET = _host.host_op("sample_dirichlet", "_DirichletBackward", _draw_fwd, _dirichlet_rev,
+                          _host.SAVE_A | _host.SAVE_OUT)
 
 
-def standard_gamma(alpha, shape):
-    """A draw of Gamma(alpha, 1) of ``shape`` (alpha broadcast to it) that differentiates
-    with respect to ``alpha`` (PyTorch's ``_standard_gamma``): one host op entry, its input
-    the concentration and the draw."""
-    global _STANDARD_GAMMA, _GAMMA_GRAD
-    if _STANDARD_GAMMA is None:
-        h = _h()
-        _STANDARD_GAMMA = h.host_op("standard_gamma", "StandardGammaBackward0", _gamma_fwd, _gamma_rev,
-                                    h.SAVE_A | h.SAVE_OUT)
-        _GAMMA_GRAD = h.host_op("standard_gamma_grad", "StandardGammaGradBackward0", _dxda_fwd, _dxda_rev, 0)
+def _gamma_draws(alpha, shape, generator):
+    """Gamma(alpha, 1) draws of ``shape`` (alpha broadcast to it) in alpha's dtype, at least
+    its smallest normal number (as PyTorch's)."""
     dtype = alpha.dtype
+    rng = _random.generator(generator, "_standard_gamma")   # (first: a recording is told that this draws)
+    x = rng.standard_gamma(np.broadcast_to(_np(alpha).astype(np.float64), shape))
+    return np.maximum(x, np.finfo(dtype).tiny).astype(dtype)
+
+
+def _draw(op, alpha, shape, x):
     a = alpha.expand(shape) if tuple(alpha.shape) != tuple(shape) else alpha
-    rng = _gen()        # (first: a recording is told that this draws random numbers)
-    x = rng.standard_gamma(np.broadcast_to(_np(alpha), shape))
-    x = np.ascontiguousarray(np.maximum(x, np.finfo(dtype).tiny).astype(dtype))
+    x = np.ascontiguousarray(x)
     if not a.requires_grad:
         return Tensor._const(x)
-    return _h().record(_STANDARD_GAMMA, [a, Tensor._const(x)], x)
+    return _host.record(op, [a, Tensor._const(x)], x)
+
+
+def standard_gamma(alpha, shape, generator=None):
+    """A draw of Gamma(alpha, 1) of ``shape`` (alpha broadcast to it) that differentiates
+    with respect to ``alpha`` (PyTorch's ``_standard_gamma``): one host op entry, its inputs
+    the concentration and the draw, its reverse ``g * standard_gamma_grad(alpha, x)``."""
+    shape = tuple(shape)
+    x = _gamma_draws(alpha, shape, generator)
+    return _draw(_STANDARD_GAMMA, alpha, shape, x)
+
+
+def sample_dirichlet(alpha, shape, generator=None):
+    """A draw of Dirichlet(alpha) of ``shape`` (alpha broadcast to it, the categories last)
+    that differentiates with respect to ``alpha`` as PyTorch's ``_Dirichlet``: normalised
+    Gamma draws, whose reverse is ``dirichlet_grad(x, alpha, total) * (g - sum(x * g))``
+    over the last dimension (the implicit derivative of each Beta(alpha_i, total - alpha_i)
+    marginal).  One host op entry."""
+    shape = tuple(shape)
+    g = _gamma_draws(alpha, shape, generator).astype(np.float64)
+    x = g / g.sum(-1, keepdims=True)
+    x = np.maximum(x, np.finfo(alpha.dtype).tiny).astype(alpha.dtype)
+    return _draw(_DIRICHLET, alpha, shape, x)
