@@ -1772,3 +1772,34 @@ for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr", "clamp_min", "clamp
     setattr(Tensor, _name + "_", _inplace(getattr(_ProductMethods, _name)))
 addmv_, clamp_min_, clamp_max_ = [_function_of_method(_n) for _n in ("addmv_", "clamp_min_", "clamp_max_")]
 del _name
+
+
+# -- unsqueeze_ and squeeze_: the tensor takes the view's shape (its storage unchanged) -------
+def _shape_inplace(name):
+    view = getattr(Tensor, name)
+
+    def f(self, *args, **kw):
+        _ip.check_inplace(self)
+        r = view(self, *args, **kw)
+        if r is self:
+            return self
+        self._data = r._data            # (a view of the same storage: views of self still alias it)
+        if r._tape is None:
+            self._written_()
+            return self
+        _tp.inplace_counter[0] += 1     # (PyTorch bumps the version: entries that saved self raise)
+        self._ver[0] += 1
+        T = r._tape
+        self._tape, self._slot, self._tape_id, self._requires_grad = T, r._slot, T.id, True
+        T.versions[r._slot] = self._ver
+        T.set_field(r._slot, _tp.VERSION, self._ver[0])
+        self._slot_version = self._ver[0]
+        _ip._set_producer(self._ver, T.field(r._slot, _tp.NAME))
+        return self
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__wrapped__ = view
+    return f
+
+
+Tensor.unsqueeze_ = _shape_inplace("unsqueeze")
+Tensor.squeeze_ = _shape_inplace("squeeze")

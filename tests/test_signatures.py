@@ -184,6 +184,7 @@ DEVIATIONS.update({"Tensor.%s" % n: _SEE_TORCH % (n, n.rstrip("_")) for n in (
 DEVIATIONS.update({"Tensor.%s" % n: _RECORDER for n in ("arctanh_", "atanh_", "round_")})
 DEVIATIONS.update({"torch.%s" % n: _RECORDER for n in ("absolute", "relu_")})
 DEVIATIONS["Tensor.cumsum_"] = _REQUIRED_DIM
+DEVIATIONS["Tensor.unsqueeze_"] = _REQUIRED_DIM
 DEVIATIONS.update({"torch.%s" % n: "PyTorch's docstring gives out= no default; it is optional there too"
                    for n in ("bitwise_or", "logical_xor", "true_divide")})
 UNDOCUMENTED |= {"Tensor.arccosh_", "Tensor.arctan2_", "Tensor.less", "torch.clamp_", "torch.detach",

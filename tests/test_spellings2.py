@@ -284,3 +284,44 @@ def test_inplace_function_forms_match_torch(name):
     assert getattr(tg, name)(x, *args(tg)) is x
     getattr(torch, name)(tx, *args(torch))
     np.testing.assert_allclose(x.numpy(), tx.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("call", [("unsqueeze_", (1,)), ("unsqueeze_", (-1,)), ("squeeze_", ()), ("squeeze_", (1,))])
+def test_shape_inplace_variants_match_torch(call):
+    name, args = call
+    a = A.reshape(2, 1, 3) if name == "squeeze_" else A
+    x, tx = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = x * 1.0, tx * 1.0
+    v0 = y._version
+    assert getattr(y, name)(*args) is y and y._version > v0
+    getattr(ty, name)(*args)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    (y * tg.tensor(_weights(y.shape))).sum().backward()
+    (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    # a view of a non-leaf: writes through it still reach its base
+    x, tx = tg.tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+    b, tb = x * 1.0, tx * 1.0
+    w, tw = b[0], tb[0]
+    w.unsqueeze_(0).mul_(2.0)
+    tw.unsqueeze_(0).mul_(2.0)
+    np.testing.assert_array_equal(b.detach().numpy(), tb.detach().numpy())
+    (b * tg.tensor(_weights(b.shape))).sum().backward()
+    (tb * torch.tensor(_weights(tb.shape))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_shape_inplace_variants_errors():
+    x = tg.tensor(A, requires_grad=True)
+    for name in ("unsqueeze_", "squeeze_"):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            getattr(x, name)(0)
+    y = x * 1.0
+    z = y.sin()
+    y.unsqueeze_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+    c = tg.tensor(A)
+    assert c.unsqueeze_(0).shape == (1, 2, 3) and c.squeeze_().shape == (2, 3)
