@@ -1655,3 +1655,151 @@ def _function_of_method(name):
 # torch.exp_(x), torch.detach(x)...: PyTorch's functions that are a method
 exp_, neg_, relu_, clamp_, fill_, zero_, detach, detach_ = [_function_of_method(n) for n in (
     "exp_", "neg_", "relu_", "clamp_", "fill_", "zero_", "detach", "detach_")]
+
+
+# torch.abs_(x), torch.sin_(x)...: the function form of every in-place elementwise method
+# PyTorch has one of
+_TORCH_INPLACE_FUNCTIONS = (
+    "abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ atanh_ ceil_ "
+    "clip_ cos_ cosh_ erf_ erfc_ exp2_ expm1_ fix_ floor_ frac_ i0_ log10_ log1p_ log2_ log_ logit_ "
+    "nan_to_num_ negative_ reciprocal_ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ "
+    "trunc_ xlogy_").split()
+globals().update({_n: _function_of_method(_n) for _n in _TORCH_INPLACE_FUNCTIONS})
+
+
+# -- addmm, addmv, addbmm, baddbmm, addr: beta * input + alpha * (a product) -------------------
+def _beta_alpha(input, prod, beta, alpha):
+    """``beta * input + alpha * prod``; with ``beta == 0`` input is not read (its NaN and
+    inf do not reach the result), as in PyTorch."""
+    if alpha != 1:
+        prod = mul(prod, alpha)
+    if beta == 0:       # (input's gradient is zero: it is selected nowhere)
+        _need_tensor("addmm", input, 1, "input")
+        return add(where(Tensor._wrap(np.zeros(input.shape, np.bool_)), input, 0), prod)
+    return add(input if beta == 1 else mul(input, beta), prod)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` (input broadcast to the product's shape)."""
+    _no_out(out, "addmm")
+    return _beta_alpha(input, mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat @ vec)``."""
+    _no_out(out, "addmv")
+    return _beta_alpha(input, mv(mat, vec), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    _no_out(out, "addbmm")
+    return _beta_alpha(input, sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (batch1 @ batch2)``, batch by batch."""
+    _no_out(out, "baddbmm")
+    return _beta_alpha(input, bmm(batch1, batch2), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    _no_out(out, "addr")
+    return _beta_alpha(input, outer(vec1, vec2), beta, alpha)
+
+
+def clamp_min(input, min):
+    """``clamp(input, min=min)``."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    """``clamp(input, max=max)``."""
+    return clamp(input, max=max)
+
+
+def positive(input):
+    """``input`` itself (PyTorch's unary plus); refused for a bool tensor."""
+    _need_tensor("positive", input, 1, "input")
+    if input.dtype.kind == "b":
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def concatenate(tensors, axis=0, out=None):
+    """``cat`` under NumPy's name."""
+    _no_out(out, "concatenate")
+    return cat(tensors, axis)
+
+
+def _method_of(fn):
+    def m(self, *args, **kw):
+        return fn(self, *args, **kw)
+    m.__name__ = m.__qualname__ = fn.__name__
+    m.__doc__ = fn.__doc__
+    return m
+
+
+class _ProductMethods:
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        return addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+    def addmv(self, mat, vec, *, beta=1, alpha=1):
+        return addmv(self, mat, vec, beta=beta, alpha=alpha)
+
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        return addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        return baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addr(self, vec1, vec2, *, beta=1, alpha=1):
+        return addr(self, vec1, vec2, beta=beta, alpha=alpha)
+
+    def clamp_min(self, min):
+        return clamp(self, min=min)
+
+    def clamp_max(self, max):
+        return clamp(self, max=max)
+
+    def positive(self):
+        return positive(self)
+
+
+_bind(Tensor, _ProductMethods)
+for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr", "clamp_min", "clamp_max"):
+    setattr(Tensor, _name + "_", _inplace(getattr(_ProductMethods, _name)))
+addmv_, clamp_min_, clamp_max_ = [_function_of_method(_n) for _n in ("addmv_", "clamp_min_", "clamp_max_")]
+del _name
+
+
+# -- unsqueeze_ and squeeze_: the tensor takes the view's shape (its storage unchanged) -------
+def _shape_inplace(name):
+    view = getattr(Tensor, name)
+
+    def f(self, *args, **kw):
+        _ip.check_inplace(self)
+        r = view(self, *args, **kw)
+        if r is self:
+            return self
+        self._data = r._data            # (a view of the same storage: views of self still alias it)
+        if r._tape is None:
+            self._written_()
+            return self
+        _tp.inplace_counter[0] += 1     # (PyTorch bumps the version: entries that saved self raise)
+        self._ver[0] += 1
+        T = r._tape
+        self._tape, self._slot, self._tape_id, self._requires_grad = T, r._slot, T.id, True
+        T.versions[r._slot] = self._ver
+        T.set_field(r._slot, _tp.VERSION, self._ver[0])
+        self._slot_version = self._ver[0]
+        _ip._set_producer(self._ver, T.field(r._slot, _tp.NAME))
+        return self
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__wrapped__ = view
+    return f
+
+
+Tensor.unsqueeze_ = _shape_inplace("unsqueeze")
+Tensor.squeeze_ = _shape_inplace("squeeze")

@@ -184,11 +184,21 @@ DEVIATIONS.update({"Tensor.%s" % n: _SEE_TORCH % (n, n.rstrip("_")) for n in (
 DEVIATIONS.update({"Tensor.%s" % n: _RECORDER for n in ("arctanh_", "atanh_", "round_")})
 DEVIATIONS.update({"torch.%s" % n: _RECORDER for n in ("absolute", "relu_")})
 DEVIATIONS["Tensor.cumsum_"] = _REQUIRED_DIM
+DEVIATIONS["Tensor.unsqueeze_"] = _REQUIRED_DIM
 DEVIATIONS.update({"torch.%s" % n: "PyTorch's docstring gives out= no default; it is optional there too"
                    for n in ("bitwise_or", "logical_xor", "true_divide")})
 UNDOCUMENTED |= {"Tensor.arccosh_", "Tensor.arctan2_", "Tensor.less", "torch.clamp_", "torch.detach",
                  "torch.detach_", "torch.exp_", "torch.fill_", "torch.neg_", "torch.rsub", "torch.zero_"}
 
+# torch.abs_(x)... (the function form of the in-place methods), clamp_min/clamp_max: no signature documented
+UNDOCUMENTED |= {"torch.%s" % n for n in (
+    "abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ atanh_ ceil_ "
+    "clamp_max clamp_max_ clamp_min clamp_min_ clip_ cos_ cosh_ erf_ erfc_ exp2_ expm1_ fix_ floor_ frac_ i0_ "
+    "log10_ log1p_ log2_ log_ logit_ nan_to_num_ negative_ reciprocal_ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ "
+    "sqrt_ square_ tan_ tanh_ trunc_ xlogy_").split()}
+UNDOCUMENTED |= {"Tensor.clamp_max", "Tensor.clamp_max_", "Tensor.clamp_min", "Tensor.clamp_min_"}
+DEVIATIONS.update({"torch.%s" % n: "no out_dtype overload (PyTorch's is CUDA-only, as for torch.mm)"
+                   for n in ("addmm", "baddbmm")})
 DEVIATIONS = {k: v for k, v in DEVIATIONS.items() if v is not None}
 
 

@@ -193,3 +193,133 @@ def test_gradcheck_of_the_new_differentiable_spellings():
                lambda a, b, c: tg.rsub(a, b, alpha=2) * c, lambda a, b, c: tg.true_divide(a, b) + tg.divide(c, b)):
         assert tg.autograd.gradcheck(fn, (x, y, z))
         assert tg.autograd.gradgradcheck(fn, (x, y, z))
+
+
+# addmm, addmv, addbmm, baddbmm, addr: name -> shapes of (input, first, second)
+PRODUCTS = {"addmm": ((3, 4), (3, 5), (5, 4)), "addmv": ((3,), (3, 5), (5,)), "addbmm": ((3, 4), (2, 3, 5), (2, 5, 4)),
+            "baddbmm": ((2, 3, 4), (2, 3, 5), (2, 5, 4)), "addr": ((3, 4), (3,), (4,))}
+
+
+def _product_args(name, L, seed=0):
+    r = np.random.default_rng(seed)
+    return [L.tensor(r.standard_normal(s), requires_grad=True) for s in PRODUCTS[name]]
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2.0), (0, 3)])
+def test_products_match_torch(name, beta, alpha):
+    ours, theirs = _product_args(name, tg), _product_args(name, torch)
+    y = getattr(tg, name)(*ours, beta=beta, alpha=alpha)
+    ty = getattr(torch, name)(*theirs, beta=beta, alpha=alpha)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    ym = getattr(ours[0], name)(*ours[1:], beta=beta, alpha=alpha)
+    np.testing.assert_array_equal(ym.detach().numpy(), y.detach().numpy())
+    (y * tg.tensor(_weights(y.shape))).sum().backward()
+    (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
+    # in place, on a non-leaf
+    ours, theirs = _product_args(name, tg, 1), _product_args(name, torch, 1)
+    z, tz = ours[0] * 1.0, theirs[0] * 1.0
+    v0 = z._version
+    assert getattr(z, name + "_")(*ours[1:], beta=beta, alpha=alpha) is z and z._version > v0
+    getattr(tz, name + "_")(*theirs[1:], beta=beta, alpha=alpha)
+    np.testing.assert_allclose(z.detach().numpy(), tz.detach().numpy(), rtol=1e-12, atol=1e-12)
+    (z * tg.tensor(_weights(z.shape))).sum().backward()
+    (tz * torch.tensor(_weights(tz.shape))).sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_products_with_beta_zero_ignore_input_nan():
+    x = tg.tensor([[float("nan"), 1.0]], requires_grad=True)
+    a, b = tg.tensor([[2.0]]), tg.tensor([[3.0, 4.0]])
+    y = tg.addmm(x, a, b, beta=0)
+    np.testing.assert_array_equal(y.detach().numpy(), [[6.0, 8.0]])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0]])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.addmm_(a, b)
+
+
+def test_gradcheck_of_the_products():
+    for name in sorted(PRODUCTS):
+        args = tuple(_product_args(name, tg, 2))
+        fn = (lambda n: lambda i, p, q: getattr(tg, n)(i, p, q, beta=0.7, alpha=-1.5))(name)
+        assert tg.autograd.gradcheck(fn, args)
+        assert tg.autograd.gradgradcheck(fn, args)
+
+
+@needs_torch
+def test_clamp_min_max_positive_concatenate_match_torch():
+    for name, args in [("clamp_min", (0.5,)), ("clamp_max", (0.5,))]:
+        x, tx = tg.tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+        y, ty = getattr(tg, name)(x, *args), getattr(torch, name)(tx, *args)
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        np.testing.assert_array_equal(getattr(x, name)(*args).detach().numpy(), ty.detach().numpy())
+        (y * tg.tensor(_weights(y.shape))).sum().backward()
+        (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+        z, tz = tg.tensor(A), torch.tensor(A)
+        assert getattr(z, name + "_")(*args) is z and getattr(tg, name + "_")(z, *args) is z
+        getattr(tz, name + "_")(*args)
+        np.testing.assert_array_equal(z.numpy(), tz.numpy())
+    x = tg.tensor(A)
+    assert tg.positive(x) is x and x.positive() is x
+    with pytest.raises(RuntimeError, match="The `\\+` operator, on a bool tensor is not supported."):
+        tg.positive(tg.tensor([True]))
+    y = tg.concatenate([tg.tensor(A), tg.tensor(B)], 1)
+    np.testing.assert_array_equal(y.numpy(), torch.concatenate([torch.tensor(A), torch.tensor(B)], 1).numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("name", __import__("tapegrad.functions", fromlist=["x"])._TORCH_INPLACE_FUNCTIONS)
+def test_inplace_function_forms_match_torch(name):
+    a = A + OFFSET.get(name[:-1], 0.0)
+    args = EXTRA.get(name[:-1], lambda L: ())
+    x, tx = tg.tensor(a), torch.tensor(a)
+    assert getattr(tg, name)(x, *args(tg)) is x
+    getattr(torch, name)(tx, *args(torch))
+    np.testing.assert_allclose(x.numpy(), tx.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("call", [("unsqueeze_", (1,)), ("unsqueeze_", (-1,)), ("squeeze_", ()), ("squeeze_", (1,))])
+def test_shape_inplace_variants_match_torch(call):
+    name, args = call
+    a = A.reshape(2, 1, 3) if name == "squeeze_" else A
+    x, tx = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = x * 1.0, tx * 1.0
+    v0 = y._version
+    assert getattr(y, name)(*args) is y and y._version > v0
+    getattr(ty, name)(*args)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    (y * tg.tensor(_weights(y.shape))).sum().backward()
+    (ty * torch.tensor(_weights(ty.shape))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    # a view of a non-leaf: writes through it still reach its base
+    x, tx = tg.tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+    b, tb = x * 1.0, tx * 1.0
+    w, tw = b[0], tb[0]
+    w.unsqueeze_(0).mul_(2.0)
+    tw.unsqueeze_(0).mul_(2.0)
+    np.testing.assert_array_equal(b.detach().numpy(), tb.detach().numpy())
+    (b * tg.tensor(_weights(b.shape))).sum().backward()
+    (tb * torch.tensor(_weights(tb.shape))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_shape_inplace_variants_errors():
+    x = tg.tensor(A, requires_grad=True)
+    for name in ("unsqueeze_", "squeeze_"):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            getattr(x, name)(0)
+    y = x * 1.0
+    z = y.sin()
+    y.unsqueeze_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+    c = tg.tensor(A)
+    assert c.unsqueeze_(0).shape == (1, 2, 3) and c.squeeze_().shape == (2, 3)
