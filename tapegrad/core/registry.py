@@ -89,6 +89,11 @@ CONST = define(META, 1, "const")
 EXT = define(META, 2, "ext")
 
 
+class NoForwardRule(NotImplementedError):
+    """An entry of a tape has no forward-mode rule (``FamilyRules.tangent``...); the
+    functional API falls back to its reverse-mode path."""
+
+
 class OpDefinitionError(Exception):
     """An op's record lacks a piece or names something unknown (raised at import,
     naming the op and the piece)."""
@@ -108,12 +113,26 @@ class FamilyRules(NamedTuple):
     ``scalar_replay``: the kernel indices the compiled replay of single numbers
     computes (``kernels.codegen``'s ``replay_scalar``).
     ``compiled_forward(k, ints, e, sizes, aux, live)``: whether the compiled replay
-    of arrays (``kernels.forward``) computes entry ``e``."""
+    of arrays (``kernels.forward``) computes entry ``e``.
+
+    Forward mode and second order (``autograd.tangent``), on NumPy batches of K
+    directions (tangents and adjoints ``(K, n)``, values flat, ``ctx`` a
+    ``TangentContext``); None for a family that has none:
+    ``tangent(ctx, s, k, row, f0, f1)``: the ``(K, n)`` tangent of entry ``s`` from
+    its inputs' (``ctx.tan(i)``, None for zero), or None;
+    ``batched_reverse(ctx, s, k, row, f0, f1, G)``: the (input slot, ``(K, n_i)``)
+    adjoints for a batch ``G`` of the entry's adjoints (the reverse rule on K rows);
+    ``curvature(ctx, s, k, row, f0, f1, g)``: for one adjoint ``g`` of the entry, the
+    (input slot, ``(K, n_i)``) directional derivatives of its reverse rule as the
+    values it reads move along their tangents (empty for a linear op)."""
     differentiable_reverse: Callable
     replay_rule: Callable
     expands_adjoint: bool
     scalar_replay: frozenset
     compiled_forward: Callable
+    tangent: Callable = None
+    batched_reverse: Callable = None
+    curvature: Callable = None
 
 
 FAMILY_RULES = {}       # family -> FamilyRules

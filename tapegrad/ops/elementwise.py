@@ -31,7 +31,7 @@ class Unary:
     expression in ``g, x, y, p, q``) and its forward on one float (an expression in
     ``x, p, q``, the compiled replay of single numbers)."""
     __slots__ = ("name", "grad_fn", "forward", "rule", "scalar", "nparams", "code", "saves", "nm", "record",
-                 "graph", "number", "second")
+                 "graph", "number", "second", "np_rule", "dual")
 
     def __init__(self, name, grad_fn, forward, rule, scalar, nparams=0, saves_anyway=False, number=None):
         self.name, self.grad_fn, self.forward, self.rule, self.scalar = name, grad_fn, forward, rule, scalar
@@ -46,7 +46,7 @@ class Binary:
     ``g, a, b, c, y``; ``c`` is where's condition) and the one-float forward in
     ``a, b, c``."""
     __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "scalar", "code", "saves", "reads", "nm",
-                 "record", "graph", "operator", "number", "second")
+                 "record", "graph", "operator", "number", "second", "np_rule", "dual")
 
     def __init__(self, name, grad_fn, forward, rule_a, rule_b, scalar, number=None):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
@@ -1145,6 +1145,133 @@ def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g, table=BINARY_OPS):
     return out
 
 
+# -- forward mode and second order (autograd/tangent.py): the same rules in NumPy ----
+# The Jacobian of an elementwise op is diagonal, so a row's reverse rule with the
+# adjoint replaced by a tangent is its tangent rule (_dual.py), on K directions at once.
+from ._dual import as_batch, dual_rule, gather_columns, numpy_rule, scatter_columns  # noqa: E402
+
+for _op in ALL_UNARY:
+    _op.np_rule, _op.dual = numpy_rule(_op.rule, "g, x, y, p, q"), dual_rule(_op.rule)
+for _op in ALL_BINARY:
+    _op.np_rule = (numpy_rule(_op.rule_a, "g, a, b, c, y"), numpy_rule(_op.rule_b, "g, a, b, c, y"))
+    _op.dual = (dual_rule(_op.rule_a), dual_rule(_op.rule_b))
+
+
+def _unary_values(ctx, s, op, a):
+    return (ctx.val(a) if op.saves & 1 else None), (ctx.val(s) if op.saves & 8 else None)
+
+
+def unary_tangent(ctx, s, k, row, f0, f1, table=UNARY_OPS):
+    op, a = table[k], row[_tp.A]
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    x, y = _unary_values(ctx, s, op, a)
+    return as_batch(op.np_rule(t, x, y, f0, f1), ctx.K, row[_tp.SIZE])
+
+
+def unary_batched_reverse(ctx, s, k, row, f0, f1, G, table=UNARY_OPS):
+    op, a = table[k], row[_tp.A]
+    if not ctx.needs(a):
+        return []
+    x, y = _unary_values(ctx, s, op, a)
+    return [(a, as_batch(op.np_rule(G, x, y, f0, f1), G.shape[0], row[_tp.SIZE]))]
+
+
+def unary_curvature(ctx, s, k, row, f0, f1, g, table=UNARY_OPS):
+    op, a = table[k], row[_tp.A]
+    if not ctx.needs(a):
+        return []
+    x, y = _unary_values(ctx, s, op, a)
+    d = op.dual({"g": (g, None), "x": (x, ctx.tan(a)), "y": (y, ctx.tan(s)), "p": (f0, None),
+                 "q": (f1, None)})[1]
+    return [] if d is None else [(a, as_batch(d, ctx.K, row[_tp.SIZE]))]
+
+
+def _binary_maps(ctx, row):
+    """(input slots a, b, c; for each, the flat index of its element at every output
+    element, or None when it has the output's elements or is one element)."""
+    ins = (row[_tp.A], row[_tp.B], row[_tp.C])
+    i0, bits = row[_tp.AUX], row[_tp.PARAM]
+    maps = [None, None, None]
+    if i0 >= 0:
+        at = i0
+        for j in range(3):
+            if j == 2 and ins[2] < 0:
+                break
+            if not bits & (8 << j):
+                maps[j] = ctx.strided_map(at)
+            at += 2 + 2 * int(ctx.aux[at])
+    return ins, maps
+
+
+def _binary_env(ctx, s, op, ins, maps, reads, tangents):
+    """The values (and with ``tangents`` the tangents) of a, b, c, y on the output's elements."""
+    env = {}
+    for j, name in enumerate("abcy"):
+        if not reads & (1 << j):
+            env[name] = (None, None)
+            continue
+        sl = s if j == 3 else ins[j]
+        v, t = ctx.val(sl), (ctx.tan(sl) if tangents and j != 2 else None)
+        if j < 3 and maps[j] is not None:
+            v = v[maps[j]]
+            t = None if t is None else gather_columns(t, maps[j])
+        env[name] = (v, t)
+    return env
+
+
+def _to_operand(ctx, r, sl, m, K, n):
+    r = as_batch(r, K, n)
+    if m is not None:
+        return scatter_columns(r, m, ctx.size(sl))
+    if ctx.size(sl) != n:               # a one-element operand broadcast over the output
+        return r.sum(axis=1, keepdims=True)
+    return r
+
+
+def binary_tangent(ctx, s, k, row, f0, f1, table=BINARY_OPS):
+    op = table[k]
+    ins, maps = _binary_maps(ctx, row)
+    out = None
+    for j in (0, 1):
+        t = ctx.tan(ins[j])
+        if t is None:
+            continue
+        if maps[j] is not None:
+            t = gather_columns(t, maps[j])
+        env = _binary_env(ctx, s, op, ins, maps, op.reads[j], False)
+        r = as_batch(op.np_rule[j](t, *[env[v][0] for v in "abcy"]), ctx.K, row[_tp.SIZE])
+        out = r if out is None else out + r
+    return out
+
+
+def binary_batched_reverse(ctx, s, k, row, f0, f1, G, table=BINARY_OPS):
+    op = table[k]
+    ins, maps = _binary_maps(ctx, row)
+    out = []
+    for j in (0, 1):
+        if ctx.needs(ins[j]):
+            env = _binary_env(ctx, s, op, ins, maps, op.reads[j], False)
+            r = op.np_rule[j](G, *[env[v][0] for v in "abcy"])
+            out.append((ins[j], _to_operand(ctx, r, ins[j], maps[j], G.shape[0], row[_tp.SIZE])))
+    return out
+
+
+def binary_curvature(ctx, s, k, row, f0, f1, g, table=BINARY_OPS):
+    op = table[k]
+    ins, maps = _binary_maps(ctx, row)
+    out = []
+    for j in (0, 1):
+        if ctx.needs(ins[j]):
+            env = _binary_env(ctx, s, op, ins, maps, op.reads[j], True)
+            env["g"] = (g, None)
+            d = op.dual[j](env)[1]
+            if d is not None:
+                out.append((ins[j], _to_operand(ctx, d, ins[j], maps[j], ctx.K, row[_tp.SIZE])))
+    return out
+
+
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------
 def unary_replay_rule(k, row, aux, shape, name, f0, f1, table=UNARY_OPS):
     """An entry's forward again (tapegrad.replay), as a function of the slot values:
@@ -1179,10 +1306,13 @@ def _always(k, ints, e, sizes, aux, live):
 # The first table: a compiled reverse, a compiled replay of arrays and of single numbers
 # (the kernels generated from the rows).
 register_family(_UNARY_FAMILY, FamilyRules(unary_differentiable_reverse, unary_replay_rule, expands_adjoint=False,
-                                           scalar_replay=frozenset(range(len(UNARY_OPS))), compiled_forward=_always))
+                                           scalar_replay=frozenset(range(len(UNARY_OPS))), compiled_forward=_always,
+                                           tangent=unary_tangent, batched_reverse=unary_batched_reverse,
+                                           curvature=unary_curvature))
 register_family(_BINARY_FAMILY, FamilyRules(binary_differentiable_reverse, binary_replay_rule, expands_adjoint=False,
                                             scalar_replay=frozenset(range(len(BINARY_OPS))),
-                                            compiled_forward=_always))
+                                            compiled_forward=_always, tangent=binary_tangent,
+                                            batched_reverse=binary_batched_reverse, curvature=binary_curvature))
 
 
 def _never(k, ints, e, sizes, aux, live):
@@ -1193,8 +1323,14 @@ def _never(k, ints, e, sizes, aux, live):
 register_family(UNARY2, FamilyRules(
     _functools.partial(unary_differentiable_reverse, table=UNARY_OPS_2),
     _functools.partial(unary_replay_rule, table=UNARY_OPS_2),
-    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never))
+    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never,
+    tangent=_functools.partial(unary_tangent, table=UNARY_OPS_2),
+    batched_reverse=_functools.partial(unary_batched_reverse, table=UNARY_OPS_2),
+    curvature=_functools.partial(unary_curvature, table=UNARY_OPS_2)))
 register_family(BINARY2, FamilyRules(
     _functools.partial(binary_differentiable_reverse, table=BINARY_OPS_2),
     _functools.partial(binary_replay_rule, table=BINARY_OPS_2),
-    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never))
+    expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never,
+    tangent=_functools.partial(binary_tangent, table=BINARY_OPS_2),
+    batched_reverse=_functools.partial(binary_batched_reverse, table=BINARY_OPS_2),
+    curvature=_functools.partial(binary_curvature, table=BINARY_OPS_2)))

@@ -11,6 +11,7 @@ from .._jit import address_as_pointer, jit, lazy
 from ..core.tensor import Tensor, to_operand
 from ..core.dtypes import cpp_name, torch_name
 from ..core.registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
+from ._dual import gather_columns, scatter_columns
 from .elementwise import BINARY_BY_NAME
 from .shape import reshape, transpose
 
@@ -365,5 +366,79 @@ def _compiled_forward(k, ints, e, sizes, aux, live):
     return True
 
 
+# -- forward mode (autograd/tangent.py): the product rule on K tangent rows ----------------
+def _layout(ctx, row):
+    """(a, b, batches, n, k, m, and for each operand the flat index of its batch of
+    every product, or None when the batches are the operand itself)."""
+    a, b, at = row[_tp.A], row[_tp.B], row[_tp.AUX]
+    aux = ctx.aux
+    nb, n, kk, m = (int(v) for v in aux[at:at + 4])
+    whole = np.arange(nb)
+
+    def index(slot, idx, r, c):
+        if ctx.size(slot) == nb * r * c and np.array_equal(idx, whole):
+            return None
+        return (idx[:, None] * (r * c) + np.arange(r * c)).ravel()
+    ia, ib = aux[at + 4:at + 4 + 2 * nb:2], aux[at + 5:at + 5 + 2 * nb:2]
+    return a, b, nb, n, kk, m, index(a, ia, n, kk), index(b, ib, kk, m)
+
+
+def _values(ctx, slot, idx, shape):
+    v = ctx.val(slot)
+    return (v if idx is None else v[idx]).reshape(shape)
+
+
+def _tangents(ctx, slot, idx, shape):
+    t = ctx.tan(slot)
+    if t is None:
+        return None
+    return (t if idx is None else gather_columns(t, idx)).reshape((t.shape[0],) + shape)
+
+
+def _to_operand(ctx, d, slot, idx):
+    d = d.reshape(d.shape[0], -1)
+    return d if idx is None else scatter_columns(d, idx, ctx.size(slot))
+
+
+def tangent(ctx, s, k, row, f0, f1):
+    a, b, nb, n, kk, m, ia, ib = _layout(ctx, row)
+    ta, tb = _tangents(ctx, a, ia, (nb, n, kk)), _tangents(ctx, b, ib, (nb, kk, m))
+    out = None
+    if ta is not None:
+        out = np.matmul(ta, _values(ctx, b, ib, (nb, kk, m)))
+    if tb is not None:
+        p = np.matmul(_values(ctx, a, ia, (nb, n, kk)), tb)
+        out = p if out is None else out + p
+    return None if out is None else out.reshape(ctx.K, -1)
+
+
+def batched_reverse(ctx, s, k, row, f0, f1, G):
+    a, b, nb, n, kk, m, ia, ib = _layout(ctx, row)
+    Gb = G.reshape(G.shape[0], nb, n, m)
+    out = []
+    if ctx.needs(a):
+        out.append((a, _to_operand(ctx, np.matmul(Gb, _values(ctx, b, ib, (nb, kk, m)).swapaxes(-1, -2)), a, ia)))
+    if ctx.needs(b):
+        out.append((b, _to_operand(ctx, np.matmul(_values(ctx, a, ia, (nb, n, kk)).swapaxes(-1, -2), Gb), b, ib)))
+    return out
+
+
+def curvature(ctx, s, k, row, f0, f1, g):
+    """dA = G B^T moves with B's tangent, dB = A^T G with A's."""
+    a, b, nb, n, kk, m, ia, ib = _layout(ctx, row)
+    gb = g.reshape(nb, n, m)
+    out = []
+    if ctx.needs(a):
+        tb = _tangents(ctx, b, ib, (nb, kk, m))
+        if tb is not None:
+            out.append((a, _to_operand(ctx, np.matmul(gb, tb.swapaxes(-1, -2)), a, ia)))
+    if ctx.needs(b):
+        ta = _tangents(ctx, a, ia, (nb, n, kk))
+        if ta is not None:
+            out.append((b, _to_operand(ctx, np.matmul(ta.swapaxes(-1, -2), gb), b, ib)))
+    return out
+
+
 register_family(LINALG, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
-                                    scalar_replay=frozenset(), compiled_forward=_compiled_forward))
+                                    scalar_replay=frozenset(), compiled_forward=_compiled_forward,
+                                    tangent=tangent, batched_reverse=batched_reverse, curvature=curvature))

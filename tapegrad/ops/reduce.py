@@ -28,8 +28,9 @@ from ..core.tensor import Tensor, _wrap_dim
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT
 from ._args import REQUIRED, numpy_names
-from ..core.registry import (OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules, OpDefinitionError,
-                             define, name_id, register_family)
+from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, SAVES_BY_RG, FamilyRules,
+                             NoForwardRule, OpDefinitionError, define, name_id, register_family)
+from ._dual import gather_columns, scatter_columns
 from .shape import diagonal, gather_flat, scatter_add, strided_view, to_dtype
 
 # kernel indices (the branches of ``reduce_reverse``)
@@ -1045,6 +1046,78 @@ def _compiled_forward(k, ints, e, sizes, aux, live):
             and forward_runs(int(ints[e, _tp.PARAM]), int(sizes[a]), aux, int(ints[e, _tp.AUX])))
 
 
+# -- forward mode (autograd/tangent.py): per kernel, on K rows (``forward_mode``) ---------
+_FORWARD = {}           # kernel index -> (tangent, batched reverse, curvature)
+
+
+def forward_mode(k):
+    """Register kernel ``k``'s forward-mode rules, each called with
+    ``(ctx, s, a, t, gi, ngroups, n, f0)``: ``t`` the input's tangents ``(K, n)``
+    (``tangent``), a batch of the entry's adjoints ``(B, ngroups or n)``
+    (``batched reverse``: the input's adjoints ``(B, n)``), or one adjoint of the entry
+    (``curvature``: ``(K, n)``, or None when zero); ``gi`` the group of every input element."""
+    def register(rules):
+        _FORWARD[k] = rules
+        return rules
+    return register
+
+
+def _group_sum(t, gi, ngroups):
+    return t.sum(axis=1, keepdims=True) if ngroups == 1 else scatter_columns(t, gi, ngroups)
+
+
+def _group_spread(G, gi, ngroups, n):
+    return np.repeat(G, n, axis=1) if ngroups == 1 else gather_columns(G, gi)
+
+
+forward_mode(SUM)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups),
+                   lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n),
+                   lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+forward_mode(MEAN)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups) / (n // ngroups),
+                    lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n) / (n // ngroups),
+                    lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
+def _forward_rules(ctx, k, row, which):
+    """(rule, a, gi, ngroups, n) of the entry, or None when its input is empty."""
+    rules = _FORWARD.get(k)
+    if rules is None:
+        raise NoForwardRule("Trying to use forward AD with %s that does not support it because it has not "
+                            "been implemented yet." % GRAD_FN_NAMES[row[_tp.NAME]])
+    a, at, ngroups = row[_tp.A], row[_tp.AUX], row[_tp.PARAM]
+    n = ctx.size(a)
+    if n == 0:
+        return None
+    gi = ctx.strided_map(at) if ngroups != 1 else None
+    return rules[which], a, gi, ngroups, n
+
+
+def tangent(ctx, s, k, row, f0, f1):
+    t = ctx.tan(row[_tp.A])
+    got = None if t is None else _forward_rules(ctx, k, row, 0)
+    if got is None:
+        return None
+    rule, a, gi, ngroups, n = got
+    return rule(ctx, s, a, t, gi, ngroups, n, f0)
+
+
+def batched_reverse(ctx, s, k, row, f0, f1, G):
+    got = _forward_rules(ctx, k, row, 1) if ctx.needs(row[_tp.A]) else None
+    if got is None:
+        return []
+    rule, a, gi, ngroups, n = got
+    return [(a, rule(ctx, s, a, G, gi, ngroups, n, f0))]
+
+
+def curvature(ctx, s, k, row, f0, f1, g):
+    got = _forward_rules(ctx, k, row, 2) if ctx.needs(row[_tp.A]) else None
+    if got is None:
+        return []
+    rule, a, gi, ngroups, n = got
+    d = rule(ctx, s, a, g, gi, ngroups, n, f0)
+    return [] if d is None else [(a, d)]
+
+
 def _exp(x):
     return UNARY_BY_NAME["exp"].record(x)
 
@@ -1057,7 +1130,9 @@ from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
 
 # a one-element sum, mean, cumsum, cumprod or logcumsumexp is its input: the compiled replay of single numbers passes it on
 register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
-                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM, CUMPROD, LOGCUMSUMEXP)), compiled_forward=_compiled_forward))
+                                    scalar_replay=frozenset((SUM, MEAN, CUMSUM, CUMPROD, LOGCUMSUMEXP)),
+                                    compiled_forward=_compiled_forward, tangent=tangent,
+                                    batched_reverse=batched_reverse, curvature=curvature))
 for _k, _code in CODES.items():
     for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"),
                            (_REPLAY, "replay rule (@replay)")):

@@ -19,6 +19,7 @@ from ..core.dtypes import tensor_type_name, torch_name
 from ..core.tensor import Tensor, _wrap_dim
 from ..core.promotion import DEFAULT, promote_types
 from ._args import numpy_names
+from ._dual import gather_columns, scatter_columns
 from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
 from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id,
                              register_family)
@@ -1733,9 +1734,97 @@ def _compiled_forward(k, ints, e, sizes, aux, live):
     return k in COMPILED_FORWARD and e not in live     # (indices from the arguments: Python's)
 
 
+# -- forward mode (autograd/tangent.py): every shape op is linear, so its tangent is
+#    its forward on the K tangent rows, its batched reverse its reverse, no curvature --
+def _index_of(ctx, row, k, n_in):
+    """The input element of each output element (RESHAPE, STRIDED, GATHER), or of each
+    input element the output element it adds into (SCATTER_ADD, STRIDED_SCATTER)."""
+    at = row[_tp.AUX]
+    if k in (STRIDED, STRIDED_SCATTER):
+        return ctx.strided_map(at)
+    if k == GATHER:
+        return ctx.aux[at:at + row[_tp.SIZE]]
+    return ctx.aux[at:at + n_in]                    # SCATTER_ADD
+
+
+def _cat_pieces(ctx, row):
+    at = row[_tp.AUX]
+    aux = ctx.aux
+    m = int(aux[at])
+    outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
+    return [(int(aux[at + 1 + j]), int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j]))
+            for j in range(m)], outer, total
+
+
+def tangent(ctx, s, k, row, f0, f1):
+    K, n = ctx.K, row[_tp.SIZE]
+    if k == CAT:
+        out = np.zeros((K, n))
+        pieces, outer, total = _cat_pieces(ctx, row)
+        view = out.reshape(K, outer, total)
+        for sj, inner, off in pieces:
+            t = ctx.tan(sj) if sj >= 0 else None
+            if t is not None:
+                view[:, :, off:off + inner] = t.reshape(K, outer, inner)
+        return out
+    a = row[_tp.A]
+    ta = ctx.tan(a)
+    if k == SETITEM:
+        tb = ctx.tan(row[_tp.B])
+        out = np.zeros((K, n)) if ta is None else ta.copy()
+        at = row[_tp.AUX]
+        r = int(ctx.aux[at])
+        lin, vmap = ctx.aux[at + 1:at + 1 + r], ctx.aux[at + 1 + r:at + 1 + 2 * r]
+        out[:, lin] = 0.0 if tb is None else gather_columns(tb, vmap)
+        return out
+    if ta is None:
+        return None
+    if k == RESHAPE:
+        return ta
+    idx = _index_of(ctx, row, k, ctx.size(a))
+    if k in (STRIDED, GATHER):
+        return gather_columns(ta, idx)
+    return scatter_columns(ta, idx, n)              # SCATTER_ADD, STRIDED_SCATTER
+
+
+def batched_reverse(ctx, s, k, row, f0, f1, G):
+    if k == CAT:
+        pieces, outer, total = _cat_pieces(ctx, row)
+        view = G.reshape(G.shape[0], outer, total)
+        return [(sj, view[:, :, off:off + inner].reshape(G.shape[0], -1))
+                for sj, inner, off in pieces if ctx.needs(sj)]
+    a = row[_tp.A]
+    if k == SETITEM:
+        at = row[_tp.AUX]
+        r = int(ctx.aux[at])
+        lin, vmap = ctx.aux[at + 1:at + 1 + r], ctx.aux[at + 1 + r:at + 1 + 2 * r]
+        out = []
+        if ctx.needs(a):
+            ga = G.copy()
+            ga[:, lin] = 0.0
+            out.append((a, ga))
+        b = row[_tp.B]
+        if ctx.needs(b):
+            out.append((b, scatter_columns(gather_columns(G, lin), vmap, ctx.size(b))))
+        return out
+    if not ctx.needs(a):
+        return []
+    if k == RESHAPE:
+        return [(a, G)]
+    idx = _index_of(ctx, row, k, ctx.size(a))
+    if k in (STRIDED, GATHER):
+        return [(a, scatter_columns(G, idx, ctx.size(a)))]
+    return [(a, gather_columns(G, idx))]
+
+
+def curvature(ctx, s, k, row, f0, f1, g):
+    return ()
+
+
 for _k, _code in CODES.items():
     if _k not in _DIFFERENTIABLE:
         raise OpDefinitionError("shape op %r: no rules (_rules) in tapegrad/ops/shape.py" % OP_NAMES[_code])
 register_family(SHAPE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                    scalar_replay=frozenset((RESHAPE, STRIDED, GATHER)),
-                                   compiled_forward=_compiled_forward))
+                                   compiled_forward=_compiled_forward, tangent=tangent,
+                                   batched_reverse=batched_reverse, curvature=curvature))

@@ -1,0 +1,159 @@
+"""Forward mode and second order on a recorded tape, K directions at once.
+
+``tangents`` walks a tape forward from seeded slots, each entry's tangent from its
+inputs' by its family's ``tangent`` rule (``core.registry.FamilyRules``): a
+Jacobian-vector product for K vectors in one pass.  ``reverse`` walks it back
+with a batch of adjoints (a vector-Jacobian product for K cotangents in one pass)
+and, given tangents, also carries the adjoints' tangents: forward over reverse,
+the second-order adjoint ``H v`` of ADOL-C and CppAD, for K directions.
+
+Each entry is one NumPy call (or a few) over a ``(K, n)`` batch: Python runs once
+per entry, not per direction, so a Hessian of n variables costs about one reverse
+pass on n-row batches.  Values are the ones the tape saved for its reverse pass,
+which are the ones these rules read (see ``ops/_dual.py``).
+"""
+import numpy as np
+
+from ..core import tape as _tp
+from ..core.descriptors import strided_map_np
+from ..core.registry import CONST, FAMILY_NAMES, FAMILY_RULES, GRAD_FN_NAMES, LEAF, META_END, OP_NAMES, NoForwardRule
+from . import walk
+
+_OP, _SIZE, _F0, _F1, _VAL, _NAME = _tp.OP, _tp.SIZE, _tp.F0, _tp.F1, _tp.VAL, _tp.NAME
+
+
+class TangentContext:
+    """What the families' forward-mode rules may ask about the tape (``FamilyRules``):
+    slot sizes, values (flat arrays), tangents ``(K, n)`` or None, and which slots a
+    reverse pass must reach (``needs``)."""
+    __slots__ = ("T", "ints", "flts", "aux", "K", "tans", "lead", "_maps", "_vals")
+
+    def __init__(self, T, K):
+        self.T, self.K = T, K
+        self.ints, self.flts = T.arrays()
+        self.aux = walk.aux_array(T)
+        self.tans = {}
+        self.lead = None
+        self._maps, self._vals = {}, {}
+
+    def size(self, s):
+        return int(self.ints[s, _SIZE])
+
+    def tan(self, s):
+        return self.tans.get(s) if s >= 0 else None
+
+    def needs(self, s):
+        return s >= 0 and self.lead[s] != 0
+
+    def strided_map(self, at):
+        m = self._maps.get(at)
+        if m is None:
+            m = self._maps[at] = strided_map_np(self.aux, at)
+        return m
+
+    def val(self, s):
+        v = self._vals.get(s)
+        if v is not None:
+            return v
+        T = self.T
+        if self.ints[s, _OP] == LEAF:
+            v = T.leaves[s]._data
+        else:
+            v = T.vals[s]
+            if v is None:
+                if self.ints[s, _SIZE] != 1:
+                    raise RuntimeError(walk.SECOND_TIME)
+                v = np.array([self.flts[s, _VAL]])
+        v = self._vals[s] = np.asarray(v, np.float64).reshape(-1)
+        return v
+
+
+def _rules(row, what):
+    op = row[_OP]
+    rules = FAMILY_RULES[op >> 6]
+    f = getattr(rules, what)
+    if f is None:
+        raise NoForwardRule(no_forward_message(row))
+    return f, op & 63
+
+
+def no_forward_message(row):
+    op = row[_OP]
+    name = GRAD_FN_NAMES[row[_NAME]] if row[_NAME] >= 0 else OP_NAMES.get(op, FAMILY_NAMES[op >> 6])
+    return ("Trying to use forward AD with %s that does not support it because it has not been implemented yet."
+            % name)
+
+
+def tangents(T, seeds, hi):
+    """A ``TangentContext`` whose ``tans`` hold the tangents of every slot up to ``hi``
+    that depends on a seeded one; ``seeds``: {slot: (K, n) tangent}."""
+    K = next(iter(seeds.values())).shape[0]
+    ctx = TangentContext(T, K)
+    ctx.tans.update(seeds)
+    lo = min(seeds)
+    ints, flts, aux, tans = ctx.ints, ctx.flts, ctx.aux, ctx.tans
+    rows = ints[lo + 1:hi + 1].tolist()
+    params = flts[lo + 1:hi + 1, _F0:_F1 + 1].tolist()
+    for s, row, (f0, f1) in zip(range(lo + 1, hi + 1), rows, params):
+        if row[_OP] < META_END or s in tans:
+            continue
+        ins = walk.entry_inputs(row, aux)
+        if not any(i in tans for i in ins if i >= 0):
+            continue
+        f, k = _rules(row, "tangent")
+        t = f(ctx, s, k, row, f0, f1)
+        if t is not None:
+            tans[s] = t
+    return ctx
+
+
+def _leads(ctx, targets, hi):
+    """lead[s]: slot s is, or depends on, a target (what a reverse pass must reach)."""
+    lead = np.zeros(len(ctx.ints), np.uint8)
+    lead[list(targets)] = 1
+    lo = min(targets)
+    ints, aux = ctx.ints, ctx.aux
+    for s, row in zip(range(lo + 1, hi + 1), ints[lo + 1:hi + 1].tolist()):
+        if row[_OP] >= META_END and any(i >= 0 and lead[i] for i in walk.entry_inputs(row, aux)):
+            lead[s] = 1
+    lead[ints[:, _OP] == CONST] = 0
+    return lead
+
+
+def reverse(ctx, seeds, targets, second=False):
+    """Adjoints of ``targets`` (slots) for ``seeds`` {slot: (B, n) adjoint batch}.
+    With ``second``, row 0 of each batch is the first-order adjoint ``g`` and rows
+    1..K its tangents along the context's tangents (the forward-over-reverse
+    sweep): each entry adds its rule's curvature term to them.  Returns
+    {target slot: (B, n) batch, or None where nothing reached it}."""
+    hi = max(seeds)
+    if ctx.lead is None:
+        ctx.lead = _leads(ctx, targets, hi)
+    lead = ctx.lead
+    adj = {s: g for s, g in seeds.items() if lead[s]}
+    keep = set(targets)
+    ints, flts, aux = ctx.ints, ctx.flts, ctx.aux
+    order = np.flatnonzero(lead[:hi + 1])[::-1]
+    rows = ints[order].tolist()
+    params = flts[order][:, _F0:_F1 + 1].tolist()
+    for s, row, (f0, f1) in zip(order.tolist(), rows, params):
+        G = adj.get(s) if s in keep else adj.pop(s, None)
+        if G is None or row[_OP] < META_END:
+            continue
+        f, k = _rules(row, "batched_reverse")
+        parts = list(f(ctx, s, k, row, f0, f1, G))
+        if second:
+            c, _ = _rules(row, "curvature")
+            for i, d in c(ctx, s, k, row, f0, f1, G[0]):
+                parts.append((i, np.concatenate([np.zeros((1, d.shape[1])), d])))
+        for i, r in parts:
+            prev = adj.get(i)
+            adj[i] = r if prev is None else prev + r
+    return {t: adj.get(t) for t in targets}
+
+
+def leaf_slot(T, t):
+    """The slot of leaf tensor ``t`` on tape ``T``, or None."""
+    if t._tape is None and t._tape_id == T.id and T.leaves.get(t._slot) is t:
+        return t._slot
+    return None
