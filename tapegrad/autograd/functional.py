@@ -10,18 +10,27 @@ and ``func`` returns a Tensor or a tuple of Tensors; every result mirrors
 whether the inputs / outputs were tuples.  Results are detached unless
 ``create_graph=True``.
 
+Without ``create_graph``, ``jvp``, ``hvp``, ``vhp``, ``jacobian`` and ``hessian``
+differentiate the tape ``func`` recorded in one or two passes over it, K
+directions at a time (``autograd.tangent``: forward mode, and forward over reverse
+for second derivatives).  A tape they cannot walk that way (an op without a
+forward-mode rule, a tape spanning several tapes, hooks) is differentiated the
+reverse-mode way PyTorch does it, with the same values; so is ``strict=True``
+and ``create_graph=True`` (the result is then differentiable).
+
 Differences from PyTorch:
 
-* ``vectorize=True`` is accepted and computes the same values the plain way
-  (one ``grad`` call per output element); tapegrad has no vmap.
-* ``strategy="forward-mode"`` (and ``outer_jacobian_strategy="forward-mode"``)
-  raises ``NotImplementedError``: tapegrad has no forward-mode AD.
-* ``jvp`` uses the double-backward trick, exactly as PyTorch's version does.
+* ``vectorize=True`` is accepted; both settings compute the same values.
+* ``strategy="forward-mode"`` pushes the input directions forward, the default
+  pulls the output rows back; both give the same Jacobian.
+* ``vhp`` and ``hvp`` both compute ``H v`` by forward over reverse; they agree
+  wherever ``func`` is twice continuously differentiable (PyTorch's note).
 """
 import numpy as np
 
 from ..ops.shape import stack
 from ..core.tensor import Tensor
+from . import tangent as _tangent
 from .api import grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
@@ -185,6 +194,168 @@ def _fill_in_zeros(grads, refs, strict, create_graph, stage):
     return res
 
 
+# -- the tape walked directly (autograd.tangent) -----------------------------------------
+class _Tape:
+    """The tape ``func`` recorded, as ``autograd.tangent`` walks it: the slots of the
+    inputs and outputs (``of`` gives None when the fast path cannot be taken; the
+    reverse-mode path then computes the same values)."""
+    __slots__ = ("T", "ins", "outs", "hi")
+
+    @staticmethod
+    def of(inputs, outputs):
+        T = None
+        for out in outputs:
+            if out._tape is not None:
+                if T is not None and out._tape is not T:
+                    return None
+                T = out._tape
+        if T is not None and (T.ext or T.hooks):
+            return None         # (a tensor from an older tape may depend on the inputs there)
+        ins = []
+        for x in inputs:
+            s = None if T is None else _tangent.leaf_slot(T, x)
+            if s is None and x._tape_id != 0 and (T is None or x._tape_id != T.id):
+                return None     # used on another tape
+            ins.append(s)
+        outs = []
+        for out in outputs:
+            if T is not None and out._tape is T:
+                outs.append(("slot", out._slot))
+            elif any(out is x for x in inputs):
+                outs.append(("input", next(i for i, x in enumerate(inputs) if out is x)))
+            elif out.requires_grad:
+                return None     # (a view of an input not yet on the tape...)
+            else:
+                outs.append(("const", None))
+        self = _Tape()
+        self.T, self.ins, self.outs = T, ins, outs
+        self.hi = max([s for kind, s in outs if kind == "slot"] + [-1])
+        return self
+
+    def tangents(self, seeds):
+        """The tangent context for {input index: (K, n) directions}, or None when no
+        output depends on a seeded input."""
+        slots = {self.ins[i]: d for i, d in seeds.items() if self.ins[i] is not None}
+        if not slots or self.hi < 0 or min(slots) > self.hi:
+            return None
+        return _tangent.tangents(self.T, slots, self.hi)
+
+
+def _result(arr, shape, dtype):
+    return Tensor._wrap(np.ascontiguousarray(arr).reshape(shape).astype(dtype, copy=False))
+
+
+def _fast_jvp(inputs, outputs, v):
+    tape = _Tape.of(inputs, outputs)
+    if tape is None:
+        return None
+    ctx = tape.tangents({i: vi._data.reshape(1, -1).astype(np.float64) for i, vi in enumerate(v)})
+    res = ()
+    for out, (kind, s) in zip(outputs, tape.outs):
+        t = None
+        if kind == "slot" and ctx is not None:
+            t = ctx.tans.get(s)
+        elif kind == "input":
+            t = v[s]._data
+        res += (_result(np.zeros(out.shape) if t is None else t, out.shape, out.dtype),)
+    return res
+
+
+def _second_order(tape, out_slot, directions, K):
+    """{input index: (1 + K, n) batch}: the gradient (row 0) and its derivatives
+    along the K ``directions`` {input index: (K, n)} (rows 1..K), from one tangent
+    pass and one forward-over-reverse pass; inputs nothing reached are left out."""
+    ctx = tape.tangents(directions)
+    if ctx is None:
+        return {}
+    seed = np.zeros((1 + K, 1))
+    seed[0] = 1.0
+    targets = [s for s in tape.ins if s is not None]
+    got = _tangent.reverse(ctx, {out_slot: seed}, targets, second=True)
+    return {i: got[s] for i, s in enumerate(tape.ins) if s is not None and got.get(s) is not None}
+
+
+def _fast_hvp(inputs, outputs, v):
+    tape = _Tape.of(inputs, outputs)
+    if tape is None or tape.outs[0][0] != "slot":
+        return None
+    got = _second_order(tape, tape.outs[0][1], {i: vi._data.reshape(1, -1).astype(np.float64)
+                                                for i, vi in enumerate(v)}, 1)
+    return tuple(_result(got[i][1] if i in got else np.zeros(x.shape), x.shape, x.dtype)
+                 for i, x in enumerate(inputs))
+
+
+def _fast_hessian(inputs, output):
+    tape = _Tape.of(inputs, (output,))
+    if tape is None or tape.outs[0][0] != "slot":
+        return None
+    sizes = [x.numel() for x in inputs]
+    N = sum(sizes)
+    off = np.cumsum([0] + sizes)
+    eye = np.eye(N)
+    got = _second_order(tape, tape.outs[0][1], {i: eye[:, off[i]:off[i + 1]] for i in range(len(inputs))
+                                                if sizes[i]}, N)
+    res = ()
+    for i, xi in enumerate(inputs):
+        row = ()
+        for j, xj in enumerate(inputs):
+            # rows off[j]..off[j+1] of input i's batch: grad_i's derivative along each element of x_j
+            block = got[i][1 + off[j]:1 + off[j + 1]].T if i in got else np.zeros((sizes[i], sizes[j]))
+            row += (_result(block, tuple(xi.shape) + tuple(xj.shape), xi.dtype),)
+        res += (row,)
+    return res
+
+
+def _fast_jacobian(inputs, outputs, forward):
+    tape = _Tape.of(inputs, outputs)
+    if tape is None:
+        return None
+    sizes_in = [x.numel() for x in inputs]
+    blocks = [[None] * len(inputs) for _ in outputs]   # blocks[o][i]: (out numel, in numel), None for zeros
+    for o, (kind, s) in enumerate(tape.outs):
+        if kind == "input":
+            blocks[o][s] = np.eye(sizes_in[s])
+    if forward:
+        N = sum(sizes_in)
+        off = np.cumsum([0] + sizes_in)
+        eye = np.eye(N)
+        ctx = tape.tangents({i: eye[:, off[i]:off[i + 1]] for i in range(len(inputs)) if sizes_in[i]})
+        for o, (kind, s) in enumerate(tape.outs):
+            t = ctx.tans.get(s) if kind == "slot" and ctx is not None else None
+            if t is not None:
+                for i in range(len(inputs)):
+                    blocks[o][i] = t[off[i]:off[i + 1]].T
+    else:
+        targets = [s for s in tape.ins if s is not None]
+        sizes_out = [out.numel() if kind == "slot" else 0 for out, (kind, _) in zip(outputs, tape.outs)]
+        M = sum(sizes_out)
+        off = np.cumsum([0] + sizes_out)
+        eye = np.eye(M)
+        seeds = {}
+        for o, (kind, s) in enumerate(tape.outs):
+            if kind == "slot" and sizes_out[o]:
+                seeds[s] = seeds.get(s, 0) + eye[:, off[o]:off[o + 1]]
+        if seeds and targets:
+            got = _tangent.reverse(_tangent.TangentContext(tape.T, M), seeds, targets)
+            for o in range(len(outputs)):
+                if sizes_out[o]:
+                    for i, si in enumerate(tape.ins):
+                        d = got.get(si) if si is not None else None
+                        if d is not None:
+                            blocks[o][i] = d[off[o]:off[o + 1]]
+    return tuple(tuple(_result(np.zeros((out.numel(), x.numel())) if blocks[o][i] is None else blocks[o][i],
+                               tuple(out.shape) + tuple(x.shape), np.result_type(out.dtype, x.dtype))
+                       for i, x in enumerate(inputs)) for o, out in enumerate(outputs))
+
+
+def _fast(f, *args):
+    """``f(*args)``, or None when the tape has an op without a forward-mode rule."""
+    try:
+        return f(*args)
+    except _tangent.NoForwardRule:
+        return None
+
+
 # -- public API ----------------------------------------------------------------------------
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """Vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``.
@@ -238,6 +409,11 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         outputs = func(*inputs)
         is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outputs, "outputs", strict=strict)
+        if not create_graph and not strict:
+            result = _fast(_fast_jvp, inputs, outputs, v)
+            if result is not None:
+                outputs = _grad_postprocess(outputs, False)
+                return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_outputs_tuple)
         # The vjp is linear in u, so u's value never reaches the result; zeros are
         # merely guaranteed free of inf/nan.
         grad_outputs = tuple(_zeros_like(out, requires_grad=True) for out in outputs)
@@ -256,21 +432,19 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 def _check_strategy(strategy, hint):
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".' + hint)
-    if strategy == "forward-mode":
-        raise NotImplementedError('tapegrad has no forward-mode AD: strategy="forward-mode" is not supported. '
-                                  'Use strategy="reverse-mode" (the default) instead.')
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
-    """Jacobian of ``func`` at ``inputs``, one reverse sweep per output element.
+    """Jacobian of ``func`` at ``inputs``.
 
     A single input and output give one Tensor of shape ``out.shape + in.shape``;
     a tuple on one side gives a tuple of those; tuples on both sides give a tuple
     (per output) of tuples (per input).  ``strict=True`` raises when an output is
-    independent of an input (otherwise that block is zeros).  ``vectorize=True``
-    is accepted and gives the same values computed the plain way (PyTorch's
-    refusal of ``strict`` together with ``vectorize`` is kept);
-    ``strategy="forward-mode"`` raises ``NotImplementedError``.
+    independent of an input (otherwise that block is zeros).  ``vectorize`` is
+    accepted (PyTorch's refusal of ``strict`` together with ``vectorize`` is kept).
+    Without ``create_graph``, ``strategy="forward-mode"`` pushes every input
+    direction forward in one pass over the tape and the default pulls every output
+    row back in one pass; otherwise one reverse sweep per output element.
     """
     _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to '
                               'be more performant. Otherwise, prefer to use "reverse-mode".')
@@ -283,6 +457,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         if vectorize and strict:
             raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
                                "supported together. Please either set `strict=False` or `vectorize=False`.")
+        if not create_graph and not strict:
+            jac = _fast(_fast_jacobian, inputs, outputs, strategy == "forward-mode")
+            if jac is not None:
+                return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
         jac = ()
         for i, out in enumerate(outputs):
@@ -319,11 +497,25 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     A single input gives a Tensor of shape ``in.shape + in.shape``; a tuple of
     inputs gives a tuple of tuples with ``H[i][j]`` of shape
     ``inputs[i].shape + inputs[j].shape``.  ``func`` must return a single
-    one-element Tensor.  ``vectorize`` is accepted (computed the plain way);
-    ``outer_jacobian_strategy="forward-mode"`` raises ``NotImplementedError``.
+    one-element Tensor.  ``vectorize`` and ``outer_jacobian_strategy`` are accepted:
+    without ``create_graph`` the Hessian comes from one tangent pass over the tape
+    with every input direction and one forward-over-reverse pass.
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
+    if not create_graph and not strict:
+        with enable_grad():
+            xs = _grad_preprocess(inputs, create_graph=False, need_graph=True)
+            out = func(*xs)
+            is_out_tuple, _ = _as_tuple(out, "outputs of the user-provided function", "hessian")
+            if is_out_tuple or not isinstance(out, Tensor):
+                raise RuntimeError("The function given to hessian should return a single Tensor")
+            if out.numel() != 1:
+                raise RuntimeError("The Tensor returned by the function given to hessian should contain a single "
+                                   "element")
+            res = _fast(_fast_hessian, xs, out)
+        if res is not None:
+            return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
     def ensure_single_output_function(*inp):
         out = func(*inp)
@@ -365,6 +557,8 @@ def _scalar_function_setup(func, inputs, v, create_graph, strict, name):
         raise RuntimeError(f"The function given to {name} should return a single Tensor")
     if outputs[0].numel() != 1:
         raise RuntimeError(f"The Tensor returned by the function given to {name} should contain a single element")
+    if not create_graph and not strict and v is not None:
+        return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, None    # (the caller tries the tape first)
     jac = _autograd_grad(outputs, inputs, create_graph=True)
     _check_requires_grad(jac, "jacobian", strict=strict)
     return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
@@ -379,6 +573,12 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     with enable_grad():
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "vhp")
+        if jac is None:
+            result = _fast(_fast_hvp, inputs, outputs, v)
+            if result is not None:
+                outputs = _grad_postprocess(outputs, False)
+                return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+            jac = _autograd_grad(outputs, inputs, create_graph=True)
 
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
@@ -401,6 +601,12 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     with enable_grad():
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "hvp")
+        if jac is None:
+            result = _fast(_fast_hvp, inputs, outputs, v)
+            if result is not None:
+                outputs = _grad_postprocess(outputs, False)
+                return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+            jac = _autograd_grad(outputs, inputs, create_graph=True)
         grad_jac = tuple(_zeros_like(inp, requires_grad=True) for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, "hessian", strict=strict)

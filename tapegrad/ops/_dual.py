@@ -33,10 +33,21 @@ def _sign(x):
 
 
 def _ipow(x, e):
-    if np.ndim(e) == 0 and e == 0.0:
-        return np.ones_like(np.asarray(x, np.float64))
+    if np.ndim(e) == 0:         # (the kernels' special cases: a square is a product)
+        if e == 0.0:
+            return np.ones_like(np.asarray(x, np.float64))
+        if e == 1.0:
+            return x
+        if e == 2.0:
+            return x * x
     with np.errstate(all="ignore"):
         return np.power(x, e)
+
+
+def _where(c, a, b):
+    if np.ndim(c) == 0:         # a condition on the parameters alone: one branch
+        return a if c else b
+    return np.where(c, a, b)
 
 
 def _polygamma(x, n):
@@ -45,7 +56,7 @@ def _polygamma(x, n):
 
 # the value of every function a rule may call, on arrays (see kernels/codegen.py HELPERS, SPECIAL)
 NUMPY_FUNCTIONS = {
-    "where": np.where, "ipow": _ipow, "sign": _sign, "abs": np.abs, "floor": np.floor, "trunc": np.trunc,
+    "where": _where, "ipow": _ipow, "sign": _sign, "abs": np.abs, "floor": np.floor, "trunc": np.trunc,
     "fmod": np.fmod, "nan_like": lambda x: np.nan, "cos": np.cos, "sin": np.sin, "cosh": np.cosh,
     "sinh": np.sinh, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
     "lgamma": lambda x: _special("gammaln")(x), "digamma": lambda x: _special("psi")(x),
@@ -192,6 +203,8 @@ def _compile(node):
 
             def where(env):
                 c = fc(env)[0]
+                if np.ndim(c) == 0:
+                    return (fa if c else fb)(env)
                 (u, du), (v, dv) = fa(env), fb(env)
                 if du is None and dv is None:
                     return np.where(c, u, v), None

@@ -1756,8 +1756,23 @@ def _cat_pieces(ctx, row):
             for j in range(m)], outer, total
 
 
+def _batch_view(t, words):
+    """The strided view ``words`` of every row of the C-contiguous batch ``t``."""
+    shape, strides, off, _ = _geometry(words)
+    isz = t.itemsize
+    return np.ndarray((t.shape[0],) + shape, t.dtype, t, off * isz,
+                      (t.strides[0],) + tuple(st * isz for st in strides))
+
+
 def tangent(ctx, s, k, row, f0, f1):
     K, n = ctx.K, row[_tp.SIZE]
+    if k == STRIDED:
+        ta = ctx.tan(row[_tp.A])
+        if ta is None:
+            return None
+        if not ta.size:
+            return np.zeros((K, n))
+        return _batch_view(np.ascontiguousarray(ta), _words(ctx.aux, row[_tp.AUX])).reshape(K, n)
     if k == CAT:
         out = np.zeros((K, n))
         pieces, outer, total = _cat_pieces(ctx, row)
@@ -1811,6 +1826,13 @@ def batched_reverse(ctx, s, k, row, f0, f1, G):
         return []
     if k == RESHAPE:
         return [(a, G)]
+    if k == STRIDED:
+        words = _words(ctx.aux, row[_tp.AUX])
+        if not _geometry(words)[3] and G.size:     # no element seen twice: the view written, not added
+            out = np.zeros((G.shape[0], ctx.size(a)))
+            view = _batch_view(out, words)
+            view[...] = G.reshape(view.shape)
+            return [(a, out)]
     idx = _index_of(ctx, row, k, ctx.size(a))
     if k in (STRIDED, GATHER):
         return [(a, scatter_columns(G, idx, ctx.size(a)))]
