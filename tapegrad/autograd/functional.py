@@ -249,6 +249,8 @@ def _fast_jvp(inputs, outputs, v):
     tape = _Tape.of(inputs, outputs)
     if tape is None:
         return None
+    if v is None:           # (a single one-element input: its direction is 1)
+        v = (Tensor._wrap(np.ones(inputs[0].shape)),)
     ctx = tape.tangents({i: vi._data.reshape(1, -1).astype(np.float64) for i, vi in enumerate(v)})
     res = ()
     for out, (kind, s) in zip(outputs, tape.outs):

@@ -1,0 +1,305 @@
+"""Forward mode and second order on the tape (tapegrad/autograd/tangent.py).
+
+Every elementwise, shape and matmul op: its tangent rule against central finite
+differences of the forward, its batched reverse against the compiled backward
+(``u . (J v) == (J^T u) . v``), its curvature term through ``H v`` against finite
+differences of the gradient; the functional API on top (jvp, hvp, vhp, jacobian
+both ways, hessian) against finite differences and against PyTorch where it is
+installed, and the fallback to the reverse-mode path where a rule is missing.
+"""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import functional as Fn
+from tapegrad.autograd import tangent as TG
+
+F = tg.nn.functional
+RNG = np.random.default_rng(7)
+EPS = 1e-6
+
+
+@pytest.fixture
+def fast_only(monkeypatch):
+    """Fail if the functional API falls back to the reverse-mode path."""
+    def must(f, *args):
+        out = f(*args)
+        assert out is not None, "the tape was not walked in forward mode"
+        return out
+    monkeypatch.setattr(Fn, "_fast", must)
+
+
+def _fd_jvp(f, xs, vs):
+    plus = f(*[tg.tensor(x + EPS * v) for x, v in zip(xs, vs)])
+    minus = f(*[tg.tensor(x - EPS * v) for x, v in zip(xs, vs)])
+    return (plus.numpy() - minus.numpy()) / (2 * EPS)
+
+
+def _grad(f, xs):
+    ts = [tg.tensor(x, requires_grad=True) for x in xs]
+    f(*ts).backward()
+    return [np.zeros_like(x) if t.grad is None else t.grad.numpy() for x, t in zip(xs, ts)]
+
+
+def _fd_hvp(f, xs, vs):
+    gp = _grad(f, [x + EPS * v for x, v in zip(xs, vs)])
+    gm = _grad(f, [x - EPS * v for x, v in zip(xs, vs)])
+    return [(a - b) / (2 * EPS) for a, b in zip(gp, gm)]
+
+
+def _check(f, xs, second=True, rtol=1e-5, atol=1e-6):
+    """jvp against finite differences and against the reverse pass; with ``second``,
+    H v of ``sum(f * w)`` against finite differences of its gradient."""
+    xs = [np.asarray(x, np.float64) for x in xs]
+    vs = [RNG.standard_normal(x.shape) for x in xs]
+    ins = tuple(tg.tensor(x) for x in xs)
+    out, jv = Fn.jvp(f, ins, tuple(tg.tensor(v) for v in vs))
+    np.testing.assert_allclose(jv.numpy(), _fd_jvp(f, xs, vs), rtol=rtol, atol=atol)
+    u = RNG.standard_normal(out.shape)
+    _, vj = Fn.vjp(f, ins, tg.tensor(u))
+    lhs = float((u * jv.numpy()).sum())
+    rhs = float(sum((a.numpy() * v).sum() for a, v in zip(vj, vs)))
+    assert abs(lhs - rhs) <= 1e-9 * (1 + abs(lhs))
+    if second:
+        w = tg.tensor(RNG.standard_normal(out.shape))
+
+        def scalar(*a):
+            return (f(*a) * w).sum()
+        _, hv = Fn.hvp(scalar, ins, tuple(tg.tensor(v) for v in vs))
+        for got, want in zip(hv, _fd_hvp(scalar, xs, vs)):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+X = RNG.uniform(0.2, 0.8, (3, 4))
+
+UNARY = {
+    "neg": tg.neg, "abs": lambda x: tg.abs(x - 0.5), "exp": tg.exp, "log": tg.log, "log1p": tg.log1p,
+    "expm1": tg.expm1, "sqrt": tg.sqrt, "sin": tg.sin, "cos": tg.cos, "tan": tg.tan, "tanh": tg.tanh,
+    "sigmoid": tg.sigmoid, "relu": lambda x: tg.relu(x - 0.5), "sign": lambda x: tg.sign(x - 0.5),
+    "floor": lambda x: tg.floor(x * 3), "round": lambda x: tg.round(x * 3), "clamp": lambda x: tg.clamp(x, 0.3, 0.7),
+    "add_s": lambda x: x + 2.5, "mul_s": lambda x: x * 3.0, "div_s": lambda x: x / 3.0, "rsub_s": lambda x: 2.0 - x,
+    "rdiv_s": lambda x: 2.0 / x, "pow_s3": lambda x: x ** 3, "pow_s2": lambda x: x ** 2, "pow_s_half": lambda x: x ** 0.5,
+    "pow_s_frac": lambda x: x ** 1.7, "pow_s1": lambda x: x ** 1, "rpow_s": lambda x: 2.0 ** x,
+    "copy": lambda x: x.clone(), "asin": tg.asin, "acos": tg.acos, "atan": tg.atan, "sinh": tg.sinh, "cosh": tg.cosh,
+    "asinh": tg.asinh, "acosh": lambda x: tg.acosh(x + 1.5), "atanh": tg.atanh, "log2": tg.log2, "log10": tg.log10,
+    "exp2": tg.exp2, "reciprocal": tg.reciprocal, "rsqrt": tg.rsqrt, "ceil": lambda x: tg.ceil(x * 3),
+    "trunc": lambda x: tg.trunc(x * 3), "frac": lambda x: tg.frac(x * 3), "logit": tg.logit,
+    "logit_eps": lambda x: tg.logit(x, eps=0.3), "sinc": tg.sinc, "erf": tg.erf, "erfc": tg.erfc,
+    "erfinv": tg.erfinv, "lgamma": tg.lgamma, "digamma": tg.digamma, "polygamma": lambda x: tg.polygamma(2, x),
+    "i0": tg.i0, "i0e": tg.special.i0e, "i1": tg.special.i1, "i1e": tg.special.i1e, "ndtr": tg.special.ndtr,
+    "ndtri": tg.special.ndtri, "log_ndtr": tg.special.log_ndtr, "bessel_j0": tg.special.bessel_j0,
+    "bessel_j1": tg.special.bessel_j1, "entr": tg.special.entr,
+    "softplus": lambda x: F.softplus(x * 4 - 2, beta=2.0, threshold=1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name, fast_only):
+    _check(UNARY[name], [X])
+
+
+A, B1, B0 = RNG.uniform(0.6, 1.4, (3, 4)), RNG.uniform(0.6, 1.4, (4,)), RNG.uniform(0.6, 1.4, (1,))
+BINARY = {
+    "add": tg.add, "sub": tg.sub, "mul": tg.mul, "div": tg.div, "pow": tg.pow, "maximum": tg.maximum,
+    "minimum": tg.minimum, "where": lambda a, b: tg.where(a > 1.0, a, b),
+    "div_trunc": lambda a, b: tg.div(a * 5, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: tg.div(a * 5, b, rounding_mode="floor"), "atan2": tg.atan2, "hypot": tg.hypot,
+    "remainder": lambda a, b: tg.remainder(a * 3, b), "fmod": lambda a, b: tg.fmod(a * 3, b),
+    "copysign": lambda a, b: tg.copysign(a, b - 1.0), "xlogy": tg.xlogy, "xlog1py": tg.special.xlog1py,
+}
+
+
+@pytest.mark.parametrize("other", [B1, B0, A[0, 0] * 0.93, A * 0.9 + 0.13], ids=["row", "one", "0d", "same"])
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_with_broadcasting(name, other, fast_only):
+    _check(BINARY[name], [A, np.asarray(other)])
+    _check(lambda b, a: BINARY[name](a, b), [np.asarray(other), A])
+
+
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_incomplete_gamma_in_x(name, fast_only):
+    a = tg.tensor(RNG.uniform(1.0, 3.0, (3, 4)))
+    _check(lambda x: getattr(tg, name)(a, x), [A])
+
+
+SHAPE = {
+    "slices": lambda x: x[1:, ::2] * x[:-1, 1::2],
+    "transpose": lambda x: x.T @ x,
+    "expand": lambda x: x[:, :1].expand(3, 4) * x,
+    "reshape": lambda x: x.reshape(2, 6).sum(0) * x.reshape(-1)[:6],
+    "index": lambda x: x[np.array([0, 2, 2]), 1:] ** 2,
+    "mask": lambda x: x[x > 0.5] * 3.0,
+    "setitem": lambda x: _setitem(x),
+    "cat": lambda x: tg.cat([x, x ** 2, tg.ones(1, 4)], 0).sin(),
+    "stack": lambda x: tg.stack([x, x.exp()], 1) ** 2,
+    "flip_roll": lambda x: tg.flip(x, (0,)) * tg.roll(x, 1, 1),
+    "diagonal": lambda x: tg.diagonal(x @ x.T) ** 3,
+    "permute": lambda x: x.reshape(3, 2, 2).permute(2, 0, 1).tanh(),
+    "gather": lambda x: tg.gather(x, 1, tg.tensor(np.array([[0, 3], [1, 1], [2, 0]]))) ** 2,
+    "repeat": lambda x: x.repeat(2, 1).cos(),
+}
+
+
+def _setitem(x):
+    y = x * 1.0
+    y[1] = x[0] ** 2
+    y[:, 2] = 0.5
+    return y * x
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE))
+def test_shape(name, fast_only):
+    _check(SHAPE[name], [X])
+
+
+MATMUL = {
+    "mm": ((3, 4), (4, 5)), "mv": ((3, 4), (4,)), "vm": ((4,), (4, 5)), "dot": ((4,), (4,)),
+    "bmm": ((2, 3, 4), (2, 4, 5)), "broadcast": ((2, 1, 3, 4), (5, 4, 2)), "batch_vec": ((2, 3, 4), (4,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMUL))
+def test_matmul(name, fast_only):
+    sa, sb = MATMUL[name]
+    _check(lambda a, b: tg.tanh(a @ b) * (a @ b), [RNG.standard_normal(sa), RNG.standard_normal(sb)])
+
+
+def test_k_directions_equal_k_single_passes():
+    x = tg.tensor(X.reshape(-1), requires_grad=True)
+    y = (tg.sin(x[1:] * x[:-1]) ** 2).sum() + (x.exp() * x).sum()
+    T, s = y._tape, TG.leaf_slot(y._tape, x)
+    V = RNG.standard_normal((5, x.numel()))
+    ctx = TG.tangents(T, {s: V}, y._slot)
+    seed = np.zeros((6, 1))
+    seed[0] = 1.0
+    many = TG.reverse(ctx, {y._slot: seed}, [s], second=True)[s]
+    for k in range(5):
+        c1 = TG.tangents(T, {s: V[k:k + 1]}, y._slot)
+        one = TG.reverse(c1, {y._slot: seed[:2]}, [s], second=True)[s]
+        np.testing.assert_allclose(ctx.tans[y._slot][k], c1.tans[y._slot][0], rtol=1e-14)
+        np.testing.assert_allclose(many[1 + k], one[1], rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(many[0], one[0], rtol=1e-14)
+
+
+def _hessian_fd(f, x):
+    n = x.size
+    H = np.zeros((n, n))
+    for j in range(n):
+        e = np.zeros(n)
+        e[j] = EPS
+        H[:, j] = (_grad(f, [x + e])[0] - _grad(f, [x - e])[0]) / (2 * EPS)
+    return H
+
+
+def test_hessian_and_jacobian_both_strategies(fast_only):
+    Am = tg.tensor(RNG.standard_normal((6, 4)))
+
+    def f(x):
+        return F.softplus(Am @ x).sum() + (x[0] * x[1:] ** 2).sum()
+    x0 = RNG.standard_normal(4)
+    H = Fn.hessian(f, tg.tensor(x0))
+    np.testing.assert_allclose(H.numpy(), _hessian_fd(f, x0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(H.numpy(), H.numpy().T, rtol=1e-12, atol=1e-12)
+
+    def g(x):
+        return tg.tanh(Am @ x) * (Am @ x.sin())
+    J1 = Fn.jacobian(g, tg.tensor(x0))
+    J2 = Fn.jacobian(g, tg.tensor(x0), strategy="forward-mode", vectorize=True)
+    cols = [_fd_jvp(g, [x0], [np.eye(4)[j]]) for j in range(4)]
+    np.testing.assert_allclose(J1.numpy(), np.stack(cols, 1), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(J2.numpy(), J1.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_tuple_inputs_and_outputs(fast_only):
+    a0, b0 = RNG.standard_normal((3,)), RNG.standard_normal((2, 3))
+
+    def f(a, b):
+        return (b * a).exp(), (a ** 2).sum() * b[0]
+    ja = Fn.jacobian(f, (tg.tensor(a0), tg.tensor(b0)))
+    jf = Fn.jacobian(f, (tg.tensor(a0), tg.tensor(b0)), strategy="forward-mode")
+    assert [[t.shape for t in row] for row in ja] == [[(2, 3, 3), (2, 3, 2, 3)], [(3, 3), (3, 2, 3)]]
+    for ra, rf in zip(ja, jf):
+        for x, y in zip(ra, rf):
+            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12, atol=1e-13)
+
+    def s(a, b):
+        return (b * a.sin()).sum() * a.sum()
+    H = Fn.hessian(s, (tg.tensor(a0), tg.tensor(b0)))
+    assert H[0][1].shape == (3, 2, 3) and H[1][0].shape == (2, 3, 3)
+    np.testing.assert_allclose(H[0][1].numpy(), np.moveaxis(H[1][0].numpy(), 2, 0), rtol=1e-12, atol=1e-12)
+    v = (tg.tensor(RNG.standard_normal(3)), tg.tensor(RNG.standard_normal((2, 3))))
+    _, hv = Fn.hvp(s, (tg.tensor(a0), tg.tensor(b0)), v)
+    want = _fd_hvp(s, [a0, b0], [t.numpy() for t in v])
+    for got, w in zip(hv, want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_unused_input_and_constant_output(fast_only):
+    def f(a, b):
+        return a * 2.0
+    out, jv = Fn.jvp(f, (tg.tensor([1.0, 2.0]), tg.tensor([3.0])), (tg.tensor([1.0, 1.0]), tg.tensor([5.0])))
+    assert jv.tolist() == [2.0, 2.0]
+    _, hv = Fn.hvp(lambda a, b: (a * a).sum(), (tg.tensor([1.0, 2.0]), tg.tensor([3.0])),
+                   (tg.tensor([1.0, -1.0]), tg.tensor([5.0])))
+    assert hv[0].tolist() == [2.0, -2.0] and hv[1].tolist() == [0.0]
+    J = Fn.jacobian(lambda a: tg.ones(3), tg.tensor([1.0, 2.0]))
+    assert J.shape == (3, 2) and not J.numpy().any()
+    J = Fn.jacobian(lambda a: a, tg.tensor([1.0, 2.0]))
+    assert J.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_an_op_without_a_forward_rule_falls_back_to_reverse_mode():
+    """linalg.solve is a host op (no forward-mode rule): the reverse-mode path gives the values."""
+    M = tg.tensor(RNG.standard_normal((3, 3)) + 3 * np.eye(3))
+    x0 = RNG.standard_normal(3)
+
+    def f(x):
+        return (tg.linalg.solve(M, x.sin()) ** 2).sum()
+    H = Fn.hessian(f, tg.tensor(x0))
+    np.testing.assert_allclose(H.numpy(), _hessian_fd(f, x0), rtol=1e-5, atol=1e-6)
+    x = tg.tensor(x0, requires_grad=True)
+    y = f(x)
+    with pytest.raises(NotImplementedError, match="Trying to use forward AD with .* that does not support it"):
+        TG.tangents(y._tape, {TG.leaf_slot(y._tape, x): np.ones((1, 3))}, y._slot)
+
+
+def test_float32_inputs_give_float32_results(fast_only):
+    x = tg.tensor(X.astype(np.float32))
+    _, hv = Fn.hvp(lambda t: (t.sin() ** 2).sum(), x, tg.ones_like(x))
+    assert hv.dtype == tg.float32
+    H = Fn.hessian(lambda t: (t.sin() ** 2).sum(), x.reshape(-1))
+    assert H.dtype == tg.float32 and H.shape == (12, 12)
+    np.testing.assert_allclose(H.numpy().sum(1).reshape(3, 4), hv.numpy(), rtol=1e-5)
+
+
+try:
+    import torch
+except ImportError:     # (the comparisons below need it)
+    torch = None
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_against_pytorch(fast_only):
+    torch.set_default_dtype(torch.float64)
+    A0 = RNG.standard_normal((30, 10))
+    x0, v0 = RNG.standard_normal(10), RNG.standard_normal(10)
+
+    def make(lib):
+        Am = lib.tensor(A0)
+        return lambda x: lib.nn.functional.softplus(Am @ x).sum() + (lib.tanh(x[1:] * x[:-1]) ** 2).sum()
+    ft, fg = make(torch), make(tg)
+    X0, V0 = torch.tensor(x0), torch.tensor(v0)
+    np.testing.assert_allclose(Fn.hvp(fg, tg.tensor(x0), tg.tensor(v0))[1].numpy(),
+                               torch.autograd.functional.hvp(ft, X0, V0)[1].numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Fn.hessian(fg, tg.tensor(x0)).numpy(),
+                               torch.autograd.functional.hessian(ft, X0).numpy(), rtol=1e-12, atol=1e-12)
+
+    def make_map(lib):
+        Am = lib.tensor(A0[:10])
+        return lambda x: lib.tanh(Am @ lib.sin(x)) * x + x.exp()
+    mt, mg = make_map(torch), make_map(tg)
+    np.testing.assert_allclose(Fn.jacobian(mg, tg.tensor(x0)).numpy(),
+                               torch.autograd.functional.jacobian(mt, X0, vectorize=True).numpy(), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(Fn.jvp(mg, tg.tensor(x0), tg.tensor(v0))[1].numpy(),
+                               torch.func.jvp(mt, (X0,), (V0,))[1].numpy(), rtol=1e-12, atol=1e-12)
