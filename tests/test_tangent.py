@@ -303,3 +303,35 @@ def test_against_pytorch(fast_only):
                                atol=1e-12)
     np.testing.assert_allclose(Fn.jvp(mg, tg.tensor(x0), tg.tensor(v0))[1].numpy(),
                                torch.func.jvp(mt, (X0,), (V0,))[1].numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _rosen(x):
+    h = x[:-1]
+    return (100 * (x[1:] - h ** 2) ** 2 + (1 - h) ** 2).sum()
+
+
+def test_recorded_tape_jvp_hvp_jacobian_hessian():
+    x0, x1, v = RNG.uniform(-2, 2, 6), RNG.uniform(-2, 2, 6), RNG.standard_normal(6)
+    R = tg.record(_rosen, x0)
+    for x in (x0, x1):              # the recording's point and another one, replayed
+        y, hv = R.hvp(x, v)
+        assert y == pytest.approx(float(_rosen(tg.tensor(x))))
+        np.testing.assert_allclose(hv, _fd_hvp(_rosen, [x], [v])[0], rtol=1e-6, atol=1e-6)
+        H = R.hessian(x)
+        np.testing.assert_allclose(H, _hessian_fd(_rosen, x), rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(H @ v, hv, rtol=1e-12, atol=1e-9)
+        y, jv = R.jvp(x, v)
+        np.testing.assert_allclose(jv, _grad(_rosen, [x])[0] @ v, rtol=1e-12)
+
+    def g(x, w):
+        return tg.tanh(x * w) * x[0]
+    R2 = tg.record(g, x0, v)
+    Jx, Jw = R2.jacobian((x1, v))
+    cols = np.stack([_fd_jvp(lambda t: g(t, tg.tensor(v)), [x1], [np.eye(6)[j]]) for j in range(6)], 1)
+    np.testing.assert_allclose(Jx, cols, rtol=1e-6, atol=1e-8)
+    assert Jw.shape == (6, 6)
+    np.testing.assert_allclose(R2.jacobian((x1, v), argnums=0), Jx, rtol=1e-14)
+    with pytest.raises(ValueError, match="2 tensors given for 1"):
+        tg.record(lambda x, w: (x * w).sum(), x0, v).hvp((x0, v), (v, v), argnums=0)
+    with pytest.raises(RuntimeError, match="should contain a single element"):
+        R2.hessian((x0, v))

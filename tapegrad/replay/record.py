@@ -149,6 +149,115 @@ class RecordedTape:
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
         return self._differentiate(args, cotangent, argnums)
 
+    # -- forward mode and second order (autograd.tangent), on the replayed tape --
+    def _walkable(self, args, argnums):
+        """(picked argument indices, whether one is returned bare, the arrays, the tape, the
+        output's slot and value, each picked argument's leaf slot or None)."""
+        args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        R, picked, single = self._grad_args(argnums)
+        arrays, vals = self._replay(args, R)
+        if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
+            raise RuntimeError("jvp/hvp/jacobian/hessian need a function returning one tensor")
+        chosen = set(picked)
+        leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
+        for t in leaves:
+            if isinstance(t, Tensor):
+                t._requires_grad = True
+        T = R.tape_for(vals, arrays, leaves)
+        s = R.out_refs[0][1]
+        slot_of = {id(t): sl for sl, t in T.leaves.items()}
+        ins = [slot_of.get(id(leaves[i])) if R.rg[s] else None for i in picked]
+        if argnums is None:
+            single = len(picked) == 1
+        return picked, single, arrays, T, s, np.asarray(vals[s]), ins
+
+    @staticmethod
+    def _directions(vs, picked, arrays, single, what):
+        vs = (vs,) if single and not isinstance(vs, (tuple, list)) else tuple(vs)
+        if len(vs) != len(picked):
+            raise ValueError("%s: %d tensors given for %d differentiated arguments" % (what, len(vs), len(picked)))
+        out = []
+        for v, i in zip(vs, picked):
+            v = np.asarray(v._data if isinstance(v, Tensor) else v, np.float64)
+            if v.shape != arrays[i].shape:
+                raise ValueError("%s: argument %d has shape %s, its direction %s" % (what, i, arrays[i].shape,
+                                                                                     v.shape))
+            out.append(v.reshape(1, -1))
+        return out
+
+    def jvp(self, args, tangents, argnums=None):
+        """(output, Jacobian-vector product): ``tangents`` one array per differentiated
+        argument (one bare array for one), pushed forward through the tape in one pass."""
+        from ..autograd import tangent as TG
+        picked, single, arrays, T, s, y, ins = self._walkable(args, argnums)
+        vs = self._directions(tangents, picked, arrays, single, "jvp")
+        seeds = {sl: v for sl, v in zip(ins, vs) if sl is not None}
+        t = TG.tangents(T, seeds, s).tans.get(s) if seeds and min(seeds) <= s else None
+        return y, (np.zeros(y.shape) if t is None else t.reshape(y.shape)).astype(np.result_type(y.dtype, np.float32))
+
+    def _second(self, args, directions, argnums, what):
+        """(value, picked, single, arrays, {picked position: (1 + K, n) batch})."""
+        from ..autograd import tangent as TG
+        picked, single, arrays, T, s, y, ins = self._walkable(args, argnums)
+        if y.size != 1:
+            raise RuntimeError("The Tensor returned by the function given to %s should contain a single element"
+                               % what)
+        dirs = directions(picked, arrays, single)
+        K = next(iter(dirs)).shape[0] if dirs else 0
+        seeds = {sl: d for sl, d in zip(ins, dirs) if sl is not None}
+        got = {}
+        if seeds and min(seeds) <= s:
+            seed = np.zeros((1 + K, 1))
+            seed[0] = 1.0
+            ctx = TG.tangents(T, seeds, s)
+            res = TG.reverse(ctx, {s: seed}, list(seeds), second=True)
+            got = {j: res[sl] for j, sl in enumerate(ins) if sl is not None and res.get(sl) is not None}
+        return float(y.reshape(-1)[0]), picked, single, arrays, got
+
+    def hvp(self, args, v, argnums=None):
+        """(value, Hessian-vector product) of a scalar function: one tangent pass and one
+        forward-over-reverse pass over the replayed tape; ``v`` as ``jvp``'s tangents."""
+        y, picked, single, arrays, got = self._second(
+            args, lambda picked, arrays, single: self._directions(v, picked, arrays, single, "hvp"), argnums, "hvp")
+        out = [got[j][1].reshape(arrays[i].shape) if j in got else np.zeros(arrays[i].shape)
+               for j, i in enumerate(picked)]
+        return y, (out[0] if single else tuple(out))
+
+    def hessian(self, args, argnums=None):
+        """The Hessian of a scalar function (``(n, n)`` shaped ``arg.shape * 2``; for several
+        arguments a tuple of tuples of blocks), from every direction in one pass."""
+        offsets = []
+
+        def directions(picked, arrays, single):
+            sizes = [arrays[i].size for i in picked]
+            off = np.cumsum([0] + sizes)
+            offsets.append(off)
+            eye = np.eye(int(off[-1]))
+            return [eye[:, off[j]:off[j + 1]] for j in range(len(picked))]
+        y, picked, single, arrays, got = self._second(args, directions, argnums, "hessian")
+        off = offsets[0]
+        blocks = tuple(tuple((got[a][1 + off[b]:1 + off[b + 1]].T if a in got
+                              else np.zeros((arrays[i].size, arrays[j].size))).reshape(arrays[i].shape
+                                                                                        + arrays[j].shape)
+                             for b, j in enumerate(picked)) for a, i in enumerate(picked))
+        return blocks[0][0] if single else blocks
+
+    def jacobian(self, args, argnums=None):
+        """The Jacobian of the output with respect to the differentiated arguments
+        (``out.shape + arg.shape``; a tuple for several), all input directions in one
+        tangent pass."""
+        from ..autograd import tangent as TG
+        picked, single, arrays, T, s, y, ins = self._walkable(args, argnums)
+        sizes = [arrays[i].size for i in picked]
+        off = np.cumsum([0] + sizes)
+        eye = np.eye(int(off[-1]))
+        seeds = {sl: eye[:, off[j]:off[j + 1]] for j, sl in enumerate(ins) if sl is not None and sizes[j]}
+        t = TG.tangents(T, seeds, s).tans.get(s) if seeds and min(seeds) <= s else None
+        out = [(np.zeros((y.size, sizes[j])) if t is None else t[off[j]:off[j + 1]].T).reshape(y.shape
+                                                                                             + arrays[i].shape)
+               for j, i in enumerate(picked)]
+        return out[0] if single else tuple(out)
+
     # -- saving ---------------------------------------------------------------
     def save(self, path):
         """Write the tape to ``path`` in tapegrad's data-only tape file format (an
