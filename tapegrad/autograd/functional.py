@@ -28,6 +28,7 @@ Differences from PyTorch:
 """
 import numpy as np
 
+from ..core import tape as _tp
 from ..ops.shape import stack
 from ..core.tensor import Tensor
 from . import tangent as _tangent
@@ -353,9 +354,11 @@ def _fast_jacobian(inputs, outputs, forward):
 def _fast(f, *args):
     """``f(*args)``, or None when the tape has an op without a forward-mode rule."""
     try:
-        return f(*args)
+        out = f(*args)
     except _tangent.NoForwardRule:
         return None
+    _tp.rotate()        # (as after a backward: the next call records on a new, short tape)
+    return out
 
 
 # -- public API ----------------------------------------------------------------------------

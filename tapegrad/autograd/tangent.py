@@ -116,7 +116,7 @@ def _leads(ctx, targets, hi):
     for s, row in zip(range(lo + 1, hi + 1), ints[lo + 1:hi + 1].tolist()):
         if row[_OP] >= META_END and any(i >= 0 and lead[i] for i in walk.entry_inputs(row, aux)):
             lead[s] = 1
-    lead[ints[:, _OP] == CONST] = 0
+    lead[lo:hi + 1][ints[lo:hi + 1, _OP] == CONST] = 0
     return lead
 
 
@@ -133,7 +133,8 @@ def reverse(ctx, seeds, targets, second=False):
     adj = {s: g for s, g in seeds.items() if lead[s]}
     keep = set(targets)
     ints, flts, aux = ctx.ints, ctx.flts, ctx.aux
-    order = np.flatnonzero(lead[:hi + 1])[::-1]
+    lo = min(targets)
+    order = lo + np.flatnonzero(lead[lo:hi + 1])[::-1]
     rows = ints[order].tolist()
     params = flts[order][:, _F0:_F1 + 1].tolist()
     for s, row, (f0, f1) in zip(order.tolist(), rows, params):
