@@ -79,3 +79,16 @@ def test_dask_logreg(capsys):
     out = capsys.readouterr().out
     assert "s per evaluation" in out and "speed-up per evaluation" in out
     assert "dask-ml is not installed" in out or "dask-ml LogisticRegression" in out
+
+
+def test_newton_trust_ncg(capsys):
+    ex = _load("newton_trust_ncg")
+    res = ex.main(["--n", "60"])["tapegrad"]
+    assert res["success"] and res["nhvp"] > 0
+    np.testing.assert_allclose(res["x"], 1.0, atol=1e-6)
+    assert "Hessian-vector products" in capsys.readouterr().out
+    # the tape's H p is the Hessian of Rosenbrock written out (scipy.optimize.rosen_hess_prod)
+    from scipy.optimize import rosen_hess_prod
+    fun, hessp = ex.tapegrad_oracles(np.full(60, 0.5))
+    x, p = np.linspace(0.1, 1.9, 60), np.cos(np.arange(60.0))
+    np.testing.assert_allclose(hessp(x, p), rosen_hess_prod(x, p), rtol=1e-12, atol=1e-10)

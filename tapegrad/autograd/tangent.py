@@ -68,13 +68,18 @@ class TangentContext:
         return v
 
 
+_BY_OPCODE = {}     # (opcode, what) -> (rule, kernel index)
+
+
 def _rules(row, what):
     op = row[_OP]
-    rules = FAMILY_RULES[op >> 6]
-    f = getattr(rules, what)
-    if f is None:
-        raise NoForwardRule(no_forward_message(row))
-    return f, op & 63
+    got = _BY_OPCODE.get((op, what))
+    if got is None:
+        f = getattr(FAMILY_RULES[op >> 6], what)
+        if f is None:
+            raise NoForwardRule(no_forward_message(row))
+        got = _BY_OPCODE[(op, what)] = (f, op & 63)
+    return got
 
 
 def no_forward_message(row):
@@ -87,6 +92,11 @@ def no_forward_message(row):
 def tangents(T, seeds, hi):
     """A ``TangentContext`` whose ``tans`` hold the tangents of every slot up to ``hi``
     that depends on a seeded one; ``seeds``: {slot: (K, n) tangent}."""
+    with np.errstate(all="ignore"):     # (a rule's inf and nan are the kernels')
+        return _tangents(T, seeds, hi)
+
+
+def _tangents(T, seeds, hi):
     K = next(iter(seeds.values())).shape[0]
     ctx = TangentContext(T, K)
     ctx.tans.update(seeds)
@@ -126,11 +136,17 @@ def reverse(ctx, seeds, targets, second=False):
     1..K its tangents along the context's tangents (the forward-over-reverse
     sweep): each entry adds its rule's curvature term to them.  Returns
     {target slot: (B, n) batch, or None where nothing reached it}."""
+    with np.errstate(all="ignore"):
+        return _reverse(ctx, seeds, targets, second)
+
+
+def _reverse(ctx, seeds, targets, second):
     hi = max(seeds)
     if ctx.lead is None:
         ctx.lead = _leads(ctx, targets, hi)
     lead = ctx.lead
     adj = {s: g for s, g in seeds.items() if lead[s]}
+    owned = set()           # slots whose adjoint is an array of the sweep's own (added to in place)
     keep = set(targets)
     ints, flts, aux = ctx.ints, ctx.flts, ctx.aux
     lo = min(targets)
@@ -142,14 +158,26 @@ def reverse(ctx, seeds, targets, second=False):
         if G is None or row[_OP] < META_END:
             continue
         f, k = _rules(row, "batched_reverse")
-        parts = list(f(ctx, s, k, row, f0, f1, G))
+        for i, r in f(ctx, s, k, row, f0, f1, G):
+            prev = adj.get(i)
+            if prev is None:
+                adj[i] = r
+            elif i in owned:
+                prev += r
+            else:
+                adj[i] = prev + r
+                owned.add(i)
         if second:
             c, _ = _rules(row, "curvature")
-            for i, d in c(ctx, s, k, row, f0, f1, G[0]):
-                parts.append((i, np.concatenate([np.zeros((1, d.shape[1])), d])))
-        for i, r in parts:
-            prev = adj.get(i)
-            adj[i] = r if prev is None else prev + r
+            for i, d in c(ctx, s, k, row, f0, f1, G[0]):     # (into the tangent rows 1..K)
+                prev = adj.get(i)
+                if prev is None:
+                    prev = adj[i] = np.zeros((1 + d.shape[0], d.shape[1]))
+                    owned.add(i)
+                elif i not in owned:
+                    prev = adj[i] = prev.copy()
+                    owned.add(i)
+                prev[1:] += d
     return {t: adj.get(t) for t in targets}
 
 

@@ -40,8 +40,7 @@ def _ipow(x, e):
             return x
         if e == 2.0:
             return x * x
-    with np.errstate(all="ignore"):
-        return np.power(x, e)
+    return np.power(x, e)
 
 
 def _where(c, a, b):
@@ -253,20 +252,21 @@ def _compile(node):
 
 def dual_rule(rule):
     """``f(env) -> (value, tangent)``: the rule and its directional derivative, where
-    ``env`` maps each name the rule reads to (value, tangent or None)."""
+    ``env`` maps each name the rule reads to (value, tangent or None).  (The sweeps
+    call the rules under ``np.errstate(all="ignore")``: a rule's nan and inf are
+    the kernels'.)"""
     def make():
         f = _compile(ast.parse(rule, mode="eval"))
 
-        def run(env):
-            with np.errstate(all="ignore"):
-                return f(env)
-        return run
+        return f
     return _lazy(make)
 
 
 # -- batches between an operand's elements and the output's ---------------------------
 def as_batch(r, K, n):
     """A rule's result as a (K, n) float64 batch (a rule may fold to a number)."""
+    if type(r) is np.ndarray and r.shape == (K, n) and r.dtype == np.float64:
+        return r
     r = np.asarray(r, np.float64)
     if r.shape == (K, n):
         return r
