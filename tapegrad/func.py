@@ -16,6 +16,7 @@ counts as several), and outputs are a tensor or a tuple of tensors.
 import numpy as np
 
 from . import functions as F
+from .autograd import functional as _functional
 from .autograd.api import grad as _grad
 from .autograd.grad_mode import enable_grad
 from .core.tensor import Tensor
@@ -198,8 +199,8 @@ def vjp(func, *primals, has_aux=False):
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """``(func(*primals), J tangents)`` (``(output, jvp_out, aux)`` with ``has_aux``),
-    by the double-backward trick."""
+    """``(func(*primals), J tangents)`` (``(output, jvp_out, aux)`` with ``has_aux``): one
+    tangent pass over the tape outside other transforms, else the double-backward trick."""
     if not isinstance(primals, tuple):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals to be a tuple. E.g. it should be valid "
                            "to call f(*primals).")
@@ -217,7 +218,14 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         out, aux = _split_aux(func(*args), has_aux, "jvp")
         outs = out if isinstance(out, tuple) else (out,)
         flat_in = _flat(groups)
-        res = []
+        res = None
+        if not keep and not strict:     # (nothing to differentiate through: forward mode on the tape)
+            res = _functional.on_tape(_functional.jvp_on_tape, tuple(flat_in), outs, tangents)
+        if res is not None:
+            res = list(res)
+            outs = ()
+        else:
+            res = []
         for o in outs:
             if not o.requires_grad:
                 res.append(_zeros_for(o))
@@ -238,7 +246,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 # -- Jacobians and the Hessian -----------------------------------------------------------------------
-def _jacobian(func, argnums, has_aux, api):
+def _jacobian(func, argnums, has_aux, api, forward=False):
     def wrapper(*args, **kwargs):
         nums = _argnums(argnums, len(args), api)
         with enable_grad():
@@ -251,6 +259,13 @@ def _jacobian(func, argnums, has_aux, api):
                 if not isinstance(o, Tensor):
                     raise RuntimeError("%s: Expected f to return a Tensor or a tuple of Tensors, got %s"
                                        % (api, type(o).__name__))
+            blocks = None
+            if not keep:        # (nothing to differentiate through: one pass over the tape)
+                blocks = _functional.on_tape(_functional.jacobian_on_tape, tuple(flat_in), outs, forward)
+            for o_index, o in enumerate(outs):
+                if blocks is not None:
+                    per_out.append(_regroup(list(blocks[o_index]), groups, isinstance(argnums, int)))
+                    continue
                 rows = []
                 flat_o = o.reshape(-1)
                 for k in range(flat_o.shape[0]):
@@ -271,20 +286,22 @@ def _jacobian(func, argnums, has_aux, api):
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
-    """The Jacobian of ``func`` with respect to the arguments ``argnums``, by reverse
-    sweeps (one per output element), shaped ``output.shape + input.shape``."""
+    """The Jacobian of ``func`` with respect to the arguments ``argnums``, shaped
+    ``output.shape + input.shape``: outside other transforms every output row pulled back
+    in one pass over the tape, inside one a reverse sweep per output element."""
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     return _jacobian(func, argnums, has_aux, "jacrev(f, argnums)(*args)")
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """The Jacobian of ``func`` (PyTorch's forward-mode ``jacfwd``; tapegrad computes the
-    same values by reverse sweeps)."""
+    """The Jacobian of ``func``: outside other transforms, every input direction pushed
+    forward in one pass over the tape; inside one (a result to differentiate again),
+    by reverse sweeps with the same values."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got %s"
                            % randomness)
-    return _jacobian(func, argnums, has_aux, "jacfwd(f, argnums)(*args)")
+    return _jacobian(func, argnums, has_aux, "jacfwd(f, argnums)(*args)", forward=True)
 
 
 def hessian(func, argnums=0):

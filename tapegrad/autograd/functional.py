@@ -246,7 +246,7 @@ def _result(arr, shape, dtype):
     return Tensor._wrap(np.ascontiguousarray(arr).reshape(shape).astype(dtype, copy=False))
 
 
-def _fast_jvp(inputs, outputs, v):
+def jvp_on_tape(inputs, outputs, v):
     tape = _Tape.of(inputs, outputs)
     if tape is None:
         return None
@@ -278,7 +278,7 @@ def _second_order(tape, out_slot, directions, K):
     return {i: got[s] for i, s in enumerate(tape.ins) if s is not None and got.get(s) is not None}
 
 
-def _fast_hvp(inputs, outputs, v):
+def hvp_on_tape(inputs, outputs, v):
     tape = _Tape.of(inputs, outputs)
     if tape is None or tape.outs[0][0] != "slot":
         return None
@@ -288,7 +288,7 @@ def _fast_hvp(inputs, outputs, v):
                  for i, x in enumerate(inputs))
 
 
-def _fast_hessian(inputs, output):
+def hessian_on_tape(inputs, output):
     tape = _Tape.of(inputs, (output,))
     if tape is None or tape.outs[0][0] != "slot":
         return None
@@ -309,7 +309,7 @@ def _fast_hessian(inputs, output):
     return res
 
 
-def _fast_jacobian(inputs, outputs, forward):
+def jacobian_on_tape(inputs, outputs, forward):
     tape = _Tape.of(inputs, outputs)
     if tape is None:
         return None
@@ -351,7 +351,7 @@ def _fast_jacobian(inputs, outputs, forward):
                        for i, x in enumerate(inputs)) for o, out in enumerate(outputs))
 
 
-def _fast(f, *args):
+def on_tape(f, *args):
     """``f(*args)``, or None when the tape has an op without a forward-mode rule."""
     try:
         out = f(*args)
@@ -415,7 +415,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outputs, "outputs", strict=strict)
         if not create_graph and not strict:
-            result = _fast(_fast_jvp, inputs, outputs, v)
+            result = on_tape(jvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_outputs_tuple)
@@ -463,7 +463,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
             raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
                                "supported together. Please either set `strict=False` or `vectorize=False`.")
         if not create_graph and not strict:
-            jac = _fast(_fast_jacobian, inputs, outputs, strategy == "forward-mode")
+            jac = on_tape(jacobian_on_tape, inputs, outputs, strategy == "forward-mode")
             if jac is not None:
                 return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
@@ -518,7 +518,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             if out.numel() != 1:
                 raise RuntimeError("The Tensor returned by the function given to hessian should contain a single "
                                    "element")
-            res = _fast(_fast_hessian, xs, out)
+            res = on_tape(hessian_on_tape, xs, out)
         if res is not None:
             return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
@@ -579,7 +579,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "vhp")
         if jac is None:
-            result = _fast(_fast_hvp, inputs, outputs, v)
+            result = on_tape(hvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
@@ -607,7 +607,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "hvp")
         if jac is None:
-            result = _fast(_fast_hvp, inputs, outputs, v)
+            result = on_tape(hvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
