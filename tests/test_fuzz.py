@@ -951,6 +951,48 @@ def test_fuzz_second_derivatives(data):
     assert ok, msg
 
 
+@settings(PROFILE, max_examples=max(1, PROFILE.max_examples // 3))
+@given(st.data())
+def test_fuzz_forward_mode(data):
+    """(5) Forward mode and forward over reverse on the tape (``autograd.tangent``):
+    J v against central differences and against the reverse pass (u . J v = J^T u . v);
+    H v of ``sum(f * w)`` against the create_graph double backward."""
+    from tapegrad.autograd import functional as Fn
+    b = _program(HypothesisSource(data))
+    msg = "\n" + b.listing()
+    rng = np.random.default_rng(len(b.lines))
+    xs = b.inputs()
+    vs = [rng.standard_normal(tuple(x.shape)) for x in xs]
+    fresh = tuple(x.detach().requires_grad_(True) for x in xs)
+    out = b.f(*fresh)
+    jv = Fn.on_tape(Fn.jvp_on_tape, fresh, (out,), tuple(tg.tensor(v) for v in vs))
+    if jv is None:
+        return          # (an op without a forward-mode rule: functional takes the reverse-mode path)
+    jv = _a(jv[0])
+    plus = _a(b.f(*[tg.tensor(_a(x) + EPS * v) for x, v in zip(xs, vs)]))
+    minus = _a(b.f(*[tg.tensor(_a(x) - EPS * v) for x, v in zip(xs, vs)]))
+    assert np.allclose(jv, (plus - minus) / (2 * EPS), atol=ATOL, rtol=RTOL), msg
+    u = rng.standard_normal(jv.shape)
+    ys = b.inputs()
+    gs = tg.autograd.grad((b.f(*ys) * tg.tensor(u)).sum(), ys, allow_unused=True)
+    rhs = sum(float((_a(g) * v).sum()) for g, v in zip(gs, vs) if g is not None)
+    assert abs(float((u * jv).sum()) - rhs) <= 1e-8 * (1 + abs(rhs)), msg
+    w = tg.tensor(np.linspace(0.5, 1.5, jv.size).reshape(jv.shape))
+
+    def scalar(*a):
+        return (b.f(*a) * w).sum()
+    hv = Fn.hvp(scalar, tuple(b.inputs()), tuple(tg.tensor(v) for v in vs))[1]
+    zs = b.inputs()
+    g = tg.autograd.grad(scalar(*zs), zs, create_graph=True, allow_unused=True)
+    pairs = [(gi, tg.tensor(v)) for gi, v in zip(g, vs) if gi is not None and gi.requires_grad]
+    want = [None] * len(zs)
+    if pairs:
+        got = tg.autograd.grad([p for p, _ in pairs], zs, grad_outputs=[v for _, v in pairs], allow_unused=True)
+        want = [None if t is None else _a(t) for t in got]
+    for i, (h, q) in enumerate(zip(hv, want)):
+        assert _same(_a(h), q, 1e-9), "x%d: hvp on the tape %s vs double backward %s%s" % (i, _a(h), q, msg)
+
+
 def test_generator_covers_the_op_set():
     """The generator really produces the op mix it claims, and rarely falls back
     to ``tanh`` (guards against a silent degeneration of the fuzzer)."""

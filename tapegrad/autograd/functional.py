@@ -210,14 +210,16 @@ class _Tape:
                 if T is not None and out._tape is not T:
                     return None
                 T = out._tape
-        if T is not None and (T.ext or T.hooks):
-            return None         # (a tensor from an older tape may depend on the inputs there)
         ins = []
         for x in inputs:
             s = None if T is None else _tangent.leaf_slot(T, x)
             if s is None and x._tape_id != 0 and (T is None or x._tape_id != T.id):
                 return None     # used on another tape
             ins.append(s)
+        if T is not None:
+            lo = min([s for s in ins if s is not None] + [T.n])
+            if any(s >= lo for s in T.hooks) or _imports(T, inputs):
+                return None     # (hooks run in a backward; an older tape may hold work on the inputs)
         outs = []
         for out in outputs:
             if T is not None and out._tape is T:
@@ -240,6 +242,22 @@ class _Tape:
         if not slots or self.hi < 0 or min(slots) > self.hi:
             return None
         return _tangent.tangents(self.T, slots, self.hi)
+
+
+def _imports(T, inputs):
+    """Whether ``T`` imports (EXT) a tensor from a tape, or a tape it imports from, on which
+    one of ``inputs`` is a leaf: work on the inputs the tangent pass over ``T`` would not see."""
+    ids = {id(x) for x in inputs}
+    seen, todo = set(), [src for src, _ in T.ext.values()]
+    while todo:
+        U = todo.pop()
+        if id(U) in seen:
+            continue
+        seen.add(id(U))
+        if any(id(t) in ids for t in U.leaves.values()):
+            return True
+        todo.extend(src for src, _ in U.ext.values())
+    return False
 
 
 def _result(arr, shape, dtype):
