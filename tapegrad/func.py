@@ -220,7 +220,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         flat_in = _flat(groups)
         res = None
         if not keep and not strict:     # (nothing to differentiate through: forward mode on the tape)
-            res = _functional.on_tape(_functional.jvp_on_tape, tuple(flat_in), outs, tangents)
+            res = _functional._on_tape(_functional._jvp_on_tape, tuple(flat_in), outs, tangents)
         if res is not None:
             res = list(res)
             outs = ()
@@ -261,7 +261,7 @@ def _jacobian(func, argnums, has_aux, api, forward=False):
                                        % (api, type(o).__name__))
             blocks = None
             if not keep:        # (nothing to differentiate through: one pass over the tape)
-                blocks = _functional.on_tape(_functional.jacobian_on_tape, tuple(flat_in), outs, forward)
+                blocks = _functional._on_tape(_functional._jacobian_on_tape, tuple(flat_in), outs, forward)
             for o_index, o in enumerate(outs):
                 if blocks is not None:
                     per_out.append(_regroup(list(blocks[o_index]), groups, isinstance(argnums, int)))

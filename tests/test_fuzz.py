@@ -965,7 +965,7 @@ def test_fuzz_forward_mode(data):
     vs = [rng.standard_normal(tuple(x.shape)) for x in xs]
     fresh = tuple(x.detach().requires_grad_(True) for x in xs)
     out = b.f(*fresh)
-    jv = Fn.on_tape(Fn.jvp_on_tape, fresh, (out,), tuple(tg.tensor(v) for v in vs))
+    jv = Fn._on_tape(Fn._jvp_on_tape, fresh, (out,), tuple(tg.tensor(v) for v in vs))
     if jv is None:
         return          # (an op without a forward-mode rule: functional takes the reverse-mode path)
     jv = _a(jv[0])

@@ -26,7 +26,7 @@ def fast_only(monkeypatch):
         out = f(*args)
         assert out is not None, "the tape was not walked in forward mode"
         return out
-    monkeypatch.setattr(Fn, "on_tape", must)
+    monkeypatch.setattr(Fn, "_on_tape", must)
 
 
 def _fd_jvp(f, xs, vs):

@@ -264,7 +264,7 @@ def _result(arr, shape, dtype):
     return Tensor._wrap(np.ascontiguousarray(arr).reshape(shape).astype(dtype, copy=False))
 
 
-def jvp_on_tape(inputs, outputs, v):
+def _jvp_on_tape(inputs, outputs, v):
     tape = _Tape.of(inputs, outputs)
     if tape is None:
         return None
@@ -296,7 +296,7 @@ def _second_order(tape, out_slot, directions, K):
     return {i: got[s] for i, s in enumerate(tape.ins) if s is not None and got.get(s) is not None}
 
 
-def hvp_on_tape(inputs, outputs, v):
+def _hvp_on_tape(inputs, outputs, v):
     tape = _Tape.of(inputs, outputs)
     if tape is None or tape.outs[0][0] != "slot":
         return None
@@ -306,7 +306,7 @@ def hvp_on_tape(inputs, outputs, v):
                  for i, x in enumerate(inputs))
 
 
-def hessian_on_tape(inputs, output):
+def _hessian_on_tape(inputs, output):
     tape = _Tape.of(inputs, (output,))
     if tape is None or tape.outs[0][0] != "slot":
         return None
@@ -327,7 +327,7 @@ def hessian_on_tape(inputs, output):
     return res
 
 
-def jacobian_on_tape(inputs, outputs, forward):
+def _jacobian_on_tape(inputs, outputs, forward):
     tape = _Tape.of(inputs, outputs)
     if tape is None:
         return None
@@ -369,7 +369,7 @@ def jacobian_on_tape(inputs, outputs, forward):
                        for i, x in enumerate(inputs)) for o, out in enumerate(outputs))
 
 
-def on_tape(f, *args):
+def _on_tape(f, *args):
     """``f(*args)``, or None when the tape has an op without a forward-mode rule."""
     try:
         out = f(*args)
@@ -433,7 +433,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outputs, "outputs", strict=strict)
         if not create_graph and not strict:
-            result = on_tape(jvp_on_tape, inputs, outputs, v)
+            result = _on_tape(_jvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_outputs_tuple)
@@ -481,7 +481,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
             raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
                                "supported together. Please either set `strict=False` or `vectorize=False`.")
         if not create_graph and not strict:
-            jac = on_tape(jacobian_on_tape, inputs, outputs, strategy == "forward-mode")
+            jac = _on_tape(_jacobian_on_tape, inputs, outputs, strategy == "forward-mode")
             if jac is not None:
                 return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
@@ -536,7 +536,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             if out.numel() != 1:
                 raise RuntimeError("The Tensor returned by the function given to hessian should contain a single "
                                    "element")
-            res = on_tape(hessian_on_tape, xs, out)
+            res = _on_tape(_hessian_on_tape, xs, out)
         if res is not None:
             return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
@@ -597,7 +597,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "vhp")
         if jac is None:
-            result = on_tape(hvp_on_tape, inputs, outputs, v)
+            result = _on_tape(_hvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
@@ -625,7 +625,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "hvp")
         if jac is None:
-            result = on_tape(hvp_on_tape, inputs, outputs, v)
+            result = _on_tape(_hvp_on_tape, inputs, outputs, v)
             if result is not None:
                 outputs = _grad_postprocess(outputs, False)
                 return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)

@@ -216,7 +216,14 @@ def _compile(node):
                 (u, du), (e, de) = fu(env), fe(env)
                 y = _ipow(u, e)
                 t = None
-                if du is not None and not (np.ndim(e) == 0 and e == 0.0):
+                if du is not None and np.ndim(e) == 0:       # (a fixed exponent: no mask)
+                    if e == 1.0:
+                        t = du
+                    elif e == 2.0:
+                        t = du * (2.0 * u)
+                    elif e != 0.0:
+                        t = du * (e * _ipow(u, e - 1.0))
+                elif du is not None:
                     t = du * np.where(e == 0.0, 0.0, e * _ipow(u, e - 1.0))
                 if de is not None:
                     with np.errstate(all="ignore"):
