@@ -400,14 +400,28 @@ def _to_operand(ctx, d, slot, idx):
     return d if idx is None else scatter_columns(d, idx, ctx.size(slot))
 
 
+def _batched_matmul(L, R):
+    """``L @ R`` where one side is a batch of K rows ``(K, 1, r, c)`` and the other one
+    matrix ``(1, c, m)`` (or the reverse): one GEMM over the stacked rows instead of K
+    small products; other layouts by NumPy's broadcasting matmul."""
+    if L.ndim == 4 and R.ndim == 3 and L.shape[1] == 1 and R.shape[0] == 1:      # (K, 1, r, c) @ (1, c, m)
+        K, _, r, c = L.shape
+        return (L.reshape(K * r, c) @ R[0]).reshape(K, 1, r, -1)
+    if L.ndim == 3 and R.ndim == 4 and L.shape[0] == 1 and R.shape[1] == 1:      # (1, r, c) @ (K, 1, c, m)
+        K, _, c, m = R.shape
+        out = L[0] @ R[:, 0].transpose(1, 0, 2).reshape(c, K * m)
+        return out.reshape(-1, K, m).transpose(1, 0, 2)[:, None]
+    return np.matmul(L, R)
+
+
 def tangent(ctx, s, k, row, f0, f1):
     a, b, nb, n, kk, m, ia, ib = _layout(ctx, row)
     ta, tb = _tangents(ctx, a, ia, (nb, n, kk)), _tangents(ctx, b, ib, (nb, kk, m))
     out = None
     if ta is not None:
-        out = np.matmul(ta, _values(ctx, b, ib, (nb, kk, m)))
+        out = _batched_matmul(ta, _values(ctx, b, ib, (nb, kk, m)))
     if tb is not None:
-        p = np.matmul(_values(ctx, a, ia, (nb, n, kk)), tb)
+        p = _batched_matmul(_values(ctx, a, ia, (nb, n, kk)), tb)
         out = p if out is None else out + p
     return None if out is None else out.reshape(ctx.K, -1)
 
@@ -417,9 +431,11 @@ def batched_reverse(ctx, s, k, row, f0, f1, G):
     Gb = G.reshape(G.shape[0], nb, n, m)
     out = []
     if ctx.needs(a):
-        out.append((a, _to_operand(ctx, np.matmul(Gb, _values(ctx, b, ib, (nb, kk, m)).swapaxes(-1, -2)), a, ia)))
+        dA = _batched_matmul(Gb, _values(ctx, b, ib, (nb, kk, m)).swapaxes(-1, -2))
+        out.append((a, _to_operand(ctx, dA, a, ia)))
     if ctx.needs(b):
-        out.append((b, _to_operand(ctx, np.matmul(_values(ctx, a, ia, (nb, n, kk)).swapaxes(-1, -2), Gb), b, ib)))
+        dB = _batched_matmul(_values(ctx, a, ia, (nb, n, kk)).swapaxes(-1, -2), Gb)
+        out.append((b, _to_operand(ctx, dB, b, ib)))
     return out
 
 
@@ -431,11 +447,11 @@ def curvature(ctx, s, k, row, f0, f1, g):
     if ctx.needs(a):
         tb = _tangents(ctx, b, ib, (nb, kk, m))
         if tb is not None:
-            out.append((a, _to_operand(ctx, np.matmul(gb, tb.swapaxes(-1, -2)), a, ia)))
+            out.append((a, _to_operand(ctx, _batched_matmul(gb, tb.swapaxes(-1, -2)), a, ia)))
     if ctx.needs(b):
         ta = _tangents(ctx, a, ia, (nb, n, kk))
         if ta is not None:
-            out.append((b, _to_operand(ctx, np.matmul(ta.swapaxes(-1, -2), gb), b, ib)))
+            out.append((b, _to_operand(ctx, _batched_matmul(ta.swapaxes(-1, -2), gb), b, ib)))
     return out
 
 
