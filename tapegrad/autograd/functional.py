@@ -587,6 +587,15 @@ def _scalar_function_setup(func, inputs, v, create_graph, strict, name):
     return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
 
 
+def _hvp_from_tape(inputs, outputs, v, is_outputs_tuple, is_inputs_tuple):
+    """``vhp``'s and ``hvp``'s result from the tape, or None (the reverse-mode path then)."""
+    result = _on_tape(_hvp_on_tape, inputs, outputs, v)
+    if result is None:
+        return None
+    outputs = _grad_postprocess(outputs, False)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+
+
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """Vector-Hessian product ``v^T H`` of the scalar function ``func`` at ``inputs``.
 
@@ -597,10 +606,9 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "vhp")
         if jac is None:
-            result = _on_tape(_hvp_on_tape, inputs, outputs, v)
-            if result is not None:
-                outputs = _grad_postprocess(outputs, False)
-                return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+            done = _hvp_from_tape(inputs, outputs, v, is_outputs_tuple, is_inputs_tuple)
+            if done is not None:
+                return done
             jac = _autograd_grad(outputs, inputs, create_graph=True)
 
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
@@ -625,10 +633,9 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_function_setup(
             func, inputs, v, create_graph, strict, "hvp")
         if jac is None:
-            result = _on_tape(_hvp_on_tape, inputs, outputs, v)
-            if result is not None:
-                outputs = _grad_postprocess(outputs, False)
-                return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result, is_inputs_tuple)
+            done = _hvp_from_tape(inputs, outputs, v, is_outputs_tuple, is_inputs_tuple)
+            if done is not None:
+                return done
             jac = _autograd_grad(outputs, inputs, create_graph=True)
         grad_jac = tuple(_zeros_like(inp, requires_grad=True) for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)

@@ -95,11 +95,14 @@ class RecordedTape:
             V = variants[key] = R.with_grad_args(key)
         return V, picked, single
 
-    def _differentiate(self, args, cotangent, argnums=None):
+    def _replayed_tape(self, args, argnums, what):
+        """Replay for differentiating: (recording, picked argument indices, whether one
+        gradient is returned bare, the arrays, the leaves (fresh tensors at the picked
+        arguments), the replayed tape, the output's slot and value)."""
         R, picked, single = self._grad_args(argnums)
         arrays, vals = self._replay(args, R)
         if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
-            raise RuntimeError("value_and_grad/gradient/vjp need a function returning one tensor")
+            raise RuntimeError("%s need a function returning one tensor" % what)
         chosen = set(picked)
         leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
         for t in leaves:
@@ -107,7 +110,12 @@ class RecordedTape:
                 t._requires_grad = True
         T = R.tape_for(vals, arrays, leaves)
         s = R.out_refs[0][1]
-        y = vals[s]
+        return R, picked, single, arrays, leaves, T, s, vals[s]
+
+    def _differentiate(self, args, cotangent, argnums=None):
+        R, picked, single, arrays, leaves, T, s, y = self._replayed_tape(args, argnums,
+                                                                        "value_and_grad/gradient/vjp")
+        chosen = set(picked)
         if cotangent is None:
             if y.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; use vjp")
@@ -154,22 +162,12 @@ class RecordedTape:
         """(picked argument indices, whether one is returned bare, the arrays, the tape, the
         output's slot and value, each picked argument's leaf slot or None)."""
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-        R, picked, single = self._grad_args(argnums)
-        arrays, vals = self._replay(args, R)
-        if len(R.out_refs) != 1 or R.out_refs[0][0] != "slot":
-            raise RuntimeError("jvp/hvp/jacobian/hessian need a function returning one tensor")
-        chosen = set(picked)
-        leaves = [Tensor._wrap(a) if i in chosen else a for i, a in enumerate(arrays)]
-        for t in leaves:
-            if isinstance(t, Tensor):
-                t._requires_grad = True
-        T = R.tape_for(vals, arrays, leaves)
-        s = R.out_refs[0][1]
+        R, picked, single, arrays, leaves, T, s, y = self._replayed_tape(args, argnums, "jvp/hvp/jacobian/hessian")
         slot_of = {id(t): sl for sl, t in T.leaves.items()}
         ins = [slot_of.get(id(leaves[i])) if R.rg[s] else None for i in picked]
         if argnums is None:
             single = len(picked) == 1
-        return picked, single, arrays, T, s, np.asarray(vals[s]), ins
+        return picked, single, arrays, T, s, np.asarray(y), ins
 
     @staticmethod
     def _directions(vs, picked, arrays, single, what):
