@@ -1455,8 +1455,9 @@ forward_mode(CUMPROD)((_cumprod_tangent, _cumprod_batched_reverse, _cumprod_curv
 
 # -- logcumsumexp: dy_j = sum_k<=j t_k exp(x_k - y_j) and the reverse's
 # sum_i>=j g_i exp(x_j - y_i), each in logs by sign (no overflow, as the kernel's
-# recurrence); the curvature is t R(g) - R(g dy), R being the reverse.  A row's leading
-# -infs (y = -inf): NaN when f0 = 0 (PyTorch's), 0 for the differentiable reverse's use ----
+# recurrence); the curvature is t R(g) - R(g dy), R being the reverse.  At a row's leading
+# -infs (y = -inf) the tangent is 0 (PyTorch's jvp, there and after them: it is NaN only
+# for a row of -infs alone) and the reverse NaN when f0 = 0, as the kernel's ----------------
 def _signed_logs(v, mask):
     """log |v| where ``mask`` (v of one sign), -inf elsewhere."""
     return np.where(mask, np.log(np.where(mask, np.abs(v), 1.0)), -np.inf)
@@ -1474,14 +1475,14 @@ def _nan_spread(v, out, ax, backward):
     return np.where(bad, np.nan, out)
 
 
-def _lcse_jvp(X, Y, T, ax, f0):
+def _lcse_jvp(X, Y, T, ax):
     out = np.zeros(np.broadcast_shapes(T.shape, X.shape))
     for sign, mask in ((1.0, T > 0.0), (-1.0, T < 0.0)):
         if mask.any():
             out += sign * np.exp(np.logaddexp.accumulate(_signed_logs(T, mask) + X, axis=ax) - Y)
-    empty = Y == -np.inf
+    empty = Y == -np.inf        # (-inf - -inf: no terms)
     if empty.any():
-        out = np.where(empty, np.nan if f0 == 0.0 else 0.0, out)
+        out = np.where(empty, 0.0, out)
     return _nan_spread(T, out, ax, False)
 
 
@@ -1503,7 +1504,7 @@ def _lcse_vjp(X, Y, G, ax, f0):
 def _lcse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
     shape, ax = _scan_layout(ctx, s, ngroups, n)
     X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    return _lcse_jvp(X, Y, _batch(t, shape), ax, f0).reshape(t.shape[0], n)
+    return _lcse_jvp(X, Y, _batch(t, shape), ax).reshape(t.shape[0], n)
 
 
 def _lcse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
