@@ -1078,6 +1078,456 @@ forward_mode(MEAN)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, n
                     lambda ctx, s, a, g, gi, ngroups, n, f0: None))
 
 
+def _spread_flat(v, gi):
+    """A per-group flat value on every element (``v`` of one element when ``gi`` is None)."""
+    return v[0] if gi is None else v[gi]
+
+
+def _totals_flat(v, gi, ngroups):
+    """Each group's sum of the flat ``v``, in the elements' order (the kernel's)."""
+    return np.array([v.sum()]) if gi is None else np.bincount(gi, weights=v, minlength=ngroups)
+
+
+def _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, k):
+    """The entry's output tangent: the tangent pass's, else computed again."""
+    ty = ctx.tan(s)
+    return _FORWARD[k][0](ctx, s, a, t, gi, ngroups, n, f0) if ty is None else ty
+
+
+# -- prod: as its reverse kernel, ``others`` (the product of a group's other elements) is
+# the result / the input without zeros, the exact exclusive product with one anywhere;
+# its curvature is the exact Hessian (also where a group holds two zeros: PyTorch's
+# double backward is exact there too) -------------------------------------------------
+def _group_order(gi):
+    return None if gi is None else np.argsort(gi, kind="stable")
+
+
+def _to_rows(v, order, ngroups):
+    """``v`` (..., n) as (..., ngroups, L): each group's elements in their flat order."""
+    if order is not None:
+        v = v[..., order]
+    return v.reshape(v.shape[:-1] + (ngroups, -1))
+
+
+def _from_rows(r, order):
+    r = r.reshape(r.shape[:-2] + (-1,))
+    if order is None:
+        return r
+    out = np.empty_like(r)
+    out[..., order] = r
+    return out
+
+
+def _exclusive_products(R):
+    """Along the last axis, each element's product of the others: exclusive prefix times
+    exclusive suffix, multiplied in the kernel's order."""
+    pre = np.ones_like(R)
+    np.cumprod(R[..., :-1], axis=-1, out=pre[..., 1:])
+    suf = np.ones_like(R)
+    suf[..., :-1] = np.cumprod(R[..., :0:-1], axis=-1)[..., ::-1]
+    return pre * suf
+
+
+def _prod_others(ctx, a, gi, ngroups, n, f0):
+    x = ctx.val(a)
+    zeros = np.count_nonzero(x == 0.0)
+    if zeros > 1 and f0 != 0.0:     # prod() of everything with two zeros: 0 (the kernel's)
+        return np.zeros(n)
+    order = _group_order(gi)
+    R = _to_rows(x, order, ngroups)
+    if zeros == 0:                  # PyTorch: result / input
+        return _spread_flat(np.cumprod(R, axis=-1)[:, -1], gi) / x
+    return _from_rows(_exclusive_products(R), order)
+
+
+def _prod_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return _group_sum(t * _prod_others(ctx, a, gi, ngroups, n, f0), gi, ngroups)
+
+
+def _prod_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return _group_spread(G, gi, ngroups, n) * _prod_others(ctx, a, gi, ngroups, n, f0)
+
+
+def _prod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """g_o sum_j!=i t_j prod_k!={i,j} x_k, by the number of zeros of the group: none,
+    E_i (sum_j t_j / x_j - t_i / x_i); one (at z), t_z E_i off it and sum_j!=z t_j E_j
+    at it; two, the other zero's t times E at each; more, 0 (E: the exclusive
+    product with the zeros set to 1)."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    order = _group_order(gi)
+    X = _to_rows(ctx.val(a), order, ngroups)
+    T = _to_rows(t, order, ngroups)
+    zero = X == 0.0
+    z = zero.sum(axis=-1, keepdims=True)
+    Xs = np.where(zero, 1.0, X)
+    E = _exclusive_products(Xs)
+    TX = T / Xs
+    d = np.where(z == 0, E * (TX.sum(axis=-1, keepdims=True) - TX), 0.0)
+    if z.max(initial=0) > 0:
+        tz = np.where(zero, T, 0.0).sum(axis=-1, keepdims=True)
+        one = np.where(zero, np.where(zero, 0.0, T * E).sum(axis=-1, keepdims=True), tz * E)
+        d = d + np.where(z == 1, one, 0.0) + np.where((z == 2) & zero, (tz - T) * E, 0.0)
+    return _from_rows(d * np.asarray(g, np.float64).reshape(ngroups, 1), order)
+
+
+forward_mode(PROD)((_prod_tangent, _prod_batched_reverse, _prod_curvature))
+
+
+# -- var, std: d var = 2 (x - m) . t / (L - c), with L a group's size and c the
+# correction (f0); std's is var's / (2 std), 0 where std is 0 (the reverse's) --------------
+def _centered(ctx, a, gi, ngroups, n):
+    x = ctx.val(a)
+    L = n // ngroups
+    return x - _spread_flat(_totals_flat(x, gi, ngroups) / L, gi), L
+
+
+def _centered_tangent(t, gi, ngroups, n):
+    L = n // ngroups
+    return t - _group_spread(_group_sum(t, gi, ngroups) / L, gi, ngroups, n)
+
+
+def _var_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    return _group_sum(t * (2.0 * c / (L - f0)), gi, ngroups)
+
+
+def _var_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    return _group_spread(G, gi, ngroups, n) * 2.0 * c / (L - f0)
+
+
+def _var_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    L = n // ngroups
+    return _spread_flat(np.asarray(g, np.float64), gi) * 2.0 * _centered_tangent(t, gi, ngroups, n) / (L - f0)
+
+
+def _std_parts(ctx, s, a, gi, ngroups, n):
+    """(x - m, L, where std is not 0, std on every element with 1 where it is 0)."""
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    y = _spread_flat(ctx.val(s), gi)
+    nz = y != 0.0
+    return c, L, nz, np.where(nz, y, 1.0)
+
+
+def _std_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    return _group_sum(t * np.where(nz, c / ((L - f0) * y), 0.0), gi, ngroups)
+
+
+def _std_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    return np.where(nz, _group_spread(G, gi, ngroups, n) * c / ((L - f0) * y), 0.0)
+
+
+def _std_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of g (x - m) / ((L - c) y): g ((t - mean t) / y - (x - m) dy / y^2) / (L - c)."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, STD), gi, ngroups, n)
+    d = (_centered_tangent(t, gi, ngroups, n) / y - c * dy / (y * y)) / (L - f0)
+    return np.where(nz, _spread_flat(np.asarray(g, np.float64), gi) * d, 0.0)
+
+
+forward_mode(VAR)((_var_tangent, _var_batched_reverse, _var_curvature))
+forward_mode(STD)((_std_tangent, _std_batched_reverse, _std_curvature))
+
+
+# -- amax, amin, max(), min(): the mean of the tied elements' tangents (PyTorch's
+# amax/amin and evenly-read rules, and the transpose of the reverse: a NaN maximum takes
+# the NaNs' for max()/min(), and is NaN for amax/amin); piecewise linear, no curvature ---
+def _extremum_hits(ctx, s, a, gi, ngroups, n, f0):
+    """(hit: the elements equal to their group's extremum, their count on every element,
+    the elements whose group's result is NaN for amax/amin, or None)."""
+    x = ctx.val(a)
+    yg = _spread_flat(ctx.val(s), gi)
+    hit = (x == yg) | (np.isnan(x) & np.isnan(yg))
+    cnt = _spread_flat(_totals_flat(hit.astype(np.float64), gi, ngroups), gi)
+    bad = np.isnan(yg) if f0 != 0.0 else None
+    return hit, np.where(cnt == 0.0, 1.0, cnt), (bad if bad is not None and bad.any() else None)
+
+
+def _extremum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
+    w = hit / cnt
+    if bad is not None:
+        w[bad] = np.nan
+    return _group_sum(t * w, gi, ngroups)
+
+
+def _extremum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
+    dx = np.where(hit, _group_spread(G, gi, ngroups, n) / cnt, 0.0)
+    if bad is not None:
+        dx[:, bad] = np.nan
+    return dx
+
+
+forward_mode(EXTREMUM)((_extremum_tangent, _extremum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
+# -- logsumexp: p = exp(x - y) (the reverse's weights), dy = p . t, d(g p) = g p (t - dy) ----
+def _lse_weights(ctx, s, a, gi):
+    return np.exp(ctx.val(a) - _spread_flat(ctx.val(s), gi))
+
+
+def _lse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return _group_sum(t * _lse_weights(ctx, s, a, gi), gi, ngroups)
+
+
+def _lse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return _group_spread(G, gi, ngroups, n) * _lse_weights(ctx, s, a, gi)
+
+
+def _lse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGSUMEXP), gi, ngroups, n)
+    return _spread_flat(np.asarray(g, np.float64), gi) * _lse_weights(ctx, s, a, gi) * (t - dy)
+
+
+forward_mode(LOGSUMEXP)((_lse_tangent, _lse_batched_reverse, _lse_curvature))
+
+
+# -- softmax, log_softmax: from the output alone (all they save); a group is a row -------
+def _row_sums(t, gi, ngroups, n):
+    """Each row's sum of the batch ``t`` on every element of the row."""
+    return _group_spread(_group_sum(t, gi, ngroups), gi, ngroups, n)
+
+
+def _softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    y = ctx.val(s)
+    return y * (t - _row_sums(t * y, gi, ngroups, n))
+
+
+def _softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    y = ctx.val(s)
+    return y * (G - _row_sums(G * y, gi, ngroups, n))
+
+
+def _softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of y (g - sum g y): dy (g - sum g y) - y sum g dy."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    y, g = ctx.val(s), np.asarray(g, np.float64)[None, :]
+    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, SOFTMAX)
+    return dy * (g - _row_sums(g * y, gi, ngroups, n)) - y * _row_sums(g * dy, gi, ngroups, n)
+
+
+def _log_softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return t - _row_sums(np.exp(ctx.val(s)) * t, gi, ngroups, n)
+
+
+def _log_softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return G - np.exp(ctx.val(s)) * _row_sums(G, gi, ngroups, n)
+
+
+def _log_softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of g - exp(y) sum g: -exp(y) dy sum g."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOG_SOFTMAX)
+    return -np.exp(ctx.val(s)) * dy * _row_sums(np.asarray(g, np.float64)[None, :], gi, ngroups, n)
+
+
+forward_mode(SOFTMAX)((_softmax_tangent, _softmax_batched_reverse, _softmax_curvature))
+forward_mode(LOG_SOFTMAX)((_log_softmax_tangent, _log_softmax_batched_reverse, _log_softmax_curvature))
+
+
+# -- the scans (cumsum, cumprod, logcumsumexp): batches as (K,) + the input's shape,
+# scanned along the row axis (rows of one element, a 0-d input's too, as (n, 1)) --------
+def _scan_layout(ctx, s, ngroups, n):
+    """(shape, axis) of the entry's rows, for a batch with a leading axis."""
+    if ngroups == n:
+        return (n, 1), 2
+    shape, ax = _row_layout(ctx, s)
+    return shape, ax + 1
+
+
+def _batch(v, shape):
+    return v.reshape((-1,) + shape)
+
+
+def _rev_cumsum(v, ax):
+    """The sums from each element to its row's end, added from the end (the kernels' order)."""
+    return np.flip(np.cumsum(np.flip(v, ax), axis=ax), ax)
+
+
+def _cumsum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    return np.cumsum(_batch(t, shape), axis=ax).reshape(t.shape[0], n)
+
+
+def _cumsum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    return _rev_cumsum(_batch(G, shape), ax).reshape(G.shape[0], n)
+
+
+forward_mode(CUMSUM)((_cumsum_tangent, _cumsum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
+def _cumprod_jvp(X, Y, T, ax):
+    """PyTorch's cumprod_jvp, exact with zeros: before a row's first zero
+    y cumsum(t / x); from it on the cumulative product of x with t at the first zero
+    (0 after a second zero)."""
+    zero = X == 0.0
+    dy = np.cumsum(T / np.where(zero, 1.0, X), axis=ax) * Y
+    if not zero.any():
+        return dy
+    first = zero & (np.cumsum(zero, axis=ax) == 1)
+    new = np.cumprod(np.where(first, T, X), axis=ax)
+    return np.where(np.cumsum(first, axis=ax) > 0, new, dy)
+
+
+def _cumprod_vjp_np(X, Y, G, ax):
+    """The reverse kernel's: before a row's first zero reversed_cumsum(g y) / x, at it
+    the sum of g times the products of the others, after it 0."""
+    zero = X == 0.0
+    seen = np.cumsum(zero, axis=ax)
+    before = seen == 0
+    dx = np.where(before, _rev_cumsum(G * Y, ax) / np.where(before, X, 1.0), 0.0)
+    if zero.any():
+        first = zero & (seen == 1)
+        Yp = np.cumprod(np.where(first, 1.0, X), axis=ax)
+        dx = dx + np.where(first, (np.where(seen >= 1, G, 0.0) * Yp).sum(axis=ax, keepdims=True), 0.0)
+    return dx
+
+
+def _cumprod_curvature_np(X, Y, T, dY, g, ax):
+    """The exact derivative of ``_cumprod_vjp_np``: before a row's first zero z,
+    d(R / x) with R = reversed_cumsum(g y); at z, sum over j >= z of g_j d(cumprod(xp))_j,
+    xp being x with x_z = 1; after z, where the adjoint is x_z (0) times the adjoint for
+    xp, t_z times that adjoint."""
+    zero = X == 0.0
+    seen = np.cumsum(zero, axis=ax)
+    before = seen == 0
+    Xs = np.where(before, X, 1.0)
+    d = np.where(before, _rev_cumsum(g * dY, ax) / Xs - _rev_cumsum(g * Y, ax) * T / (Xs * Xs), 0.0)
+    if not zero.any():
+        return d
+    first = zero & (seen == 1)
+    Xp = np.where(first, 1.0, X)
+    Yp = np.cumprod(Xp, axis=ax)
+    Gm = np.where(seen >= 1, g, 0.0)
+    dYp = _cumprod_jvp(Xp, Yp, np.where(first, 0.0, T), ax)
+    d = d + np.where(first, (Gm * dYp).sum(axis=ax, keepdims=True), 0.0)
+    after = (seen >= 1) & ~first
+    if after.any():
+        tz = np.where(first, T, 0.0).sum(axis=ax, keepdims=True)
+        d = d + np.where(after, tz * _cumprod_vjp_np(Xp, Yp, Gm, ax), 0.0)
+    return d
+
+
+def _cumprod_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    return _cumprod_jvp(X, Y, _batch(t, shape), ax).reshape(t.shape[0], n)
+
+
+def _cumprod_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    return _cumprod_vjp_np(X, Y, _batch(G, shape), ax).reshape(G.shape[0], n)
+
+
+def _cumprod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, CUMPROD), shape)
+    d = _cumprod_curvature_np(X, Y, _batch(t, shape), dY, _batch(np.asarray(g, np.float64), shape), ax)
+    return d.reshape(t.shape[0], n)
+
+
+forward_mode(CUMPROD)((_cumprod_tangent, _cumprod_batched_reverse, _cumprod_curvature))
+
+
+# -- logcumsumexp: dy_j = sum_k<=j t_k exp(x_k - y_j) and the reverse's
+# sum_i>=j g_i exp(x_j - y_i), each in logs by sign (no overflow, as the kernel's
+# recurrence); the curvature is t R(g) - R(g dy), R being the reverse.  At a row's leading
+# -infs (y = -inf) the tangent is 0 (PyTorch's jvp, there and after them: it is NaN only
+# for a row of -infs alone) and the reverse NaN when f0 = 0, as the kernel's ----------------
+def _signed_logs(v, mask):
+    """log |v| where ``mask`` (v of one sign), -inf elsewhere."""
+    return np.where(mask, np.log(np.where(mask, np.abs(v), 1.0)), -np.inf)
+
+
+def _nan_spread(v, out, ax, backward):
+    """NaNs of ``v`` passed on along the rows (forward or backward), as the kernel's sums do."""
+    bad = np.isnan(v)
+    if not bad.any():
+        return out
+    if backward:
+        bad = np.flip(np.logical_or.accumulate(np.flip(bad, ax), axis=ax), ax)
+    else:
+        bad = np.logical_or.accumulate(bad, axis=ax)
+    return np.where(bad, np.nan, out)
+
+
+def _lcse_jvp(X, Y, T, ax):
+    out = np.zeros(np.broadcast_shapes(T.shape, X.shape))
+    for sign, mask in ((1.0, T > 0.0), (-1.0, T < 0.0)):
+        if mask.any():
+            out += sign * np.exp(np.logaddexp.accumulate(_signed_logs(T, mask) + X, axis=ax) - Y)
+    empty = Y == -np.inf        # (-inf - -inf: no terms)
+    if empty.any():
+        out = np.where(empty, 0.0, out)
+    return _nan_spread(T, out, ax, False)
+
+
+def _lcse_vjp(X, Y, G, ax, f0):
+    empty = Y == -np.inf        # (no terms there: no -inf - -inf)
+    Ys = np.where(empty, 0.0, Y)
+    out = np.zeros(np.broadcast_shapes(G.shape, X.shape))
+    for sign, mask in ((1.0, G > 0.0), (-1.0, G < 0.0)):
+        mask = mask & ~empty
+        if mask.any():
+            r = np.flip(np.logaddexp.accumulate(np.flip(_signed_logs(G, mask) - Ys, ax), axis=ax), ax)
+            out += sign * np.exp(X + r)
+    lo = X == -np.inf           # the kernel's: nothing added, NaN at a row's leading -infs (f0 = 0)
+    if lo.any():
+        out = np.where(lo, np.where(empty & (f0 == 0.0), np.nan, 0.0), out)
+    return _nan_spread(np.where(empty, 0.0, G), out, ax, True)
+
+
+def _lcse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    return _lcse_jvp(X, Y, _batch(t, shape), ax).reshape(t.shape[0], n)
+
+
+def _lcse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    return _lcse_vjp(X, Y, _batch(G, shape), ax, f0).reshape(G.shape[0], n)
+
+
+def _lcse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGCUMSUMEXP), shape)
+    G = _batch(np.asarray(g, np.float64), shape)
+    d = _batch(t, shape) * _lcse_vjp(X, Y, G, ax, f0) - _lcse_vjp(X, Y, G * dY, ax, f0)
+    return d.reshape(t.shape[0], n)
+
+
+forward_mode(LOGCUMSUMEXP)((_lcse_tangent, _lcse_batched_reverse, _lcse_curvature))
+
+
 def _forward_rules(ctx, k, row, which):
     """(rule, a, gi, ngroups, n) of the entry, or None when its input is empty."""
     rules = _FORWARD.get(k)
