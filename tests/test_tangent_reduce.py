@@ -378,13 +378,6 @@ def test_logcumsumexp_of_a_spread_row():
 
 
 # -- through the functional API: no reduce op falls back to the reverse-mode path ----------
-@pytest.fixture
-def fast_only(monkeypatch):
-    def must(f, *args):
-        out = f(*args)
-        assert out is not None, "the tape was not walked in forward mode"
-        return out
-    monkeypatch.setattr(Fn, "_on_tape", must)
 
 
 def _all_kernels(x):

@@ -1107,17 +1107,7 @@ def unary_differentiable_reverse(ctx, s, k, row, f0, f1, g, table=UNARY_OPS):
 
 def binary_differentiable_reverse(ctx, s, k, row, f0, f1, g, table=BINARY_OPS):
     op = table[k]
-    ins = (row[_tp.A], row[_tp.B], row[_tp.C])
-    i0, bits = row[_tp.AUX], row[_tp.PARAM]
-    maps = [None, None, None]           # input k -> output: flat index of every output element
-    if i0 >= 0:
-        at = i0
-        for j in range(3):
-            if j == 2 and ins[2] < 0:
-                break
-            if not bits & (8 << j):
-                maps[j] = ctx.strided_map(at)
-            at += 2 + 2 * int(ctx.aux[at])
+    ins, maps = _binary_maps(ctx, row)      # input k -> output: flat index of every output element
     needs = (ctx.needs(ins[0]), ctx.needs(ins[1]))
     reads = (op.reads[0] if needs[0] else 0) | (op.reads[1] if needs[1] else 0)
     vals = [None, None, None, None]     # a, b, c, y: what the rules of the inputs to differentiate read
@@ -1246,30 +1236,36 @@ def binary_tangent(ctx, s, k, row, f0, f1, table=BINARY_OPS):
     return out
 
 
-def binary_batched_reverse(ctx, s, k, row, f0, f1, G, table=BINARY_OPS):
-    op = table[k]
+def _binary_adjoints(ctx, s, row, K, rule):
+    """(input slot, ``(K, n_input)`` batch) for each input that needs one: ``rule(j, ins,
+    maps)`` gives it on the output's elements (None: zero), summed back onto the input."""
     ins, maps = _binary_maps(ctx, row)
     out = []
     for j in (0, 1):
         if ctx.needs(ins[j]):
-            env = _binary_env(ctx, s, op, ins, maps, op.reads[j], False)
-            r = op.np_rule[j](G, *[env[v][0] for v in "abcy"])
-            out.append((ins[j], _to_operand(ctx, r, ins[j], maps[j], G.shape[0], row[_tp.SIZE])))
+            r = rule(j, ins, maps)
+            if r is not None:
+                out.append((ins[j], _to_operand(ctx, r, ins[j], maps[j], K, row[_tp.SIZE])))
     return out
+
+
+def binary_batched_reverse(ctx, s, k, row, f0, f1, G, table=BINARY_OPS):
+    op = table[k]
+
+    def rule(j, ins, maps):
+        env = _binary_env(ctx, s, op, ins, maps, op.reads[j], False)
+        return op.np_rule[j](G, *[env[v][0] for v in "abcy"])
+    return _binary_adjoints(ctx, s, row, G.shape[0], rule)
 
 
 def binary_curvature(ctx, s, k, row, f0, f1, g, table=BINARY_OPS):
     op = table[k]
-    ins, maps = _binary_maps(ctx, row)
-    out = []
-    for j in (0, 1):
-        if ctx.needs(ins[j]):
-            env = _binary_env(ctx, s, op, ins, maps, op.reads[j], True)
-            env["g"] = (g, None)
-            d = op.dual[j](env)[1]
-            if d is not None:
-                out.append((ins[j], _to_operand(ctx, d, ins[j], maps[j], ctx.K, row[_tp.SIZE])))
-    return out
+
+    def rule(j, ins, maps):
+        env = _binary_env(ctx, s, op, ins, maps, op.reads[j], True)
+        env["g"] = (g, None)
+        return op.dual[j](env)[1]
+    return _binary_adjoints(ctx, s, row, ctx.K, rule)
 
 
 # -- replay (tapegrad.replay): the forward again, from the entry alone ----------------

@@ -1427,16 +1427,18 @@ def _cumprod_curvature_np(X, Y, T, dY, g, ax):
     return d
 
 
-def _cumprod_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    return _cumprod_jvp(X, Y, _batch(t, shape), ax).reshape(t.shape[0], n)
+def _on_rows(rule):
+    """A scan's rule ``rule(X, Y, T, ax, f0)`` on the input ``X`` and output ``Y`` laid
+    out by rows, as a ``forward_mode`` rule of the K-row batch ``t`` (tangents or adjoints)."""
+    def f(ctx, s, a, t, gi, ngroups, n, f0):
+        shape, ax = _scan_layout(ctx, s, ngroups, n)
+        X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+        return rule(X, Y, _batch(t, shape), ax, f0).reshape(t.shape[0], n)
+    return f
 
 
-def _cumprod_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    return _cumprod_vjp_np(X, Y, _batch(G, shape), ax).reshape(G.shape[0], n)
+_cumprod_tangent = _on_rows(lambda X, Y, T, ax, f0: _cumprod_jvp(X, Y, T, ax))
+_cumprod_batched_reverse = _on_rows(lambda X, Y, G, ax, f0: _cumprod_vjp_np(X, Y, G, ax))
 
 
 def _cumprod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
@@ -1501,16 +1503,8 @@ def _lcse_vjp(X, Y, G, ax, f0):
     return _nan_spread(np.where(empty, 0.0, G), out, ax, True)
 
 
-def _lcse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    return _lcse_jvp(X, Y, _batch(t, shape), ax).reshape(t.shape[0], n)
-
-
-def _lcse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    return _lcse_vjp(X, Y, _batch(G, shape), ax, f0).reshape(G.shape[0], n)
+_lcse_tangent = _on_rows(lambda X, Y, T, ax, f0: _lcse_jvp(X, Y, T, ax))
+_lcse_batched_reverse = _on_rows(_lcse_vjp)
 
 
 def _lcse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
