@@ -229,13 +229,13 @@ def jvp_chain_limit(_, inp):
 _COMPILED = {}
 
 
-def _replayed(lib, name, body):
+def _replayed(lib, name, body, fuse=False):
     """``body`` itself for torch, its tg.compile'd version (made once) for tapegrad."""
     if lib.__name__ != "tapegrad":
         return body
     f = _COMPILED.get(name)
     if f is None:
-        f = _COMPILED[name] = lib.compile(body)
+        f = _COMPILED[name] = lib.compile(body, fuse=fuse)
     return f
 
 
@@ -277,6 +277,15 @@ def _rosen_body(x):
 def rosen_replay(lib, inp):
     x = lib.tensor(inp["x"], requires_grad=True)
     loss = _replayed(lib, "rosen", _rosen_body)(x)
+    loss.backward()
+    return loss, [x]
+
+
+def rosen_fused(lib, inp):
+    """rosen_replay with fuse=True: the tape compiled into one fused loop (its compile
+    at the first replay, within the warmup calls)."""
+    x = lib.tensor(inp["x"], requires_grad=True)
+    loss = _replayed(lib, "rosen_fused", _rosen_body, fuse=True)(x)
     loss.backward()
     return loss, [x]
 
@@ -457,6 +466,8 @@ WORKLOADS = {
     "chain_replay": Workload(chain_inputs, chain_replay, chain_replay, target=0.01),
     "mlp_replay": Workload(mlp_inputs, mlp_replay, mlp_replay, target=0.7),
     "rosen_replay": Workload(rosen_inputs, rosen_replay, rosen_replay, target=0.8),
+    "rosen_fused": Workload(rosen_inputs, rosen_fused, rosen_fused, target=0.3,     # (issue 20)
+                            limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen)),
 }
 
 

@@ -73,6 +73,7 @@ FLOORS = {
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers
+    "tapegrad.replay.fuse": 5,          # the fused replay: a tape compiled into generated loops
     "tapegrad.replay.replayed": 5,      # ReplayedTape and its backward plan
     "tapegrad.replay.recording": 5,     # Recording, the recording of one call
     "tapegrad.replay.compile": 5,       # tg.compile

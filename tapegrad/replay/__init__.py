@@ -28,6 +28,7 @@ The modules, each importing only those above it in this list:
 * ``session``: the recording observer (``_Session``), watched integer arguments,
   guards, live gathers, argument keys;
 * ``forward``: the forward strategies (Python, scalar, arena) and value containers;
+* ``fuse``: the fused replay, a tape compiled into generated Numba loops (``fuse=``);
 * ``replayed``: ``ReplayedTape``, the tape of one replay, and its plan, how
   backward sweeps it;
 * ``recording``: ``Recording`` (snapshot, program, guards, outputs) and the

@@ -29,8 +29,10 @@ class Compiled:
     """``tg.compile(fn)``: calls ``fn``, replaying its recorded tape when the
     arguments' signature and every guard match a recording."""
 
-    def __init__(self, fn, strict=False, log=False):
+    def __init__(self, fn, strict=False, log=False, fuse=False):
+        _check_fuse(fuse)
         self.fn = fn
+        self.fuse = fuse
         self.strict = strict
         self.log = log
         self.stats = CompileStats()
@@ -124,10 +126,23 @@ class Compiled:
                 self.cache[key] = why
         else:
             R.env = _env(self.fn)
+            R.fuse, R.fuse_name = self.fuse, getattr(self.fn, "__name__", repr(self.fn))
             lst = self.cache.setdefault(key, [])
             lst.insert(0, R)
             del lst[MAX_TAPES:]
         return out
+
+
+    def fusion(self):
+        """For every recording kept: what fusion did with it (``Recording.fusion``):
+        groups, entries fused, bytes of intermediates not written, compile seconds
+        and whether Numba's cache served it, or why it is not fused."""
+        return [R.fusion() for entry in self.cache.values() if not isinstance(entry, str) for R in entry]
+
+
+def _check_fuse(fuse):
+    if fuse not in (False, True, "auto"):
+        raise ValueError("fuse must be False, True or 'auto', got %r" % (fuse,))
 
 
 def _env(fn):
@@ -167,14 +182,17 @@ def _sig(key):
     return "(" + ", ".join(parts) + ")"
 
 
-def compile(fn=None, *, strict=False, log=False):
+def compile(fn=None, *, strict=False, log=False, fuse=False):
     """Record ``fn`` at its first call with each signature and replay that tape
     afterwards (see ``tapegrad.replay``).  ``strict=True``: raise
     ``TapeDivergence`` when Python would take another path, instead of recording
-    again.  ``log=True``: print a line to stderr at each recording."""
+    again.  ``log=True``: print a line to stderr at each recording.
+    ``fuse``: compile a recorded tape of large arrays into fused loops
+    (``tapegrad.replay.fuse``): True at its first replay, ``"auto"`` in the
+    background once it has been replayed twice, False never."""
     if fn is None:
-        return lambda f: compile(f, strict=strict, log=log)
-    compiled = Compiled(fn, strict, log)
+        return lambda f: compile(f, strict=strict, log=log, fuse=fuse)
+    compiled = Compiled(fn, strict, log, fuse)
     for cls, wrap in WRAPPERS:
         if isinstance(fn, cls):
             return wrap(fn, compiled)

@@ -110,11 +110,17 @@ class Forward:
 
     def forward(self, arrays, _from=None):
         """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
+        if self.fused:
+            return self.fused.run(arrays)
         if self.scalar:
             return self._forward_scalar(arrays, _from)
         if self.arena:
             return self._forward_arena(arrays)
         vals = self._forward_python(arrays)
+        if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0]):
+            self.consider_fusing(arrays, vals)      # (Recording's: fuse.py)
+            if self.fused or self.fuse_building:
+                return vals
         if _jit.READY[0]:
             if self.scalar is None:
                 # recorded before the kernels were ready (``_record_call``): decide now

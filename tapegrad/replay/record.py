@@ -6,7 +6,7 @@ from .. import _version
 from ..autograd import engine as _engine
 from ..core.tensor import Tensor
 from . import tapefile
-from .compile import _show
+from .compile import _check_fuse, _show
 from .recording import _record_call
 from .session import NotReplayable, TapeDivergence, _Rerecord, _is_array_arg, _unflatten
 
@@ -27,10 +27,20 @@ class RecordedTape:
         return self._R.n
 
     def __repr__(self):
-        return "<tapegrad.RecordedTape of %d entries, %d guards>" % (self._R.n, len(self._R.guards))
+        f = self.fusion
+        fused = (", fused into %d loops (%d entries, %d bytes not written)" % (f["groups"], f["entries"],
+                                                                             f["bytes_saved"])
+                 if f["fused"] else "")
+        return "<tapegrad.RecordedTape of %d entries, %d guards%s>" % (self._R.n, len(self._R.guards), fused)
+
+    @property
+    def fusion(self):
+        """What fusion did with this tape at its last replay (``Recording.fusion``)."""
+        return getattr(self, "_last", self._R).fusion()
 
     def _replay(self, args, R=None):
         R = self._R if R is None else R
+        self._last = R          # (what ``fusion`` reports: the variant of the last replay)
         if len(args) != R.nargs:
             raise TypeError("this tape takes %d arguments (%d given)" % (R.nargs, len(args)))
         arrays = []
@@ -301,11 +311,13 @@ def _record_arg(i, a):
     return arr
 
 
-def record(fn, *example_args):
+def record(fn, *example_args, fuse=False):
     """Record ``fn`` on ``example_args`` (arrays or tensors; every floating-point
     one is differentiated) and return the ``RecordedTape``.  Raises ``NotReplayable`` when
-    the function does something a tape cannot replay."""
+    the function does something a tape cannot replay.  ``fuse`` as ``tg.compile``'s."""
+    _check_fuse(fuse)
     _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True)
     if R is None:
         raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
+    R.fuse, R.fuse_name = fuse, getattr(fn, "__name__", repr(fn))
     return RecordedTape(R)

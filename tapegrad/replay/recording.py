@@ -18,6 +18,7 @@ from ..ops import shape as _sh
 from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
 from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
+from .fuse import FusedVals, consider as _consider_fusing
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
 from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
                       _real, _recording_arg, _same, _unflatten)
@@ -103,6 +104,8 @@ class Recording(Forward):
         self.shapes_all = None  # every slot's shape, for the compiled forwards
         self.env = None         # tg.compile: the tensors the function names (``compile._env``)
         self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
+        self.fuse = False       # tg.compile's and tg.record's ``fuse``: False, True or "auto" (fuse.py)
+        self.fuse_name = ""     # (the function's name, for fuse.py's warning)
         self._forget_layouts()
 
     def _forget_layouts(self):
@@ -132,6 +135,13 @@ class Recording(Forward):
         self.spare_arena = {}
         self.vloc_all = None
         self.saved_set = None
+        # ``fuse.try_fuse``: the fused program (None: not tried yet; False: not fused, why in ``fuse_why``)
+        self.fused = None
+        self.fused_plan = None
+        self.fuse_why = None
+        self.unfused_replays = 0
+        self.fused_pending = None       # (fuse="auto": the program compiled in the background, or why not)
+        self.fuse_building = False
 
     def _source_rg(self):
         out = {}
@@ -189,6 +199,20 @@ class Recording(Forward):
         self.vobj_own = sorted(own)
         self.shared_slot = next((s for s in range(self.n) if s not in own), None)     # (where the shared counter is)
 
+    def consider_fusing(self, arrays, vals):
+        _consider_fusing(self, arrays, vals)
+
+    def fusion(self):
+        """What fusion did with this recording: its ``FusedProgram.stats``, or why it is not fused."""
+        if self.fused:
+            return dict(self.fused.stats, fused=True)
+        if self.fuse_building or self.fused_pending is not None:
+            return {"fused": False, "why": "compiling in the background"}
+        if self.fuse and not self.fuse_why and (self.arena or self.scalar):
+            return {"fused": False, "why": "its values are small: the compiled forward of small arrays serves it"}
+        why = self.fuse_why or ("fusion is off (fuse=False)" if not self.fuse else "not replayed often enough yet")
+        return {"fused": False, "why": why}
+
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
         if self.template is None:
@@ -205,6 +229,16 @@ class Recording(Forward):
             if self.none_vals is None:
                 self.none_vals = [None] * n
             T.vals = self.none_vals
+        elif type(vals) is FusedVals:      # (the program wrote the outputs and every one-element value)
+            buf = bytearray(self.template)
+            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+            ones = self.one_slots
+            if ones.size:
+                flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
+            T = ReplayedTape(buf, n, (ints, flts), self.fused_plan)
+            T.vals = _SavedVals(vals, frozenset(self.saved_slots), n)     # (the others made when read)
+            T.arena = vals
         elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
             # (live gathers change indices, never which entries backward runs: one plan)
             T = ReplayedTape(vals.buf, n, vals.entries, self.arrays_plan)
@@ -312,6 +346,7 @@ class Recording(Forward):
         the replayed tapes, so the reverse sweep does not reach them."""
         import copy
         R = copy.copy(self)
+        R.fuse, R.fuse_name = self.fuse, self.fuse_name      # (not in the saved state: see __getstate__)
         R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
                        for i, k in enumerate(self.arg_kinds)]
         R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
@@ -336,6 +371,7 @@ class Recording(Forward):
             del st[k]
         del st["program"], st["arena"], st["env"]
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
+        del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
         if st["shapes_all"] is None:
             del st["shapes_all"]
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
@@ -349,6 +385,8 @@ class Recording(Forward):
         self.__dict__.setdefault("shapes_all", None)
         self.__dict__.setdefault("checked", False)
         self.__dict__.setdefault("derived_dtypes", {})
+        self.__dict__.setdefault("fuse", False)
+        self.__dict__.setdefault("fuse_name", "")
         self.program = None
         self.arena = None
         self.env = None
@@ -367,7 +405,8 @@ def _shared_versions(n):
 # what ``Recording._forget_layouts`` sets
 _LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare", "spare_versions", "none_vals",
             "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
-            "arena_total", "spare_arena", "vloc_all", "saved_set")
+            "arena_total", "spare_arena", "vloc_all", "saved_set", "fused", "fused_plan", "fuse_why",
+            "unfused_replays", "fused_pending", "fuse_building")
 
 
 # -- recording a call ---------------------------------------------------------------

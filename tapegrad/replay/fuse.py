@@ -1,0 +1,644 @@
+"""Fused replay: a recorded tape of array ops compiled into generated Numba loops.
+
+A replay otherwise runs one NumPy call per entry, each writing a fresh temporary,
+so on large arrays it is memory bound.  Here the tape is cut into *groups*: runs of
+elementwise entries over one index space (the loop shape), the strided views and
+reshapes they read through folded into their index arithmetic, ended by the sums
+and means that reduce them.  Each group becomes one loop nest (``fwd_<g>``) that
+writes only what something after the group reads (another group, an output, a
+guard, every one-element value), and one loop nest for its adjoints (``rev_<g>``)
+that recomputes the group's values instead of storing them and adds the adjoints
+of what it read straight into their gradient arrays, broadcast operands included.
+
+The source of both is generated from the op table's own expressions (the one-float
+forward and the reverse rule of each row, as the compiled kernels use them), with
+every shape and stride a constant, written to the kernels' cache directory under
+a hash of its text and compiled with ``cache=True``: a later process with the same
+tape loads the machine code.  ``plan`` says why a tape is not fused (any other op,
+a dtype other than float64, a live gather, a value derived off the tape).
+
+Sums run in the loop's order, in blocks of ``BLOCK`` elements along the innermost
+axis added into the total: for n elements the rounding error is at most about
+(BLOCK + n / BLOCK) ulp of the sum of magnitudes, where NumPy's pairwise sum has
+log2(n); ``Recording`` checks the first fused replay against the unfused one
+(1e-12 of the largest magnitude) and keeps the unfused path when they differ.
+"""
+import ast
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..core import tape as _tp
+from ..core.descriptors import strided_map_np
+from ..core.registry import BINARY, BINARY2, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
+from ..ops import elementwise as _ew
+from ..ops import reduce as _rd
+from ..ops._record import RESHAPE, STRIDED
+from .forward import _close, _source_value
+
+BLOCK = 4096        # elements of the innermost axis summed before they join a total
+_ELEMENTWISE = (UNARY, UNARY2, BINARY, BINARY2)
+_TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
+
+
+class NotFusable(Exception):
+    """Why a tape stays on the unfused replay (``Recording.fuse_why``)."""
+
+
+class _Group:
+    """One loop nest: its loop shape, its entries in tape order, what it reads from
+    outside (``ext``: base slots) and what it writes (``outs``)."""
+    __slots__ = ("shape", "members", "ext", "outs", "fwd", "rev", "reds")
+
+    def __init__(self, shape):
+        self.shape, self.members, self.ext, self.outs, self.reds = shape, [], [], [], []
+
+
+def _affine(m, shape):
+    """``(offset, strides)`` when the flat indices ``m`` over the C-ordered ``shape``
+    are an affine function of its multi-index, else None."""
+    if m.size == 0:
+        return 0, (0,) * len(shape)         # (an empty loop reads nothing)
+    off = int(m.reshape(-1)[0])
+    strides, grid = [], m.reshape(shape)
+    for d, n in enumerate(shape):
+        if n == 1:
+            strides.append(0)
+            continue
+        at = [0] * len(shape)
+        at[d] = 1
+        strides.append(int(grid[tuple(at)]) - off)
+    expect = np.full(shape, off, np.int64)
+    for d, st in enumerate(strides):
+        if st:
+            sh = [1] * len(shape)
+            sh[d] = shape[d]
+            expect = expect + (np.arange(shape[d], dtype=np.int64) * st).reshape(sh)
+    return (off, tuple(strides)) if np.array_equal(expect, grid) else None
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        new = self.names.get(node.id)
+        return ast.parse(new, mode="eval").body if new is not None else node
+
+
+def _subst(expr, names):
+    return ast.unparse(_Rename(names).visit(ast.parse(expr, mode="eval")))
+
+
+class FusedProgram:
+    """The groups of one recording and their compiled loops; ``forward`` and
+    ``reverse`` run them on a replay's arguments."""
+
+    def __init__(self, R, vals):
+        self.R = R
+        self.n = R.n
+        self.shapes = [tuple(v.shape) for v in vals]
+        self._plan(R, vals)
+        self.source = self._generate()
+        self.digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
+        self.stats = {}
+
+    # -- planning ---------------------------------------------------------------
+    def _plan(self, R, vals):
+        if R.live:
+            raise NotFusable("it gathers with indices computed from its inputs")
+        if any(src[0] == "derived" for src in R.sources.values()):
+            raise NotFusable("a constant is derived from other values (a comparison)")
+        for s, v in enumerate(vals):
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                raise NotFusable("slot %d is %s, not float64" % (s, getattr(v, "dtype", type(v).__name__)))
+        rows, aux, n = R.rows, R.aux, self.n
+        self.base = {}          # view slot -> (base slot, flat index of the base at each of its elements)
+        self.loads = {}         # (entry, operand position) -> (base slot, flat index map over the loop)
+        group_of = {}
+        groups = []
+        cur = None
+        for s, row in enumerate(rows):
+            op = row[_tp.OP]
+            if op < META_END:
+                continue
+            fam, k = family(op), index(op)
+            if fam == SHAPE and k in (RESHAPE, STRIDED):
+                a = row[_tp.A]
+                b, m = self._chase(a)
+                if k == STRIDED:
+                    m = m[strided_map_np(aux, row[_tp.AUX])]
+                self.base[s] = (b, m)
+                continue
+            if fam in _ELEMENTWISE:
+                loop = self.shapes[s]
+                ins = self._operands(s, row, fam)
+            elif fam == REDUCE and k in (_rd.SUM, _rd.MEAN):
+                a = row[_tp.A]
+                loop = self.shapes[a]
+                gm = strided_map_np(aux, row[_tp.AUX])          # input element -> output element
+                if _affine(gm, loop) is None:
+                    raise NotFusable("a reduction's groups are not strided")
+                ins = [(0, a, np.arange(int(np.prod(loop)), dtype=np.int64))]
+            else:
+                raise NotFusable("%s has no fused form" % (R.names[s] or "an entry of the %s family" % fam))
+            # join the open group when the loop shape matches and every operand it
+            # computes is read element for element (not through a view, not a reduction)
+            ok = cur is not None and cur.shape == loop
+            resolved = []
+            for j, o, m in ins:
+                b, mm = self._chase(o)
+                mm = mm[m]
+                if ok and group_of.get(b) is cur and (b != o or b in cur.reds
+                                                       or not np.array_equal(mm, np.arange(mm.size))):
+                    ok = False
+                resolved.append((j, b, mm))
+            if not ok:
+                cur = _Group(loop)
+                groups.append(cur)
+            for j, b, mm in resolved:
+                if group_of.get(b) is not cur:
+                    aff = _affine(mm, loop) if mm.size else (0, (0,) * len(loop))
+                    if aff is None:
+                        raise NotFusable("%s reads its operand through a map that is not strided" % R.names[s])
+                    self.loads[(s, j)] = (b, aff)
+                    if b not in cur.ext:
+                        cur.ext.append(b)
+                else:
+                    self.loads[(s, j)] = (b, None)      # a value of the group, in a local
+            cur.members.append(s)
+            group_of[s] = cur
+            if fam == REDUCE:
+                cur.reds.append(s)
+                self.loads[(s, "out")] = _affine(strided_map_np(aux, rows[s][_tp.AUX]), loop)
+        # what each group writes: what later groups read, outputs, guards, one-element values
+        needed = set(R.out_slots) | set(_guard_slots(R.guards))
+        for g in groups:
+            needed.update(g.ext)
+        for s in needed:
+            if s in self.base:
+                raise NotFusable("a view is an output or read by Python")
+        for g in groups:
+            g.outs = [s for s in g.members if s in needed or self.shapes[s] == () or math.prod(self.shapes[s]) == 1
+                      or s in g.reds]
+        self.groups = groups
+        self.group_of = group_of
+        self.rg = R.rg
+        # the sources: every base slot a group reads that no group writes
+        self.sources = sorted({b for g in groups for b in g.ext if b not in group_of})
+
+    def _chase(self, s):
+        if s in self.base:
+            return self.base[s]
+        return s, np.arange(math.prod(self.shapes[s]), dtype=np.int64)
+
+    def _operands(self, s, row, fam):
+        """(position, slot, flat index of the operand at each output element) of an elementwise entry."""
+        size = math.prod(self.shapes[s])
+        if fam in (UNARY, UNARY2):
+            return [(0, row[_tp.A], self._same(row[_tp.A], size))]
+        ins = (row[_tp.A], row[_tp.B], row[_tp.C])
+        at, bits = row[_tp.AUX], row[_tp.PARAM]
+        out = []
+        for j in range(3):
+            if ins[j] < 0:
+                if j == 2:
+                    break
+                raise NotFusable("an operand is missing")
+            if at >= 0 and not bits & (8 << j):
+                m = strided_map_np(self.R.aux, at)
+            else:
+                m = self._same(ins[j], size)
+            if at >= 0:
+                at += 2 + 2 * int(self.R.aux[at])
+            out.append((j, ins[j], m))
+        return out
+
+    def _same(self, o, size):
+        return np.arange(size, dtype=np.int64) if math.prod(self.shapes[o]) == size else np.zeros(size, np.int64)
+
+    # -- code -------------------------------------------------------------------
+    def _generate(self):
+        from ..kernels import codegen
+        parts = [codegen.HEADER.format(hash="fused tape", math_import=codegen.math_import())]
+        for gi, g in enumerate(self.groups):
+            parts.append(self._group_source(gi, g, reverse=False))
+            parts.append(self._group_source(gi, g, reverse=True))
+        return "\n".join(parts)
+
+    def _index(self, aff, nd):
+        off, st = aff
+        terms = [str(off)] if off else []
+        terms += ["i%d * %d" % (d, st[d]) if st[d] != 1 else "i%d" % d for d in range(nd) if st[d]]
+        return " + ".join(terms) or "0"
+
+    def _value_expr(self, s):
+        row = self.R.rows[s]
+        fam, k = family(row[_tp.OP]), index(row[_tp.OP])
+        op = _TABLES[fam][k]
+        names = {"p": repr(float(self.R.f0[s])), "q": repr(float(self.R.f1[s]))}
+        for j, var in ((0, "x"),) if fam in (UNARY, UNARY2) else ((0, "a"), (1, "b"), (2, "c")):
+            if (s, j) in self.loads:
+                names[var] = self._load_name(s, j)
+        return op, _subst(op.scalar, names)
+
+    def _load_name(self, s, j):
+        b, aff = self.loads[(s, j)]
+        return "v%d" % b if aff is None else "l%d_%d" % (s, j)
+
+    def _group_source(self, gi, g, reverse):
+        nd = len(g.shape)
+        ext = ["e%d" % b for b in g.ext]
+        outs = ["o%d" % s for s in g.outs]
+        args = ext + outs
+        if reverse:
+            args = ext + ["ge%d" % b for b in g.ext] + ["go%d" % s for s in g.outs]
+        lines = ["@jit(cache=True, error_model=\"numpy\")", "def %s_%d(%s):" % ("rev" if reverse else "fwd", gi,
+                                                                           ", ".join(args))]
+        ind = "    "
+        full = [s for s in g.reds if self.shapes[s] == ()] if not reverse else []
+        for s in full:
+            lines.append(ind + "t%d = 0.0" % s)
+        if not reverse:
+            for s in g.reds:
+                if self.shapes[s] != ():
+                    lines.append(ind + "o%d[:] = 0.0" % s)
+        if nd == 0:
+            body_indent = ind
+        else:
+            for d in range(nd - 1):
+                lines.append(ind * (d + 1) + "for i%d in range(%d):" % (d, g.shape[d]))
+            last = nd - 1
+            depth = ind * nd
+            if full:
+                lines.append(depth + "for b%d in range(0, %d, %d):" % (last, g.shape[last], BLOCK))
+                for s in full:
+                    lines.append(depth + ind + "u%d = 0.0" % s)
+                lines.append(depth + ind + "for i%d in range(b%d, min(b%d + %d, %d)):" % (last, last, last, BLOCK,
+                                                                                        g.shape[last]))
+                body_indent = depth + ind * 2
+            else:
+                lines.append(depth + "for i%d in range(%d):" % (last, g.shape[last]))
+                body_indent = depth + ind
+        body = []
+        cidx = self._index((0, _cstrides(g.shape)), nd)
+        # the loads, then every value in tape order
+        for (s, j), (b, aff) in sorted((k, v) for k, v in self.loads.items() if k[1] != "out"):
+            if s in g.members and aff is not None:
+                body.append("l%d_%d = e%d[%s]" % (s, j, b, self._index(aff, nd)))
+        ops = {}
+        for s in g.members:
+            if s in g.reds:
+                continue
+            op, expr = self._value_expr(s)
+            ops[s] = op
+            body.append("v%d = %s" % (s, expr))
+        if not reverse:
+            for s in g.outs:
+                if s in g.reds:
+                    a = self.loads[(s, 0)]
+                    src = self._load_name(s, 0) if a[1] is not None else "v%d" % a[0]
+                    if self.shapes[s] == ():
+                        body.append("%s%d += %s" % ("u" if nd else "t", s, src))
+                    else:
+                        body.append("o%d[%s] += %s" % (s, self._index(self.loads[(s, "out")], nd), src))
+                else:
+                    body.append("o%d[%s] = v%d" % (s, cidx, s))
+        else:
+            rg = self.rg
+            adj = [s for s in g.members if rg[s] and s not in g.reds]
+            for s in adj:
+                body.append("d%d = %s" % (s, ("go%d[%s]" % (s, cidx)) if s in g.outs else "0.0"))
+            for s in g.reds:
+                if not rg[s]:
+                    continue
+                ridx = self._index(self.loads[(s, "out")], nd) if self.shapes[s] != () else "0"
+                scale = ""
+                if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
+                    scale = " / %r" % (math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1))
+                self._add_adjoint(body, s, 0, "go%d[%s]%s" % (s, ridx, scale), g)
+            for s in reversed(g.members):
+                if s in g.reds or not rg[s]:
+                    continue
+                op = ops[s]
+                if isinstance(op, _ew.Unary):
+                    names = {"g": "d%d" % s, "y": "v%d" % s, "p": repr(float(self.R.f0[s])),
+                             "q": repr(float(self.R.f1[s])), "x": self._load_name(s, 0)}
+                    self._add_adjoint(body, s, 0, "(%s)" % _subst(op.rule, names), g)
+                else:
+                    names = {"g": "d%d" % s, "y": "v%d" % s}
+                    for j, var in ((0, "a"), (1, "b"), (2, "c")):
+                        if (s, j) in self.loads:
+                            names[var] = self._load_name(s, j)
+                    for j, rule in ((0, op.rule_a), (1, op.rule_b)):
+                        self._add_adjoint(body, s, j, "(%s)" % _subst(rule, names), g)
+        lines += [body_indent + ln for ln in body]
+        if full:
+            if nd:
+                for s in full:
+                    lines.append(ind * nd + ind + "t%d += u%d" % (s, s))
+            for s in full:
+                lines.append(ind + "o%d[0] = t%d" % (s, s))
+        if not reverse:
+            for s in g.reds:
+                if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
+                    cnt = math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1)
+                    lines.append(ind + "o%d[:] = o%d / %r" % (s, s, cnt))
+        lines.append(ind + "return 0")
+        return "\n".join(lines) + "\n"
+
+    def _add_adjoint(self, body, s, j, expr, g):
+        """The contribution ``expr`` of entry ``s`` to the adjoint of its operand ``j``."""
+        if (s, j) not in self.loads:
+            return
+        b, aff = self.loads[(s, j)]
+        if not self.rg[b]:
+            return
+        if aff is None:
+            body.append("d%d += %s" % (b, expr))
+        else:
+            body.append("ge%d[%s] += %s" % (b, self._index(aff, len(g.shape)), expr))
+
+    # -- compiling --------------------------------------------------------------
+    def compile(self):
+        """Write the source where the kernels' is, import it and compile every loop for
+        its arguments (float64 arrays), timing it and whether Numba's cache served it."""
+        from ..kernels import codegen
+        t0 = time.perf_counter()
+        d = codegen._writable_dir()
+        path = os.path.join(d, "fused_%s.py" % self.digest)
+        if not os.path.exists(path):
+            tmp = path + ".%d.tmp" % os.getpid()
+            with open(tmp, "w") as f:
+                f.write(self.source)
+            os.replace(tmp, path)
+        name = "tapegrad_fused_%s" % self.digest
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules[name] = mod
+        cached = True
+        for gi, g in enumerate(self.groups):
+            g.fwd, g.rev = getattr(mod, "fwd_%d" % gi), getattr(mod, "rev_%d" % gi)
+            for f in (g.fwd, g.rev):
+                sig = "int64(%s)" % ", ".join(["float64[::1]"] * (len(g.ext) * (2 if f is g.rev else 1)
+                                                                  + len(g.outs)))
+                f.compile(sig)
+                cached = cached and _from_cache(f)
+        self.stats = {"groups": len(self.groups), "entries": sum(len(g.members) for g in self.groups),
+                      "compile_s": time.perf_counter() - t0, "cached": cached,
+                      "bytes_saved": 8 * sum(math.prod(self.shapes[s]) for g in self.groups for s in g.members
+                                             if s not in g.outs)}
+        return self
+
+    # -- running ----------------------------------------------------------------
+    def run(self, arrays):
+        return FusedVals(self.R, self.forward(arrays), arrays)
+
+    def forward(self, arrays):
+        """The values of the groups' outputs: {slot: flat array}."""
+        R = self.R
+        vals = {}
+        for s in self.sources:
+            v = _source_value(R.sources[s], arrays) if s in R.sources else None
+            if v is None:
+                raise NotFusable("slot %d has no value" % s)
+            vals[s] = np.ascontiguousarray(v, np.float64).reshape(-1)
+        for g in self.groups:
+            outs = [np.empty(math.prod(self.shapes[s])) for s in g.outs]
+            with np.errstate(all="ignore"):
+                g.fwd(*[vals[b] for b in g.ext], *outs)
+            for s, o in zip(g.outs, outs):
+                vals[s] = o
+        return vals
+
+    def reverse(self, vals, seeds):
+        """The adjoints of every source needing one ({slot: flat array}) for the
+        output adjoints ``seeds`` ({slot: flat array})."""
+        rg = self.rg
+        adj = {}
+        for s, gs in seeds.items():
+            adj[s] = np.array(gs, np.float64).reshape(-1)
+        for g in reversed(self.groups):
+            if not any(rg[s] for s in g.members):
+                continue
+            go = []
+            for s in g.outs:
+                a = adj.get(s)
+                go.append(a if a is not None else np.zeros(vals[s].size))
+            ge = []
+            for b in g.ext:
+                if rg[b]:
+                    a = adj.get(b)
+                    if a is None:
+                        a = adj[b] = np.zeros(vals[b].size)
+                    ge.append(a)
+                else:
+                    ge.append(_EMPTY)
+            with np.errstate(all="ignore"):
+                g.rev(*[vals[b] for b in g.ext], *ge, *go)
+        return {s: adj[s] for s in self.sources if s in adj}
+
+
+_EMPTY = np.zeros(0)
+
+
+def _cstrides(shape):
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc if n != 1 else 0)
+        acc *= n
+    return tuple(reversed(st))
+
+
+def _from_cache(dispatcher):
+    """Whether Numba loaded ``dispatcher``'s last compiled signature from its disk cache."""
+    stats = getattr(dispatcher, "stats", None)
+    return bool(stats is not None and stats.cache_hits)
+
+
+def _guard_slots(guards):
+    out = []
+
+    def walk(ref):
+        if ref[0] == "slot":
+            out.append(ref[1])
+        elif ref[0] == "derived":
+            for r in ref[1][1]:
+                walk(r)
+    for ref, _, _ in guards:
+        walk(ref)
+    return out
+
+
+
+
+# -- a replay by the fused program --------------------------------------------------
+class FusedVals:
+    """The values of a fused replay: the groups' outputs and the sources (``fv``,
+    flat), shaped on reading; any other slot (a create_graph backward, hooks, a
+    Python read the plan did not foresee) makes the unfused replay's values, once."""
+    __slots__ = ("R", "fv", "arrays", "full", "lins", "host_state")
+
+    def __init__(self, R, fv, arrays):
+        self.R, self.fv, self.arrays = R, fv, arrays
+        self.full = self.lins = self.host_state = None
+
+    def __getitem__(self, s):
+        v = self.fv.get(s)
+        if v is not None:
+            return v.reshape(self.R.fused.shapes[s])
+        src = self.R.sources.get(s)
+        if src is not None:
+            return _source_value(src, self.arrays)
+        if self.full is None:
+            self.full = self.R._forward_python(self.arrays)
+        return self.full[s]
+
+
+class FusedPlan:
+    """How backward sweeps a fused replay's tape: the fused reverse when it is a
+    plain ``backward`` into the leaves of outputs the program wrote (no hooks, no
+    targets, nothing retained or changed in place), else the ordinary sweep
+    (``ArraysPlan``) over the unfused values."""
+    __slots__ = ("arrays_plan", "program", "reach")
+
+    def __init__(self, arrays_plan, program, rg):
+        self.arrays_plan, self.program = arrays_plan, program
+        self.reach = rg.astype(np.uint8)
+
+    def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+        vals = T.arena
+        if not (type(vals) is FusedVals and tgt_ids is None and accumulate and not T.hooks and not T.retained
+                and not T.ext and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size
+                and all(s in vals.fv for s in slot_seeds)):
+            return False
+        seeds = {}
+        for s, gs in slot_seeds.items():
+            g = np.array(gs[0], np.float64).reshape(-1)
+            for h in gs[1:]:
+                g += h.reshape(-1)
+            seeds[s] = g
+        grads = self.program.reverse(vals.fv, seeds)
+        for s, leaf in T.leaves.items():
+            g = grads.get(s)
+            if g is not None:
+                leaf_grads.append((leaf, g, True))
+        if not retain:
+            T.freed = self.reach        # a second backward through it: PyTorch's error, from the ordinary sweep
+        return True
+
+    def prepare(self, *args):
+        return self.arrays_plan.prepare(*args)
+
+    def free(self, *args):
+        return self.arrays_plan.free(*args)
+
+
+AUTO_AFTER = 2              # fuse="auto": unfused replays of a recording before it is compiled ...
+AUTO_ELEMENTS = 1 << 16     # ... when its values hold at least this many elements (smaller: the compiled forwards)
+
+
+def consider(R, arrays, vals):
+    """After an unfused replay of ``R`` with ``fuse`` on: fuse now (True), or
+    (``"auto"``) compile in a background thread once the recording has been
+    replayed ``AUTO_AFTER`` times, and check and switch at the replay after it is ready."""
+    if R.fuse is True:
+        try_fuse(R, arrays, vals, R.fuse_name)
+        return
+    R.unfused_replays += 1
+    ready = R.fused_pending
+    if ready is not None:
+        R.fused_pending = None
+        if isinstance(ready, NotFusable):
+            R.fused, R.fuse_why = False, str(ready)
+        else:
+            try_fuse(R, arrays, vals, R.fuse_name, ready)
+        return
+    if R.unfused_replays < AUTO_AFTER or R.fuse_building:
+        return
+    if sum(v.size for v in vals if hasattr(v, "size")) < AUTO_ELEMENTS:
+        R.fused, R.fuse_why = False, "its values are small (the compiled forwards serve it)"
+        return
+    try:
+        P = FusedProgram(R, vals)
+    except NotFusable as e:
+        R.fused, R.fuse_why = False, str(e)
+        return
+    R.fuse_building = True
+
+    def build():
+        try:
+            R.fused_pending = P.compile()
+        except Exception as e:          # (a compile error: kept unfused, the reason shown in why)
+            R.fused_pending = NotFusable("its fused loops did not compile: %s" % e)
+    import threading
+    threading.Thread(target=build, name="tapegrad-fuse", daemon=True).start()
+
+
+def try_fuse(R, arrays, vals, name, P=None):
+    """Fuse recording ``R`` (``vals``: the values of an unfused replay on
+    ``arrays``): compile its program and check one fused replay, value and
+    gradient, against the unfused one.  Sets ``R.fused`` (a ``FusedProgram``, or
+    False with the reason in ``R.fuse_why``)."""
+    import warnings
+    R.fused = False
+    if "nonleaf" in R.arg_kinds:
+        R.fuse_why = "an argument is a tensor computed by other operations (a non-leaf)"
+        return
+    try:
+        if P is None:
+            P = FusedProgram(R, vals).compile()
+        fv = P.forward(arrays)
+        bad = [s for s in fv if s not in P.sources and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
+        if not bad and len(R.out_slots) == 1 and math.prod(P.shapes[R.out_slots[0]]) == 1 and R.rg[R.out_slots[0]]:
+            bad = _check_gradient(R, P, fv, arrays, vals)
+    except NotFusable as e:
+        R.fuse_why = str(e)
+        return
+    if bad:
+        R.fuse_why = "the fused replay differs from the unfused one at %s" % bad
+        warnings.warn("tapegrad: the fused replay of %s differs from the unfused one (%s): it is not fused"
+                      % (name, bad), RuntimeWarning, stacklevel=3)
+        return
+    R.fuse_why = None
+    R.fused = P
+    R.fused_plan = FusedPlan(R.arrays_plan, P, R.rg)
+
+
+def _check_gradient(R, P, fv, arrays, vals):
+    """The fused gradient against the ordinary sweep's over the unfused values: the
+    slots where they differ (empty when they agree)."""
+    from ..autograd import engine
+    from ..core.tensor import Tensor
+    s = R.out_slots[0]
+    grads = P.reverse(fv, {s: np.ones(1)})
+    leaf = [i for i, k in enumerate(R.arg_kinds) if k == "leaf"]
+    args = [Tensor._wrap(np.array(a)) if i in leaf else a for i, a in enumerate(arrays)]
+    for i in leaf:
+        args[i]._requires_grad = True
+    T = R.tape_for(vals, arrays, args)
+    out = Tensor._recorded(vals[s], T, s, T.versions[s])
+    targets = [T.leaves[b] for b in P.sources if b in T.leaves and R.rg[b]]
+    res = engine.run_backward([(out, np.ones(1))], False, targets, accumulate=False) if targets else {}
+    bad = []
+    for b in P.sources:
+        if b in T.leaves and R.rg[b]:
+            want = res.get(id(T.leaves[b]))
+            got = grads.get(b)
+            want = np.zeros(P.shapes[b]) if want is None else np.asarray(want).reshape(P.shapes[b])
+            got = np.zeros(P.shapes[b]) if got is None else got.reshape(P.shapes[b])
+            if not _close_grad(got, want):
+                bad.append(b)
+    return bad
+
+
+def _close_grad(a, b):
+    return _close(a, b)

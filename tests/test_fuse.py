@@ -1,0 +1,299 @@
+"""Fused replay (tapegrad.replay.fuse): fused against unfused against eager."""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+RNG = np.random.default_rng(7)
+
+# The fused loops are compiled code: the run with every backward interpreted covers none of it.
+pytestmark = pytest.mark.skipif(os.environ.get("TAPEGRAD_INTERPRET") == "always",
+                                reason="the fused sweep is compiled code")
+
+
+def rosen(x):
+    head = x[:-1]
+    return (100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum()
+
+
+def lj(pos, eye):
+    diff = pos[:, None, :] - pos[None, :, :]
+    r2 = (diff * diff).sum(-1) + eye
+    i6 = r2 ** -3
+    return 0.5 * (4 * (i6 * i6 - i6) * (1 - eye)).sum()
+
+
+def logreg(X, y, w):
+    return tg.log1p(tg.exp(-y * (X @ w))).mean() + 0.5e-3 * (w * w).sum()
+
+
+def lattice(n_side=4):
+    g = np.stack(np.meshgrid(*[np.arange(n_side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 1.1
+    return g + 0.05 * RNG.standard_normal(g.shape)
+
+
+def eager_value_and_grad(fn, arrays, wrt):
+    ts = [tg.tensor(a, requires_grad=(i in wrt)) for i, a in enumerate(arrays)]
+    out = fn(*ts)
+    out.backward()
+    return out.detach().numpy(), [ts[i].grad.numpy() for i in wrt]
+
+
+def close(a, b, rtol=1e-12):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape
+    scale = max(float(np.max(np.abs(b))) if b.size else 0.0, 1e-300)
+    np.testing.assert_allclose(a, b, rtol=0, atol=rtol * scale)
+
+
+def test_rosen_compile_fuses_and_matches_eager():
+    xv = RNG.uniform(-2, 2, 5000)
+    f = tg.compile(rosen, fuse=True)
+    want, (gwant,) = eager_value_and_grad(rosen, [xv], [0])
+    for i in range(4):
+        x = tg.tensor(xv, requires_grad=True)
+        y = f(x)
+        y.backward()
+        close(y.detach().numpy(), want)
+        close(x.grad.numpy(), gwant)
+    info = f.fusion()[0]
+    assert info["fused"] is True
+    assert info["groups"] == 1 and info["entries"] == 8
+    assert info["bytes_saved"] > 5 * 8 * 4999
+    assert f.stats.replays == 3
+
+
+def test_lj_record_fuses_into_three_loops():
+    pos, eye = lattice(), np.eye(64)
+    rt = tg.record(lj, pos, eye, fuse=True)
+    want, (gwant,) = eager_value_and_grad(lj, [pos, eye], [0])
+    for _ in range(3):
+        v, g = rt.value_and_grad(pos, eye, argnums=0)
+        close(v, want)
+        close(g, gwant)
+    info = rt.fusion
+    assert info["fused"] is True and info["groups"] == 3
+    assert "fused into 3 loops" in repr(rt)
+    # and against central differences of the tape itself
+    h, k = 1e-6, (5, 1)
+    p1, p2 = pos.copy(), pos.copy()
+    p1[k] += h
+    p2[k] -= h
+    fd = (rt(p1, eye) - rt(p2, eye)) / (2 * h)
+    assert abs(float(fd) - g[k]) <= 1e-6 * max(1.0, abs(g[k]))
+
+
+def test_not_fusable_says_why_and_stays_exact():
+    X = RNG.standard_normal((300, 4))
+    y = np.sign(RNG.standard_normal(300))
+    w = RNG.standard_normal(4)
+    rt = tg.record(logreg, X, y, w, fuse=True)
+    for _ in range(2):
+        v, g = rt.value_and_grad(X, y, w, argnums=2)
+    info = rt.fusion
+    assert info["fused"] is False
+    assert "has no fused form" in info["why"] and "Backward" in info["why"], info
+    want, (gwant,) = eager_value_and_grad(logreg, [X, y, w], [2])
+    close(v, want)
+    close(g, gwant)
+
+
+def test_fuse_off_by_default_and_bad_value_refused():
+    f = tg.compile(rosen)
+    x = tg.tensor(RNG.uniform(-2, 2, 100), requires_grad=True)
+    for _ in range(3):
+        f(x).backward()
+    assert f.fusion()[0] == {"fused": False, "why": "fusion is off (fuse=False)"}
+    with pytest.raises(ValueError, match="fuse must be False, True or 'auto'"):
+        tg.compile(rosen, fuse="yes")
+    with pytest.raises(ValueError, match="fuse must be"):
+        tg.record(rosen, np.ones(3), fuse=1.5)
+
+
+UNARY = [
+    ("exp", lambda t: t.exp(), (-2, 2)), ("log", lambda t: t.log(), (0.1, 3)),
+    ("log1p", lambda t: t.log1p(), (-0.5, 2)), ("sqrt", lambda t: t.sqrt(), (0.1, 3)),
+    ("sin", lambda t: t.sin(), (-3, 3)), ("cos", lambda t: t.cos(), (-3, 3)),
+    ("tanh", lambda t: t.tanh(), (-2, 2)), ("sigmoid", lambda t: t.sigmoid(), (-3, 3)),
+    ("relu", lambda t: t.relu(), (-1, 1)), ("abs", lambda t: t.abs(), (-1, 1)),
+    ("neg", lambda t: -t, (-1, 1)), ("clamp", lambda t: t.clamp(-0.3, 0.4), (-1, 1)),
+    ("pow_s", lambda t: t ** 3, (-1, 1)), ("rpow_s", lambda t: 2.0 ** t, (-1, 1)),
+    ("rdiv_s", lambda t: 1.5 / t, (0.5, 2)), ("atan", lambda t: t.atan(), (-2, 2)),
+    ("expm1", lambda t: t.expm1(), (-1, 1)), ("square", lambda t: t.square(), (-1, 1)),
+]
+
+
+def test_unary_ops_fused_match_eager():
+    # one tape of every op (one compile): each op on its own domain, all summed
+    lo = np.array([d[0] for _, _, d in UNARY], float)
+    hi = np.array([d[1] for _, _, d in UNARY], float)
+    xv = lo[:, None, None] + (hi - lo)[:, None, None] * RNG.uniform(0, 1, (len(UNARY), 3, 5))
+
+    def fn(x):
+        total = 0.0
+        for i, (_, op, _) in enumerate(UNARY):
+            total = total + (op(x[i]) * (0.5 + 0.1 * i) + x[i]).sum()
+        return total
+    rt = tg.record(fn, xv, fuse=True)
+    v, g = rt.value_and_grad(xv)
+    assert rt.fusion["fused"], rt.fusion
+    want, (gwant,) = eager_value_and_grad(fn, [xv], [0])
+    close(v, want)
+    close(g, gwant)
+
+
+BINARY = [
+    ("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("mul", lambda a, b: a * b),
+    ("div", lambda a, b: a / b), ("pow", lambda a, b: a.abs() ** b), ("maximum", tg.maximum),
+    ("minimum", tg.minimum), ("atan2", tg.atan2),
+]
+SHAPES = [((3, 1, 4), (5, 1)), ((6,), ()), ((), (2, 3))]
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=[str(s) for s in SHAPES])
+def test_binary_ops_broadcasting_fused_match_eager(shapes):
+    av = RNG.uniform(0.5, 2, shapes[0])
+    bv = RNG.uniform(0.5, 2, shapes[1])
+
+    def fn(a, b):
+        # every op and its sum over one loop (one group), the scalar total after (another)
+        sums = [(op(a, b) * (i + 1.5)).sum() + 0.0 * op(b, a).mean() for i, (_, op) in enumerate(BINARY)]
+        total = sums[0]
+        for t in sums[1:]:
+            total = total + t
+        return total
+    rt = tg.record(fn, av, bv, fuse=True)
+    v, (ga, gb) = rt.value_and_grad(av, bv)
+    assert rt.fusion["fused"], rt.fusion
+    want, (gwa, gwb) = eager_value_and_grad(fn, [av, bv], [0, 1])
+    close(v, want)
+    close(ga, gwa)
+    close(gb, gwb)
+
+
+@pytest.mark.parametrize("red", ["sum", "mean"])
+def test_reductions_over_axes_fused(red):
+    xv = RNG.standard_normal((4, 5, 6))
+
+    def fn(x):
+        y = x.sin() * x
+        total = getattr(y, red)()
+        for i, dims in enumerate([(0,), (1,), (2,), (0, 2), (-1,)]):
+            r = getattr(y, red)(dim=dims)
+            total = total + (r * r).sum() * (i + 1)
+        return total
+    rt = tg.record(fn, xv, fuse=True)
+    v, g = rt.value_and_grad(xv)
+    assert rt.fusion["fused"], rt.fusion
+    want, (gw,) = eager_value_and_grad(fn, [xv], [0])
+    close(v, want)
+    close(g, gw)
+
+
+def test_views_transposes_and_slices_fused():
+    xv = RNG.standard_normal((6, 8))
+
+    def fn(x):
+        return (x.t()[1:, ::2] * 0.5).exp().sum() + (x[::2, 1:].t() * x[1:4, :7].t()).sum() + x.reshape(4, 12)[:, 3].sum()
+    rt = tg.record(fn, xv, fuse=True)
+    v, g = rt.value_and_grad(xv)
+    want, (gw,) = eager_value_and_grad(fn, [xv], [0])
+    close(v, want)
+    close(g, gw)
+    assert rt.fusion["fused"], rt.fusion
+
+
+def test_fused_tape_keeps_backward_semantics():
+    xv = RNG.uniform(-2, 2, 300)
+    f = tg.compile(rosen, fuse=True)
+    x = tg.tensor(xv, requires_grad=True)
+    f(x).backward()
+    f(x).backward()                  # (fused from here on)
+    assert f.fusion()[0]["fused"]
+    _, (g1,) = eager_value_and_grad(rosen, [xv], [0])
+    x.grad = None
+    y = f(x)
+    y.backward(retain_graph=True)
+    y.backward()                     # accumulates twice
+    close(x.grad.numpy(), 2 * g1)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        y.backward()
+    # create_graph and grad(): the unfused values, made on demand
+    y = f(x)
+    (g,) = tg.autograd.grad(y, x, create_graph=True)
+    close(g.detach().numpy(), g1)
+    (hv,) = tg.autograd.grad((g * g).sum(), x)
+    xt = tg.tensor(xv, requires_grad=True)
+    (ge,) = tg.autograd.grad(rosen(xt), xt, create_graph=True)
+    (hve,) = tg.autograd.grad((ge * ge).sum(), xt)
+    close(hv.numpy(), hve.numpy())
+    # a hook on the input sees the fused gradient
+    seen = []
+    x.grad = None
+    h = x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    f(x).backward()
+    h.remove()
+    close(seen[0], g1)
+    close(x.grad.numpy(), g1)
+
+
+def test_auto_fuses_in_the_background():
+    xv = RNG.uniform(-2, 2, 1 << 17)
+    f = tg.compile(rosen, fuse="auto")
+    _, (gw,) = eager_value_and_grad(rosen, [xv], [0])
+    deadline = time.time() + 120
+    calls = 0
+    while True:
+        x = tg.tensor(xv, requires_grad=True)
+        f(x).backward()
+        close(x.grad.numpy(), gw)
+        calls += 1
+        info = f.fusion()[0]
+        if info["fused"] or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert info["fused"], info
+    assert calls > 2                 # the replays went on unfused while it compiled
+
+
+def test_empty_operand_fused():
+    av, bv = np.zeros((0, 3)), RNG.standard_normal(3)
+
+    def fn(a, b):
+        return (a * b).sum() + (b * b).sum()
+    rt = tg.record(fn, av, bv, fuse=True)
+    v, (ga, gb) = rt.value_and_grad(av, bv)
+    assert rt.fusion["fused"], rt.fusion
+    close(v, (bv * bv).sum())
+    assert ga.shape == (0, 3)
+    close(gb, 2 * bv)
+
+
+def test_small_tapes_stay_on_the_compiled_forwards_with_auto():
+    f = tg.compile(rosen, fuse="auto")
+    x = tg.tensor(RNG.uniform(-2, 2, 50), requires_grad=True)
+    for _ in range(4):
+        f(x).backward()
+    assert f.fusion()[0]["fused"] is False
+    assert "small" in f.fusion()[0]["why"]
+
+
+def test_cache_serves_a_new_process():
+    code = ("import numpy as np, tapegrad as tg\n"
+            "def f(x):\n    return ((x[1:] - x[:-1] ** 2) ** 2 * 3.25).sum()\n"
+            "rt = tg.record(f, np.linspace(0, 1, 1000), fuse=True)\n"
+            "v, g = rt.value_and_grad(np.linspace(0, 1, 1000))\n"
+            "print(rt.fusion['fused'], rt.fusion['cached'], repr(float(v)))\n")
+    out = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+           for _ in range(2)]
+    for o in out:
+        assert o.returncode == 0, o.stderr
+    first, second = (o.stdout.split() for o in out)
+    assert first[0] == "True" and second[0] == "True"
+    assert second[1] == "True"
+    assert first[2] == second[2]
