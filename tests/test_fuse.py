@@ -44,6 +44,18 @@ def eager_value_and_grad(fn, arrays, wrt):
     return out.detach().numpy(), [ts[i].grad.numpy() for i in wrt]
 
 
+def check_fused(fn, *arrays):
+    """Record ``fn`` with fusion, replay it, and check that it fused and that its value
+    and gradients are eager's."""
+    rt = tg.record(fn, *arrays, fuse=True)
+    v, g = rt.value_and_grad(*arrays)
+    assert rt.fusion["fused"], rt.fusion
+    want, gw = eager_value_and_grad(fn, list(arrays), list(range(len(arrays))))
+    close(v, want)
+    for a, b in zip(g if isinstance(g, tuple) else (g,), gw):
+        close(a, b)
+
+
 def close(a, b, rtol=1e-12):
     a, b = np.asarray(a), np.asarray(b)
     assert a.shape == b.shape
@@ -139,12 +151,7 @@ def test_unary_ops_fused_match_eager():
         for i, (_, op, _) in enumerate(UNARY):
             total = total + (op(x[i]) * (0.5 + 0.1 * i) + x[i]).sum()
         return total
-    rt = tg.record(fn, xv, fuse=True)
-    v, g = rt.value_and_grad(xv)
-    assert rt.fusion["fused"], rt.fusion
-    want, (gwant,) = eager_value_and_grad(fn, [xv], [0])
-    close(v, want)
-    close(g, gwant)
+    check_fused(fn, xv)
 
 
 BINARY = [
@@ -167,13 +174,7 @@ def test_binary_ops_broadcasting_fused_match_eager(shapes):
         for t in sums[1:]:
             total = total + t
         return total
-    rt = tg.record(fn, av, bv, fuse=True)
-    v, (ga, gb) = rt.value_and_grad(av, bv)
-    assert rt.fusion["fused"], rt.fusion
-    want, (gwa, gwb) = eager_value_and_grad(fn, [av, bv], [0, 1])
-    close(v, want)
-    close(ga, gwa)
-    close(gb, gwb)
+    check_fused(fn, av, bv)
 
 
 @pytest.mark.parametrize("red", ["sum", "mean"])
@@ -187,12 +188,7 @@ def test_reductions_over_axes_fused(red):
             r = getattr(y, red)(dim=dims)
             total = total + (r * r).sum() * (i + 1)
         return total
-    rt = tg.record(fn, xv, fuse=True)
-    v, g = rt.value_and_grad(xv)
-    assert rt.fusion["fused"], rt.fusion
-    want, (gw,) = eager_value_and_grad(fn, [xv], [0])
-    close(v, want)
-    close(g, gw)
+    check_fused(fn, xv)
 
 
 def test_views_transposes_and_slices_fused():

@@ -213,6 +213,17 @@ class Recording(Forward):
         why = self.fuse_why or ("fusion is off (fuse=False)" if not self.fuse else "not replayed often enough yet")
         return {"fused": False, "why": why}
 
+    def _entries_for(self, vals, plan):
+        """A replayed tape over a copy of the entries, the one-element values in them."""
+        n = self.n
+        buf = bytearray(self.template)
+        ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
+        flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
+        ones = self.one_slots
+        if ones.size:
+            flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
+        return ReplayedTape(buf, n, (ints, flts), plan)
+
     def tape_for(self, vals, arrays, args):
         """A sealed tape over the replayed values, whose leaves are the live tensors."""
         if self.template is None:
@@ -230,13 +241,7 @@ class Recording(Forward):
                 self.none_vals = [None] * n
             T.vals = self.none_vals
         elif type(vals) is FusedVals:      # (the program wrote the outputs and every one-element value)
-            buf = bytearray(self.template)
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
-            ones = self.one_slots
-            if ones.size:
-                flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
-            T = ReplayedTape(buf, n, (ints, flts), self.fused_plan)
+            T = self._entries_for(vals, self.fused_plan)
             T.vals = _SavedVals(vals, frozenset(self.saved_slots), n)     # (the others made when read)
             T.arena = vals
         elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
@@ -250,13 +255,7 @@ class Recording(Forward):
             T.arena = vals                              # ... which keeps it alive
             T.host_state = vals.host_state              # (tg.autograd.Function contexts)
         else:
-            buf = bytearray(self.template)
-            ints = np.frombuffer(buf, np.int64).reshape(n, _tp.NFIELDS)
-            flts = np.frombuffer(buf, np.float64).reshape(n, _tp.NFIELDS)
-            ones = self.one_slots
-            if ones.size:
-                flts[ones, _tp.VAL] = np.array([vals[s].reshape(-1)[0] for s in ones.tolist()], np.float64)
-            T = ReplayedTape(buf, n, (ints, flts), self.arrays_plan)
+            T = self._entries_for(vals, self.arrays_plan)
             T.host_state = getattr(vals, "host_state", None)     # (tg.autograd.Function contexts)
             tv = T.vals = [None] * n
             for s in self.saved_slots:
