@@ -635,10 +635,7 @@ def _check_gradient(R, P, fv, arrays, vals):
             got = grads.get(b)
             want = np.zeros(P.shapes[b]) if want is None else np.asarray(want).reshape(P.shapes[b])
             got = np.zeros(P.shapes[b]) if got is None else got.reshape(P.shapes[b])
-            if not _close_grad(got, want):
+            if not _close(got, want):
                 bad.append(b)
     return bad
 
-
-def _close_grad(a, b):
-    return _close(a, b)
