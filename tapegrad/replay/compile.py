@@ -132,7 +132,6 @@ class Compiled:
             del lst[MAX_TAPES:]
         return out
 
-
     def fusion(self):
         """For every recording kept: what fusion did with it (``Recording.fusion``):
         groups, entries fused, bytes of intermediates not written, compile seconds

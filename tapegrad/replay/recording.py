@@ -242,7 +242,9 @@ class Recording(Forward):
             T.vals = self.none_vals
         elif type(vals) is FusedVals:      # (the program wrote the outputs and every one-element value)
             T = self._entries_for(vals, self.fused_plan)
-            T.vals = _SavedVals(vals, frozenset(self.saved_slots), n)     # (the others made when read)
+            if self.saved_set is None:
+                self.saved_set = frozenset(self.saved_slots)
+            T.vals = _SavedVals(vals, self.saved_set, n)      # (the others made when read)
             T.arena = vals
         elif type(vals) is _ArenaVals:     # (the entries made by the compiled forward, their VAL filled)
             # (live gathers change indices, never which entries backward runs: one plan)
