@@ -469,7 +469,7 @@ class _ConvNd(Module):
             raise ValueError("out_channels must be divisible by groups")
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
-                raise ValueError("Invalid padding string {!r}, should be one of {}".format(padding, {"valid", "same"}))
+                raise ValueError("Invalid padding string {!r}, should be one of {}".format(padding, {"same", "valid"}))
             if padding == "same" and any(s != 1 for s in tup(stride)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         modes = {"zeros", "reflect", "replicate", "circular"}       # (PyTorch prints the set)
