@@ -978,3 +978,28 @@ def test_a_saved_comparison_mask_replays(n):
         np.testing.assert_allclose(v.item(), (a * (a > 0)).sum() + (a * (a > 0.5)).sum(), rtol=1e-12)
         np.testing.assert_array_equal(x.grad.numpy(), (a > 0) * 1.0 + (a > 0.5))
     assert c.stats.replays == 3 and c.stats.divergences == 0
+
+
+def test_float_casts_replay_in_their_dtype():
+    """``x.float()`` / ``.double()`` are reshape entries: their replay casts as they did
+    (the recording was refused: the replay kept the input's dtype)."""
+    rng = np.random.default_rng(3)
+
+    def f(x):
+        return (x.float().exp() * 2).sum() + x.float().double().sin().sum()
+    for n in (50, 3000):
+        c = tg.compile(f)
+        for i in range(3):
+            xv = rng.standard_normal(n)
+            a, b = tg.tensor(xv, requires_grad=True), tg.tensor(xv, requires_grad=True)
+            got, want = c(a), f(b)
+            got.backward()
+            want.backward()
+            assert got.dtype == want.dtype == tg.float64     # (0-d float32 + 0-d float64)
+            assert got.item() == want.item()
+            assert a.grad.dtype == tg.float64
+            np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+        assert c.stats.replays == 2 and not c.why
+    rt = tg.record(lambda x: x.float().sum(), np.arange(4.0))
+    v = rt(np.arange(5.0, 9.0))
+    assert float(v) == 26.0 and np.asarray(v).dtype == np.float32

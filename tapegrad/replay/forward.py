@@ -46,6 +46,14 @@ _DERIVED_FNS["invert"] = np.invert
 _DERIVED_FNS.update((f.__name__, f) for f in (np.isnan, np.isinf, np.isfinite, np.isposinf, np.isneginf))
 
 
+def _casting(f, dt):
+    """A reshape entry's replay in its recorded dtype (a float cast is a reshape entry)."""
+    def g(v):
+        out = f(v)
+        return out if out.dtype == dt else out.astype(dt)
+    return g
+
+
 def _order_indices(kind):
     """The indices output of sort, topk, median, kthvalue, cummax/cummin (``kind`` of
     ``ORDER_LIN``) of a value, its integer parameters in one array."""
@@ -90,6 +98,7 @@ class Forward:
                                   for s in range(self.n)):
             self.scalar = False
 
+    casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
     derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
 
     def _program(self):
@@ -105,6 +114,8 @@ class Forward:
                 continue
             f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes.get(s), self.names[s],
                                                              f0[s], f1[s])
+            if s in self.casts:
+                f = _casting(f, np.dtype(self.casts[s]))
             prog.append((s, f, self.sources.get(s)))
         self.program = prog
 

@@ -15,7 +15,8 @@ from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as _ks
 from ..ops import shape as _sh
-from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
+from ..core.registry import CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_END, SHAPE
+from ..ops._record import RESHAPE
 from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
 from .fuse import FusedVals, consider as _consider_fusing
@@ -46,6 +47,9 @@ class Recording(Forward):
         self.f1 = flts[:, _tp.F1].copy()
         self.aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
         self.shapes = dict(T.shapes)
+        # the dtypes of the reshape entries: a float cast (``x.float()``) is one, its replay casts
+        reshape = (SHAPE << FAMILY_SHIFT) | RESHAPE
+        self.casts = {s: dt for s, dt in T.dtypes.items() if self.ints[s, _tp.OP] == reshape}
         self.saved = np.array([v is not None for v in T.vals], bool)
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.nargs = nargs
@@ -386,6 +390,7 @@ class Recording(Forward):
         self.__dict__.setdefault("shapes_all", None)
         self.__dict__.setdefault("checked", False)
         self.__dict__.setdefault("derived_dtypes", {})
+        self.__dict__.setdefault("casts", {})
         self.__dict__.setdefault("fuse", False)
         self.__dict__.setdefault("fuse_name", "")
         self.program = None

@@ -90,15 +90,17 @@ class RecordingTape(_tp.Tape):
     does not rotate a tape with ``shapes``), with the output shapes of its entries
     but the elementwise ones (whose recorders write their entries themselves and
     skip their single-number path on this tape)."""
-    __slots__ = ("shapes",)
+    __slots__ = ("shapes", "dtypes")
 
     def __init__(self):
         super().__init__()
         self.shapes = {}        # slot -> output shape, of every entry made by ``new_slot``
+        self.dtypes = {}        # slot -> its dtype, the same entries (a cast is a reshape entry)
 
     def new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver):
         s = _tp.Tape.new_slot(self, code, a, b, c, i0, i1, nm, f0, f1, arr, save, ver)
         self.shapes[s] = arr.shape
+        self.dtypes[s] = arr.dtype.str
         return s
 
 
