@@ -318,7 +318,7 @@ _FIELDS = {
     "guards", "arg_guards", "fn_guards", "live", "out_template", "out_refs", "rg", "real_leaf", "untracked",
     "rg_slots", "out_slots", "one_slots", "scalar", "names",
 }
-_OPTIONAL = {"shapes_all", "view_links", "op_names", "derived_dtypes"}
+_OPTIONAL = {"shapes_all", "view_links", "op_names", "derived_dtypes", "casts"}
 _ARG_KINDS = ("leaf", "nonleaf", "array", "data", "int")
 _NUMERIC_DTYPES = {np.dtype(t).str for t in (np.bool_, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
                                                np.int64, np.uint8, np.uint16, np.uint32, np.uint64)}
@@ -448,10 +448,11 @@ def _recording_from_state(st, r):
                 raise bad("entry %d reads a slot outside the tape's earlier entries" % s)
         elif not -1 <= row[_tp.C] < s:
             raise bad("entry %d reads slot %d (an entry reads earlier ones only)" % (s, int(row[_tp.C])))
-    dd = st.get("derived_dtypes", {})
-    if not isinstance(dd, dict) or not all(
-            type(s) is int and 0 <= s < n and isinstance(v, str) and v in _NUMERIC_DTYPES for s, v in dd.items()):
-        raise bad("derived_dtypes should map slots to numeric dtypes")
+    for key in ("derived_dtypes", "casts"):
+        dd = st.get(key, {})
+        if not isinstance(dd, dict) or not all(
+                type(s) is int and 0 <= s < n and isinstance(v, str) and v in _NUMERIC_DTYPES for s, v in dd.items()):
+            raise bad("%s should map slots to numeric dtypes" % key)
     shapes = st["shapes"]
     if not isinstance(shapes, dict):
         raise bad("shapes should be a dict")
