@@ -101,18 +101,61 @@ def test_lj_record_fuses_into_three_loops():
 
 
 def test_not_fusable_says_why_and_stays_exact():
+    x = RNG.standard_normal(50)
+
+    def f(x):
+        return x.float().exp().sum()
+    rt = tg.record(f, x, fuse=True)
+    for _ in range(2):
+        v, g = rt.value_and_grad(x)
+    info = rt.fusion
+    assert info["fused"] is False
+    assert "float32, not float64" in info["why"], info
+    want, (gwant,) = eager_value_and_grad(f, [x], [0])
+    close(v, want)
+    close(g, gwant)
+
+
+def test_comparisons_fused():
+    """``where``'s condition and masks, computed from the loops' values at each replay."""
+    def leaky(x):
+        h = x * 3 - 1
+        return (tg.where(h > 0, h, 0.1 * h) + (x < 0.5) * x.exp() + tg.where(x.abs() <= 1, x, x * x)).sum()
+    for shape in ((50,), (7, 9)):
+        check_fused(leaky, RNG.standard_normal(shape))
+    x = RNG.standard_normal(40)
+    rt = tg.record(leaky, x, fuse=True)
+    rt.value_and_grad(x)
+    v, g = rt.value_and_grad(-x)            # the masks follow the new values
+    want, (gwant,) = eager_value_and_grad(leaky, [-x], [0])
+    close(v, want)
+    close(g, gwant)
+
+
+def test_calls_between_groups():
+    """Matrix products, max, logsumexp, softmax, gathers run between the fused loops:
+    their inputs a loop's values or views (a transpose), their adjoints into the loops'."""
     X = RNG.standard_normal((300, 4))
     y = np.sign(RNG.standard_normal(300))
     w = RNG.standard_normal(4)
     rt = tg.record(logreg, X, y, w, fuse=True)
+    want, (gwant,) = eager_value_and_grad(logreg, [X, y, w], [2])
     for _ in range(2):
         v, g = rt.value_and_grad(X, y, w, argnums=2)
+        close(v, want)
+        close(g, gwant)
     info = rt.fusion
-    assert info["fused"] is False
-    assert "has no fused form" in info["why"] and "Backward" in info["why"], info
-    want, (gwant,) = eager_value_and_grad(logreg, [X, y, w], [2])
-    close(v, want)
-    close(g, gwant)
+    assert info["fused"] is True and info["calls"] == 1, info
+
+    def mixed(x, a):
+        h = (x.t() @ a).tanh()
+        sm = tg.softmax(h, 1)
+        return h.max() + (h * h).sum() + h.logsumexp(0).sum() + sm[:, 0].sum() + (sm[[0, 2]] * h[1]).sum()
+    xv, av = RNG.standard_normal((6, 4)), RNG.standard_normal((6, 5))
+    check_fused(mixed, xv, av)
+    rt = tg.record(mixed, xv, av, fuse=True)
+    rt.value_and_grad(xv, av)
+    assert rt.fusion["calls"] >= 5, rt.fusion
 
 
 def test_fuse_off_by_default_and_bad_value_refused():

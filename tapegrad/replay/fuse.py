@@ -35,7 +35,8 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..core.descriptors import strided_map_np
-from ..core.registry import BINARY, BINARY2, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
+from ..core.registry import (BINARY, BINARY2, CONST, FAMILY_RULES, HOST, META_END, REDUCE, SHAPE, UNARY, UNARY2,
+                             family, index)
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..ops._record import RESHAPE, STRIDED
@@ -50,13 +51,22 @@ class NotFusable(Exception):
     """Why a tape stays on the unfused replay (``Recording.fuse_why``)."""
 
 
+class _Call:
+    """An entry between groups (a matrix product, a gather, max...): its forward is the
+    replay's own NumPy call, its reverse the family's differentiable rule, grad mode off."""
+    __slots__ = ("slot", "f")
+
+    def __init__(self, slot, f):
+        self.slot, self.f = slot, f
+
+
 class _Group:
     """One loop nest: its loop shape, its entries in tape order, what it reads from
     outside (``ext``: base slots) and what it writes (``outs``)."""
-    __slots__ = ("shape", "members", "ext", "outs", "fwd", "rev", "reds")
+    __slots__ = ("shape", "members", "ext", "outs", "fwd", "rev", "reds", "compares")
 
     def __init__(self, shape):
-        self.shape, self.members, self.ext, self.outs, self.reds = shape, [], [], [], []
+        self.shape, self.members, self.ext, self.outs, self.reds, self.compares = shape, [], [], [], [], []
 
 
 def _affine(m, shape):
@@ -112,16 +122,19 @@ class FusedProgram:
     def _plan(self, R, vals):
         if R.live:
             raise NotFusable("it gathers with indices computed from its inputs")
-        if any(src[0] == "derived" for src in R.sources.values()):
-            raise NotFusable("a constant is derived from other values (a comparison)")
+        # comparisons (``where``'s condition, a mask) are computed at each replay from
+        # the values they compare and read by the loops as 0.0 / 1.0
+        self.derived = {s: src[1] for s, src in R.sources.items() if src[0] == "derived"}
         for s, v in enumerate(vals):
+            if s in self.derived and type(v) is np.ndarray and v.dtype.kind in "bif":
+                continue
             if type(v) is not np.ndarray or v.dtype != np.float64:
                 raise NotFusable("slot %d is %s, not float64" % (s, getattr(v, "dtype", type(v).__name__)))
         rows, aux, n = R.rows, R.aux, self.n
         self.base = {}          # view slot -> (base slot, flat index of the base at each of its elements)
         self.loads = {}         # (entry, operand position) -> (base slot, flat index map over the loop)
         group_of = {}
-        groups = []
+        groups, steps, calls = [], [], {}
         cur = None
         for s, row in enumerate(rows):
             op = row[_tp.OP]
@@ -146,7 +159,15 @@ class FusedProgram:
                     raise NotFusable("a reduction's groups are not strided")
                 ins = [(0, a, np.arange(int(np.prod(loop)), dtype=np.int64))]
             else:
-                raise NotFusable("%s has no fused form" % (R.names[s] or "an entry of the %s family" % fam))
+                if R.program is None:
+                    R._program()
+                f = R.program[s][1]
+                if fam == HOST or f is None:
+                    raise NotFusable("%s has no fused form" % (R.names[s] or "an entry of the %s family" % fam))
+                calls[s] = c = _Call(s, f)
+                steps.append(c)
+                cur = None          # (what follows may read it: a new group)
+                continue
             # join the open group when the loop shape matches and every operand it
             # computes is read element for element (not through a view, not a reduction)
             ok = cur is not None and cur.shape == loop
@@ -154,6 +175,8 @@ class FusedProgram:
             for j, o, m in ins:
                 b, mm = self._chase(o)
                 mm = mm[m]
+                if ok and b in self.derived and any(group_of.get(r) is cur for r in self._compared(b)):
+                    ok = False      # (it compares a value of the open group: computed after it)
                 if ok and group_of.get(b) is cur and (b != o or b in cur.reds
                                                        or not np.array_equal(mm, np.arange(mm.size))):
                     ok = False
@@ -161,6 +184,7 @@ class FusedProgram:
             if not ok:
                 cur = _Group(loop)
                 groups.append(cur)
+                steps.append(cur)
             for j, b, mm in resolved:
                 if group_of.get(b) is not cur:
                     aff = _affine(mm, loop) if mm.size else (0, (0,) * len(loop))
@@ -180,17 +204,45 @@ class FusedProgram:
         needed = set(R.out_slots) | set(_guard_slots(R.guards))
         for g in groups:
             needed.update(g.ext)
+        for s in calls:
+            needed.update(self._chase(o)[0] for o in self._inputs(s))
+            if any(o in self.derived for o in self._inputs(s)):
+                raise NotFusable("a comparison is read by %s" % R.names[s])
+        for d in self.derived:
+            needed.update(self._compared(d))
         for s in needed:
             if s in self.base:
                 raise NotFusable("a view is an output or read by Python")
         for g in groups:
             g.outs = [s for s in g.members if s in needed or self.shapes[s] == () or math.prod(self.shapes[s]) == 1
                       or s in g.reds]
-        self.groups = groups
+        if not groups:
+            raise NotFusable("it has no elementwise entries to fuse")
+        self.groups, self.steps, self.calls = groups, steps, calls
         self.group_of = group_of
         self.rg = R.rg
-        # the sources: every base slot a group reads that no group writes
-        self.sources = sorted({b for g in groups for b in g.ext if b not in group_of})
+        # the sources: every base slot a group or a call reads that none writes
+        read = {b for g in groups for b in g.ext} | {self._chase(o)[0] for s in calls for o in self._inputs(s)}
+        self.sources = sorted(b for b in read if b not in group_of and b not in calls and b not in self.derived)
+        for g in groups:
+            g.compares = [b for b in g.ext if b in self.derived]
+
+    def _compared(self, d):
+        """The base slots comparison ``d`` reads."""
+        out = []
+
+        def walk(spec):
+            for ref in spec[1]:
+                if ref[0] == "slot":
+                    out.append(self._chase(ref[1])[0])
+                elif ref[0] == "derived":
+                    walk(ref[1])
+        walk(self.derived[d])
+        return out
+
+    def _inputs(self, s):
+        row = self.R.rows[s]
+        return [o for o in (row[_tp.A], row[_tp.B], row[_tp.C]) if o >= 0]
 
     def _chase(self, s):
         if s in self.base:
@@ -393,6 +445,7 @@ class FusedProgram:
                 f.compile(sig)
                 cached = cached and _from_cache(f)
         self.stats = {"groups": len(self.groups), "entries": sum(len(g.members) for g in self.groups),
+                      "calls": len(self.calls),
                       "compile_s": time.perf_counter() - t0, "cached": cached,
                       "bytes_saved": 8 * sum(math.prod(self.shapes[s]) for g in self.groups for s in g.members
                                              if s not in g.outs)}
@@ -411,13 +464,30 @@ class FusedProgram:
             if v is None:
                 raise NotFusable("slot %d has no value" % s)
             vals[s] = np.ascontiguousarray(v, np.float64).reshape(-1)
-        for g in self.groups:
+        shaped = _Shaped(self, vals)
+        for g in self.steps:
+            if type(g) is _Call:
+                with np.errstate(all="ignore"):
+                    vals[g.slot] = np.ascontiguousarray(g.f(shaped), np.float64).reshape(-1)
+                continue
+            for d in g.compares:
+                if d not in vals:
+                    v = R.derived(self.derived[d], shaped, arrays)
+                    vals[d] = np.ascontiguousarray(np.broadcast_to(v, self.shapes[d]), np.float64).reshape(-1)
             outs = [np.empty(math.prod(self.shapes[s])) for s in g.outs]
             with np.errstate(all="ignore"):
                 g.fwd(*[vals[b] for b in g.ext], *outs)
             for s, o in zip(g.outs, outs):
                 vals[s] = o
         return vals
+
+    def value(self, vals, s):
+        """Slot ``s``'s value (flat) from the fused values ``vals``: a view's from its base."""
+        v = vals.get(s)
+        if v is None and s in self.base:
+            b, m = self.base[s]
+            v = vals[b][m]
+        return v
 
     def reverse(self, vals, seeds):
         """The adjoints of every source needing one ({slot: flat array}) for the
@@ -426,7 +496,13 @@ class FusedProgram:
         adj = {}
         for s, gs in seeds.items():
             adj[s] = np.array(gs, np.float64).reshape(-1)
-        for g in reversed(self.groups):
+        ctx = None
+        for g in reversed(self.steps):
+            if type(g) is _Call:
+                if rg[g.slot] and g.slot in adj:
+                    ctx = ctx or _CallContext(self, vals)
+                    self._call_reverse(ctx, g.slot, adj)
+                continue
             if not any(rg[s] for s in g.members):
                 continue
             go = []
@@ -445,6 +521,64 @@ class FusedProgram:
             with np.errstate(all="ignore"):
                 g.rev(*[vals[b] for b in g.ext], *ge, *go)
         return {s: adj[s] for s in self.sources if s in adj}
+
+
+    def _call_reverse(self, ctx, s, adj):
+        """A call's input adjoints, by its family's differentiable rule on tensors
+        (grad mode off), added into ``adj``; a view's go to its base, through its map."""
+        from ..autograd.grad_mode import set_grad_enabled
+        from ..core.tensor import Tensor
+        R = self.R
+        row, op = R.rows[s], R.rows[s][_tp.OP]
+        with set_grad_enabled(False):
+            parts = FAMILY_RULES[family(op)].differentiable_reverse(ctx, s, index(op), row, R.f0[s], R.f1[s],
+                                                                    Tensor._wrap(adj[s]))
+        for i, r in parts:
+            d = np.asarray(r._data, np.float64).reshape(-1)
+            b, m = self._chase(i)
+            if b != i:
+                d = np.bincount(m, weights=d, minlength=math.prod(self.shapes[b]))
+            a = adj.get(b)
+            if a is None:
+                adj[b] = d.copy()
+            else:
+                a += d
+
+
+class _Shaped:
+    """The fused values as a call's replay rule reads them: ``v[slot]``, shaped."""
+    __slots__ = ("P", "vals")
+
+    def __init__(self, P, vals):
+        self.P, self.vals = P, vals
+
+    def __getitem__(self, s):
+        return self.P.value(self.vals, s).reshape(self.P.shapes[s])
+
+
+class _CallContext:
+    """What a family's ``differentiable_reverse`` asks of the tape (the interface of
+    ``autograd.differentiable._Context``), answered from a fused replay's values."""
+    __slots__ = ("P", "vals", "aux", "ints", "_maps")
+
+    def __init__(self, P, vals):
+        self.P, self.vals, self.aux, self.ints, self._maps = P, vals, P.R.aux, P.R.ints, {}
+
+    def size(self, s):
+        return math.prod(self.P.shapes[s])
+
+    def needs(self, s):
+        return s >= 0 and bool(self.P.rg[s]) and self.ints[s, _tp.OP] != CONST
+
+    def strided_map(self, at):
+        m = self._maps.get(at)
+        if m is None:
+            m = self._maps[at] = strided_map_np(self.aux, at)
+        return m
+
+    def value(self, s, compute=None):
+        from ..core.tensor import Tensor
+        return Tensor._wrap(self.P.value(self.vals, s))
 
 
 _EMPTY = np.zeros(0)
@@ -492,12 +626,18 @@ class FusedVals:
         self.full = self.lins = self.host_state = None
 
     def __getitem__(self, s):
-        v = self.fv.get(s)
-        if v is not None:
-            return v.reshape(self.R.fused.shapes[s])
-        src = self.R.sources.get(s)
+        R = self.R
+        src = R.sources.get(s)
         if src is not None:
-            return _source_value(src, self.arrays)
+            if src[0] != "derived":
+                return _source_value(src, self.arrays)
+            v = R.derived(src[1], self, self.arrays)      # (its own dtype: the loops read a float copy)
+            dt = R.derived_dtypes.get(s)
+            return v if dt is None or v.dtype.str == dt else v.astype(dt)
+        P = R.fused
+        v = P.value(self.fv, s)
+        if v is not None:
+            return v.reshape(P.shapes[s])
         if self.full is None:
             self.full = self.R._forward_python(self.arrays)
         return self.full[s]
@@ -597,7 +737,7 @@ def try_fuse(R, arrays, vals, name, P=None):
         if P is None:
             P = FusedProgram(R, vals).compile()
         fv = P.forward(arrays)
-        bad = [s for s in fv if s not in P.sources and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
+        bad = [s for s in fv if s not in P.sources and s not in P.derived and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
         if not bad and len(R.out_slots) == 1 and math.prod(P.shapes[R.out_slots[0]]) == 1 and R.rg[R.out_slots[0]]:
             bad = _check_gradient(R, P, fv, arrays, vals)
     except NotFusable as e:
