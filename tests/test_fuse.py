@@ -336,3 +336,27 @@ def test_cache_serves_a_new_process():
     assert first[0] == "True" and second[0] == "True"
     assert second[1] == "True"
     assert first[2] == second[2]
+
+
+def test_memory_flat_over_many_fused_replays():
+    import tracemalloc
+    xv = RNG.uniform(-2, 2, 2000)
+    f = tg.compile(rosen, fuse=True)
+
+    def step():
+        x = tg.tensor(xv, requires_grad=True)
+        f(x).backward()
+        return x.grad
+    for _ in range(20):
+        step()
+    assert f.fusion()[0]["fused"]
+    tracemalloc.start()
+    try:
+        for i in range(3000):
+            step()
+            if i == 999:
+                base = tracemalloc.get_traced_memory()[0]
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, grown          # (2,000 more replays: no per-replay residue)

@@ -937,6 +937,40 @@ def test_fuzz_replay(data):
     assert cf.stats.calls == 3, msg
 
 
+FUSED_EXAMPLES = 12     # (each fused program is compiled: ~1 s apiece)
+
+
+@settings(PROFILE, max_examples=max(1, min(FUSED_EXAMPLES, PROFILE.max_examples)) if not LONG else PROFILE.max_examples)
+@given(st.data())
+def test_fuzz_fused_replay(data):
+    """(4b) tg.compile(fuse=True) of ``sum(f * w)``: the fused replay (or, where it
+    does not fuse, the replay) gives eager's value and gradients on new inputs."""
+    if os.environ.get("TAPEGRAD_INTERPRET") == "always":
+        return      # (the fused loops are compiled code)
+    b = _program(HypothesisSource(data), max_ops=16)
+    msg = "\n" + b.listing()
+    out0 = b.f(*b.inputs())
+    w = tg.tensor(np.linspace(0.5, 1.5, out0.numel()).reshape(out0.shape))
+
+    def loss(*xs):
+        return (b.f(*xs) * w).sum()
+    cf = tg.compile(loss, fuse=True)
+    cf(*b.inputs())
+    rng = np.random.default_rng(len(b.lines))
+    for k in range(2):
+        arrays = [_a(x) * (1.0 + 0.01 * k * rng.standard_normal(_a(x).shape)) for x in b.inputs()]
+        xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+        ys = [tg.tensor(a, requires_grad=True) for a in arrays]
+        out_r, out_e = cf(*xs), loss(*ys)
+        assert np.allclose(_a(out_r), _a(out_e), rtol=1e-11, atol=1e-12, equal_nan=True), (cf.fusion(), msg)
+        out_r.backward()
+        out_e.backward()
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            p, q = (None if x.grad is None else _a(x.grad)), (None if y.grad is None else _a(y.grad))
+            assert _same(p, q, 1e-10), "x%d: fused %s vs eager %s (%s)%s" % (i, p, q, cf.fusion(), msg)
+    note("fusion: %s" % cf.fusion())
+
+
 @settings(PROFILE, max_examples=max(1, PROFILE.max_examples // 3))
 @given(st.data())
 def test_fuzz_second_derivatives(data):
