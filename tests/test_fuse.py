@@ -360,3 +360,26 @@ def test_memory_flat_over_many_fused_replays():
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024, grown          # (2,000 more replays: no per-replay residue)
+
+
+def test_auto_keeps_the_unfused_replay_when_it_is_faster(monkeypatch):
+    """fuse="auto" times one fused replay against one unfused replay and keeps the faster:
+    with the bar at 0 (fused must take no time) it stays unfused, saying why, and exact."""
+    from tapegrad.replay import fuse
+    monkeypatch.setattr(fuse, "AUTO_KEEP", 0.0)
+    xv = RNG.uniform(-2, 2, 1 << 17)
+    f = tg.compile(rosen, fuse="auto")
+    _, (gw,) = eager_value_and_grad(rosen, [xv], [0])
+    deadline = time.time() + 120
+    while True:
+        x = tg.tensor(xv, requires_grad=True)
+        f(x).backward()
+        close(x.grad.numpy(), gw)
+        info = f.fusion()[0]
+        if "compiling" not in info["why"] and "often enough" not in info["why"] or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert info["fused"] is False and "slower than the unfused replay" in info["why"], info
+    x = tg.tensor(xv, requires_grad=True)
+    f(x).backward()
+    close(x.grad.numpy(), gw)

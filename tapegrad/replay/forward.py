@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .. import _jit
+from .. import _background, _jit
 from ..core import tape as _tp
 from ..kernels import forward as _kf
 from ..kernels import sweep as _ks
@@ -128,7 +128,9 @@ class Forward:
         if self.arena:
             return self._forward_arena(arrays)
         vals = self._forward_python(arrays)
-        if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0]):
+        # ("auto" waits for the kernels, asking for them as a backward would: its loops
+        # compile in a thread, which must not load them in the foreground)
+        if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0] or _background.request()):
             self.consider_fusing(arrays, vals)      # (Recording's: fuse.py)
             if self.fused or self.fuse_building:
                 return vals

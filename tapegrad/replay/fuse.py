@@ -684,6 +684,7 @@ class FusedPlan:
 
 AUTO_AFTER = 2              # fuse="auto": unfused replays of a recording before it is compiled ...
 AUTO_ELEMENTS = 1 << 16     # ... when its values hold at least this many elements (smaller: the compiled forwards)
+AUTO_KEEP = 1.0             # ... and kept when one fused replay takes at most this times the unfused one's time
 
 
 def consider(R, arrays, vals):
@@ -696,7 +697,7 @@ def consider(R, arrays, vals):
     R.unfused_replays += 1
     ready = R.fused_pending
     if ready is not None:
-        R.fused_pending = None
+        R.fused_pending, R.fuse_building = None, False
         if isinstance(ready, NotFusable):
             R.fused, R.fuse_why = False, str(ready)
         else:
@@ -738,7 +739,7 @@ def try_fuse(R, arrays, vals, name, P=None):
             P = FusedProgram(R, vals).compile()
         fv = P.forward(arrays)
         bad = [s for s in fv if s not in P.sources and s not in P.derived and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
-        if not bad and len(R.out_slots) == 1 and math.prod(P.shapes[R.out_slots[0]]) == 1 and R.rg[R.out_slots[0]]:
+        if not bad and _scalar_output(R, P):
             bad = _check_gradient(R, P, fv, arrays, vals)
     except NotFusable as e:
         R.fuse_why = str(e)
@@ -748,34 +749,71 @@ def try_fuse(R, arrays, vals, name, P=None):
         warnings.warn("tapegrad: the fused replay of %s differs from the unfused one (%s): it is not fused"
                       % (name, bad), RuntimeWarning, stacklevel=3)
         return
+    if R.fuse == "auto":
+        # "auto" keeps the loops only where they pay: scalar libm calls (exp, log1p...) in a
+        # loop can be slower than NumPy's vectorized ones over data that stays in cache
+        fused_s, unfused_s = _timings(R, P, arrays)
+        P.stats.update(fused_ms=1e3 * fused_s, unfused_ms=1e3 * unfused_s)
+        if fused_s > AUTO_KEEP * unfused_s:
+            R.fuse_why = ("its fused loops are slower than the unfused replay here (%.3g ms against %.3g ms)"
+                          % (1e3 * fused_s, 1e3 * unfused_s))
+            return
     R.fuse_why = None
     R.fused = P
     R.fused_plan = FusedPlan(R.arrays_plan, P, R.rg)
 
 
-def _check_gradient(R, P, fv, arrays, vals):
-    """The fused gradient against the ordinary sweep's over the unfused values: the
-    slots where they differ (empty when they agree)."""
+def _scalar_output(R, P):
+    return len(R.out_slots) == 1 and math.prod(P.shapes[R.out_slots[0]]) == 1 and bool(R.rg[R.out_slots[0]])
+
+
+def _timings(R, P, arrays, rounds=2):
+    """Seconds of one fused and one unfused replay (value, and the gradient when the
+    output is one number), the best of ``rounds`` alternated."""
+    clock = time.perf_counter
+    grad = _scalar_output(R, P)
+    best = [math.inf, math.inf]
+    for _ in range(rounds):
+        t0 = clock()
+        fv = P.forward(arrays)
+        if grad:
+            P.reverse(fv, {R.out_slots[0]: np.ones(1)})
+        t1 = clock()
+        vals = R._forward_python(arrays)
+        if grad:
+            _ordinary_gradient(R, P, arrays, vals)
+        t2 = clock()
+        best = [min(best[0], t1 - t0), min(best[1], t2 - t1)]
+    return best
+
+
+def _ordinary_gradient(R, P, arrays, vals):
+    """{source slot: gradient} by the ordinary sweep over the unfused values ``vals``."""
     from ..autograd import engine
     from ..core.tensor import Tensor
     s = R.out_slots[0]
-    grads = P.reverse(fv, {s: np.ones(1)})
     leaf = [i for i, k in enumerate(R.arg_kinds) if k == "leaf"]
     args = [Tensor._wrap(np.array(a)) if i in leaf else a for i, a in enumerate(arrays)]
     for i in leaf:
         args[i]._requires_grad = True
     T = R.tape_for(vals, arrays, args)
     out = Tensor._recorded(vals[s], T, s, T.versions[s])
-    targets = [T.leaves[b] for b in P.sources if b in T.leaves and R.rg[b]]
-    res = engine.run_backward([(out, np.ones(1))], False, targets, accumulate=False) if targets else {}
-    bad = []
-    for b in P.sources:
-        if b in T.leaves and R.rg[b]:
-            want = res.get(id(T.leaves[b]))
-            got = grads.get(b)
-            want = np.zeros(P.shapes[b]) if want is None else np.asarray(want).reshape(P.shapes[b])
-            got = np.zeros(P.shapes[b]) if got is None else got.reshape(P.shapes[b])
-            if not _close(got, want):
-                bad.append(b)
-    return bad
+    wanted = [b for b in P.sources if b in T.leaves and R.rg[b]]
+    if not wanted:
+        return {}
+    res = engine.run_backward([(out, np.ones(1))], False, [T.leaves[b] for b in wanted], accumulate=False)
+    return {b: res.get(id(T.leaves[b])) for b in wanted}
 
+
+def _check_gradient(R, P, fv, arrays, vals):
+    """The fused gradient against the ordinary sweep's over the unfused values: the
+    slots where they differ (empty when they agree)."""
+    grads = P.reverse(fv, {R.out_slots[0]: np.ones(1)})
+    bad = []
+    for b, want in _ordinary_gradient(R, P, arrays, vals).items():
+        got = grads.get(b)
+        want = np.zeros(P.shapes[b]) if want is None else np.asarray(want).reshape(P.shapes[b])
+        got = np.zeros(P.shapes[b]) if got is None else got.reshape(P.shapes[b])
+        if not _close(got, want):
+            bad.append(b)
+    return bad
