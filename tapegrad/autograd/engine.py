@@ -182,7 +182,7 @@ def _run_backward(seeds, retain_graph, targets=None, accumulate=True):
 
 def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads):
     plan = T.plan       # how a replayed tape is swept (tapegrad.replay.replayed); None on a recorded tape
-    if plan is not None and plan.sweep_numbers(T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+    if plan is not None and plan.sweep_own(T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         return
     n = T.n
     ints, flts = T.arrays()

@@ -654,7 +654,7 @@ class FusedPlan:
         self.arrays_plan, self.program = arrays_plan, program
         self.reach = rg.astype(np.uint8)
 
-    def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+    def sweep_own(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         vals = T.arena
         if not (type(vals) is FusedVals and tgt_ids is None and accumulate and not T.hooks and not T.retained
                 and not T.ext and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size

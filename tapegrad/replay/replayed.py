@@ -90,7 +90,8 @@ class ArraysPlan(_Plan):
     def __init__(self):
         self.marks = {}
 
-    def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+    def sweep_own(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+        """A plan's own sweep of ``T`` (True when it ran), before the ordinary one: none here."""
         return False
 
     def prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads):
@@ -120,7 +121,7 @@ class NumbersPlan(_Plan):
     def __init__(self):
         self.spare = {}         # "numbers": (adjoints, reach marks) of the last sweep on numbers
 
-    def sweep_numbers(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
+    def sweep_own(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         """Sweep ``T`` on numbers (``sweep_scalar``) and return True, or False when
         it needs the ordinary sweep."""
         if not (tgt_ids is None and accumulate and len(slot_seeds) == 1 and not T.hooks and not T.retained
