@@ -9,7 +9,9 @@ reports, for the operations recorded inside the block: how many tape entries of
 each opcode (``p.counts``, name -> count; ``p.entries`` in all, on ``p.tapes``
 tapes), the block's wall time split into recording (everything but backward:
 ``p.record_s``) and backward (``p.backward_s``, over ``p.backwards`` calls), the
-part of backward spent inside the compiled reverse sweep (``p.sweep_s``), and the
+part of backward spent inside the compiled reverse sweep (``p.sweep_s``), the time
+inside the loops of fused replays, forward and reverse (``p.fused_s`` over
+``p.fused_runs`` runs: ``tg.compile(fn, fuse=...)``), and the
 bytes of the arrays the tapes kept for backward (``p.saved_bytes``: the largest
 amount seen, taken before each backward and at the end of the block).
 
@@ -98,12 +100,31 @@ def _install():
 
     _sweep.run_for = timed_run_for
     _diff.run_backward = timed_diff
+    from .replay import fuse as _fuse
+    program = _fuse.FusedProgram
+    _saved["fused"] = (program.forward, program.reverse)
+    program.forward, program.reverse = _timed_fused(program.forward), _timed_fused(program.reverse)
+
+
+def _timed_fused(method):
+    def timed(self, *args):
+        t = perf_counter()
+        try:
+            return method(self, *args)
+        finally:
+            dt = perf_counter() - t
+            for p in _ACTIVE:
+                p.fused_s += dt
+                p.fused_runs += 1
+    return timed
 
 
 def _uninstall():
     _tp._LIVE = _saved.pop("live")
     _sweep.run_for = _saved.pop("run_for")
     _diff.run_backward = _saved.pop("diff")
+    from .replay import fuse as _fuse
+    _fuse.FusedProgram.forward, _fuse.FusedProgram.reverse = _saved.pop("fused")
 
 
 def _backward(fn, args, kw):
@@ -139,6 +160,8 @@ class profile:
         self.record_s = 0.0         # wall_s - backward_s: recording and the user's own Python
         self.backwards = 0          # backward calls
         self.sweeps = 0             # calls of the compiled sweep
+        self.fused_s = 0.0          # inside the loops of fused replays, forward and reverse
+        self.fused_runs = 0         # their runs
         self._tracked = {}          # tape id -> (weakref to tape, first slot of the block), while alive
         self._start = {}            # tape id -> first slot of the block
         self._seen = {}             # tape id -> entries counted so far
@@ -235,6 +258,9 @@ class profile:
             "tape: %d entries on %d tape%s, %s saved for backward (largest seen)"
             % (self.entries, self.tapes, "" if self.tapes == 1 else "s", _bytes(self.saved_bytes)),
         ]
+        if self.fused_runs:
+            lines.append("fused replays: %.6f s in their loops (%d run%s, forward and reverse)"
+                         % (self.fused_s, self.fused_runs, "" if self.fused_runs == 1 else "s"))
         if self.counts:
             w = max(8, max(len(k) for k in self.counts))
             lines.append("%-*s %8s %7s" % (w, "op", "entries", "share"))

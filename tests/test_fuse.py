@@ -383,3 +383,24 @@ def test_auto_keeps_the_unfused_replay_when_it_is_faster(monkeypatch):
     x = tg.tensor(xv, requires_grad=True)
     f(x).backward()
     close(x.grad.numpy(), gw)
+
+
+def test_profile_shows_the_fused_loops():
+    xv = RNG.uniform(-2, 2, 3000)
+    f = tg.compile(rosen, fuse=True)
+    f(tg.tensor(xv, requires_grad=True)).backward()         # recorded
+    f(tg.tensor(xv, requires_grad=True)).backward()         # fused (and checked)
+    assert f.fusion()[0]["fused"]
+    with tg.profile() as p:
+        for _ in range(3):
+            x = tg.tensor(xv, requires_grad=True)
+            f(x).backward()
+    assert p.fused_runs == 6                    # a forward and a reverse per replay
+    assert 0 < p.fused_s <= p.wall_s
+    assert p.backwards == 3 and p.sweeps == 0   # (the fused reverse, not the compiled sweep)
+    assert "fused replays:" in p.report() and "6 runs" in p.report()
+    _, (gw,) = eager_value_and_grad(rosen, [xv], [0])
+    close(x.grad.numpy(), gw)
+    with tg.profile() as q:
+        tg.tensor(xv, requires_grad=True).sum().backward()
+    assert q.fused_runs == 0 and "fused replays" not in q.report()
