@@ -101,8 +101,29 @@ class _Rename(ast.NodeTransformer):
         return ast.parse(new, mode="eval").body if new is not None else node
 
 
+class _IntegerPowers(ast.NodeTransformer):
+    """``ipow(v, n)`` with a constant integer ``n`` (``x ** -3``, and its rule's
+    ``ipow(x, -3.0 - 1.0)``) as products, which the loop vectorizes, not a libm pow
+    per element; the check against the unfused replay bounds the ulps this moves."""
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if not (isinstance(node.func, ast.Name) and node.func.id == "ipow" and len(node.args) == 2
+                and isinstance(node.args[0], ast.Name)):
+            return node
+        try:
+            e = float(eval(compile(ast.Expression(node.args[1]), "<exponent>", "eval"), {"__builtins__": {}}))
+        except Exception:       # (not a constant)
+            return node
+        if e != int(e) or not 1 <= abs(e) <= 8:
+            return node
+        x = node.args[0].id
+        prod = " * ".join([x] * int(abs(e)))
+        return ast.parse(prod if e > 0 else "1.0 / (%s)" % prod, mode="eval").body
+
+
 def _subst(expr, names):
-    return ast.unparse(_Rename(names).visit(ast.parse(expr, mode="eval")))
+    tree = _Rename(names).visit(ast.parse(expr, mode="eval"))
+    return ast.unparse(_IntegerPowers().visit(tree))
 
 
 class FusedProgram:
