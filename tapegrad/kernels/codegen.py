@@ -8,7 +8,6 @@ package is read-only, to a user cache directory, and rewritten only when its
 text changes.
 """
 import ast
-import functools
 import hashlib
 import importlib.util
 import math
@@ -221,7 +220,6 @@ def check_row(op):
     return used & _MATH - set(HELPERS) - set(BUILTINS) - set(SPECIAL)
 
 
-@functools.lru_cache(maxsize=1)         # (the tables are fixed at import; a fused program asks per tape)
 def math_import():
     """The generated module's ``from math import`` line: the math functions the
     rows use (every row checked first)."""

@@ -297,8 +297,7 @@ class FusedProgram:
 
     # -- code -------------------------------------------------------------------
     def _generate(self):
-        from ..kernels import codegen
-        parts = [codegen.HEADER.format(hash="fused tape", math_import=codegen.math_import())]
+        parts = [_header()]
         for gi, g in enumerate(self.groups):
             parts.append(self._group_source(gi, g, reverse=False))
             parts.append(self._group_source(gi, g, reverse=True))
@@ -603,6 +602,18 @@ class _CallContext:
 
 
 _EMPTY = np.zeros(0)
+_HEADERS = {}
+
+
+def _header():
+    """The generated kernels' header, made once for the rows as they are (checking
+    every row takes about 60 ms: a fused program is planned per tape)."""
+    from ..kernels import codegen
+    key = (id(codegen.ALL_UNARY), len(codegen.ALL_UNARY), id(codegen.ALL_BINARY), len(codegen.ALL_BINARY))
+    h = _HEADERS.get(key)
+    if h is None:
+        h = _HEADERS[key] = codegen.HEADER.format(hash="fused tape", math_import=codegen.math_import())
+    return h
 
 
 def _cstrides(shape):
