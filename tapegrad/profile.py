@@ -11,7 +11,8 @@ tapes), the block's wall time split into recording (everything but backward:
 ``p.record_s``) and backward (``p.backward_s``, over ``p.backwards`` calls), the
 part of backward spent inside the compiled reverse sweep (``p.sweep_s``), the time
 inside the loops of fused replays, forward and reverse (``p.fused_s`` over
-``p.fused_runs`` runs: ``tg.compile(fn, fuse=...)``), and the
+``p.fused_runs`` runs: ``tg.compile(fn, fuse=...)``, which adds them into the
+profiles of ``engine.PROFILERS``), and the
 bytes of the arrays the tapes kept for backward (``p.saved_bytes``: the largest
 amount seen, taken before each backward and at the end of the block).
 
@@ -100,31 +101,12 @@ def _install():
 
     _sweep.run_for = timed_run_for
     _diff.run_backward = timed_diff
-    from .replay import fuse as _fuse
-    program = _fuse.FusedProgram
-    _saved["fused"] = (program.forward, program.reverse)
-    program.forward, program.reverse = _timed_fused(program.forward), _timed_fused(program.reverse)
-
-
-def _timed_fused(method):
-    def timed(self, *args):
-        t = perf_counter()
-        try:
-            return method(self, *args)
-        finally:
-            dt = perf_counter() - t
-            for p in _ACTIVE:
-                p.fused_s += dt
-                p.fused_runs += 1
-    return timed
 
 
 def _uninstall():
     _tp._LIVE = _saved.pop("live")
     _sweep.run_for = _saved.pop("run_for")
     _diff.run_backward = _saved.pop("diff")
-    from .replay import fuse as _fuse
-    _fuse.FusedProgram.forward, _fuse.FusedProgram.reverse = _saved.pop("fused")
 
 
 def _backward(fn, args, kw):
