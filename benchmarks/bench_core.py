@@ -8,7 +8,8 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import _jit
 
-from .compare import chain, chain_inputs, hvp, hvp_inputs, mlp, mlp_inputs, rosen, rosen_inputs
+from .compare import (chain, chain_inputs, hvp, hvp_inputs, lattice_inputs, lj, logreg, logreg_inputs, mlp, mlp_inputs,
+                      rosen, rosen_inputs)
 
 # asv's default is 60 s per benchmark, setup included: a setup that compiles kernels
 # (empty or invalidated Numba cache) can take longer
@@ -69,10 +70,30 @@ class HVP:
         hvp(tg, self.inputs)
 
 
+class LennardJones:
+    """384 atoms, all pairs by broadcasting (compare.py's lj)."""
+    def setup(self):
+        self.inputs = _inputs(lattice_inputs)
+        lj(tg, self.inputs)
+
+    def time_lj_backward(self):
+        lj(tg, self.inputs)
+
+
+class LogReg:
+    """Logistic loss and L2, 200,000 x 32 (compare.py's logreg)."""
+    def setup(self):
+        self.inputs = _inputs(logreg_inputs)
+        logreg(tg, self.inputs)
+
+    def time_logreg_backward(self):
+        logreg(tg, self.inputs)
+
+
 class Torch:
     """The same workloads in PyTorch (float64, one thread), for reference next to
     tapegrad's in asv's tables.  Skipped (n/a) when torch is not installed."""
-    params = [["chain", "mlp", "rosen", "hvp"]]
+    params = [["chain", "mlp", "rosen", "hvp", "lj", "logreg"]]
     param_names = ["workload"]
 
     def setup(self, workload):
@@ -95,7 +116,7 @@ class Torch:
 class Replay:
     """The workloads as tg.compile'd functions, replayed: recording (and Numba
     compilation) happen in ``setup``; ``track_`` the cost of that first call."""
-    params = [["chain", "mlp", "rosen"]]
+    params = [["chain", "mlp", "rosen", "lj", "logreg"]]
     param_names = ["workload"]
     timeout = 300
 
@@ -118,3 +139,29 @@ class Replay:
         for _ in range(10):
             self.fn(tg, self.inputs)
         return _COMPILED[workload].stats.replays - before
+
+
+class Fused:
+    """tg.compile(fn, fuse=True) (logreg: "auto"), replayed through its fused loops:
+    recording, the loops' compile and the check in ``setup``; ``track_`` whether it fused."""
+    params = [["rosen", "lj", "logreg"]]
+    param_names = ["workload"]
+    timeout = 300
+
+    def setup(self, workload):
+        from .compare import WORKLOADS, _COMPILED
+        name = workload + "_fused"
+        wl = WORKLOADS[name]
+        self.inputs = _inputs(wl.make_inputs, **({"n": 100_000} if workload == "rosen" else {}))
+        self.fn, self.name = wl.tapegrad_fn, name
+        _COMPILED.pop(name, None)
+        for _ in range(4):      # records, then fuses at the first replay ("auto": after two)
+            self.fn(tg, self.inputs)
+
+    def time_fused(self, workload):
+        self.fn(tg, self.inputs)
+
+    def track_fused(self, workload):
+        """1 when the recording replays through fused loops, else 0."""
+        from .compare import _COMPILED
+        return int(bool(_COMPILED[self.name].fusion()[0]["fused"]))

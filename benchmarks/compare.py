@@ -11,7 +11,9 @@ The eager workloads are also timed, in the same alternating loop, as a hand-writ
 value and gradient (the derivative worked out by hand in NumPy, or in Python floats
 for the chain of single numbers: the limit an automatic method approaches) and, when
 JAX is installed, as ``jax.jit(jax.value_and_grad(...))`` in steady state (its
-compile time is left out).  ``--json PATH`` writes every time with the commit, date,
+compile time is left out), and for the array workloads as a hand-written Numba loop
+(forward and reverse in one pass where the math allows: the limit a tape compiler
+approaches; compiled before the timed calls).  ``--json PATH`` writes every time with the commit, date,
 machine and versions; ``benchmarks/plot.py`` draws it.
 
 To add a workload, write ``make_inputs(rng) -> dict of numpy arrays`` and
@@ -56,6 +58,7 @@ class Workload:
     target: float              # largest acceptable tapegrad/torch median ratio
     limit_fn: Callable = None  # (None, inputs) -> (loss array, gradient arrays), written by hand
     jax_fn: Callable = None    # (jax, inputs) -> a jitted () -> (loss, gradients)
+    numba_fn: Callable = None  # (numba, inputs) -> (loss, gradients) by a hand-written Numba loop
 
 
 # --- workloads ---------------------------------------------------------------
@@ -281,6 +284,77 @@ def rosen_replay(lib, inp):
     return loss, [x]
 
 
+def lattice_inputs(rng, shape=(8, 8, 6), spacing=1.1, noise=0.05):
+    """384 atoms on a slightly perturbed cubic lattice (and the identity to mask i == j)."""
+    g = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing="ij"), -1).reshape(-1, 3) * spacing
+    pos = g + noise * rng.standard_normal(g.shape)
+    return {"pos": pos, "eye": np.eye(len(pos))}
+
+
+def _lj_body(pos, eye):
+    diff = pos[:, None, :] - pos[None, :, :]
+    r2 = (diff * diff).sum(-1) + eye
+    i6 = r2 ** -3
+    return 0.5 * (4 * (i6 * i6 - i6) * (1 - eye)).sum()
+
+
+def lj(lib, inp):
+    """Lennard-Jones energy and forces, all pairs by broadcasting: elementwise over
+    n x n x 3, a partial sum, a power."""
+    pos = lib.tensor(inp["pos"], requires_grad=True)
+    loss = _lj_body(pos, lib.tensor(inp["eye"]))
+    loss.backward()
+    return loss, [pos]
+
+
+def lj_replay(lib, inp):
+    pos = lib.tensor(inp["pos"], requires_grad=True)
+    loss = _replayed(lib, "lj", _lj_body)(pos, lib.tensor(inp["eye"]))
+    loss.backward()
+    return loss, [pos]
+
+
+def lj_fused(lib, inp):
+    pos = lib.tensor(inp["pos"], requires_grad=True)
+    loss = _replayed(lib, "lj_fused", _lj_body, fuse=True)(pos, lib.tensor(inp["eye"]))
+    loss.backward()
+    return loss, [pos]
+
+
+def logreg_inputs(rng, n=200_000, d=32):
+    return {"X": rng.standard_normal((n, d)), "y": np.sign(rng.standard_normal(n)),
+            "w": 0.1 * rng.standard_normal(d)}
+
+
+def _logreg_body(w, X, y):
+    return (-y * (X @ w)).exp().log1p().mean() + 0.5e-3 * (w * w).sum()
+
+
+def logreg(lib, inp):
+    """Logistic loss with L2 on 200,000 x 32: one matrix-vector product each way,
+    exp and log1p over 200,000."""
+    w = lib.tensor(inp["w"], requires_grad=True)
+    loss = _logreg_body(w, lib.tensor(inp["X"]), lib.tensor(inp["y"]))
+    loss.backward()
+    return loss, [w]
+
+
+def logreg_replay(lib, inp):
+    w = lib.tensor(inp["w"], requires_grad=True)
+    loss = _replayed(lib, "logreg", _logreg_body)(w, lib.tensor(inp["X"]), lib.tensor(inp["y"]))
+    loss.backward()
+    return loss, [w]
+
+
+def logreg_fused(lib, inp):
+    """logreg_replay with fuse="auto": fused where a fused replay is faster (the
+    matrix products are calls between the loops)."""
+    w = lib.tensor(inp["w"], requires_grad=True)
+    loss = _replayed(lib, "logreg_fused", _logreg_body, fuse="auto")(w, lib.tensor(inp["X"]), lib.tensor(inp["y"]))
+    loss.backward()
+    return loss, [w]
+
+
 def rosen_fused(lib, inp):
     """rosen_replay with fuse=True: the tape compiled into one fused loop (its compile
     at the first replay, within the warmup calls)."""
@@ -338,6 +412,29 @@ def rosen_limit(_, inp):
     return np.array(loss), [g]
 
 
+def lj_limit(_, inp):
+    pos, eye = inp["pos"], inp["eye"]
+    diff = pos[:, None, :] - pos[None, :, :]
+    r2 = np.einsum("ijk,ijk->ij", diff, diff) + eye
+    i2 = 1.0 / r2
+    i6 = i2 * i2 * i2
+    off = 1.0 - eye
+    loss = 2.0 * ((i6 * i6 - i6) * off).sum()
+    # dE/dr2 = 2 * (-6 i6^2 + 3 i6) / r2, and dr2/dpos_i = 2 diff_ij, from both (i, j) and (j, i)
+    c = 2.0 * (-6.0 * i6 * i6 + 3.0 * i6) * i2 * off
+    g = 4.0 * np.einsum("ij,ijk->ik", c, diff)
+    return np.array(loss), [g]
+
+
+def logreg_limit(_, inp):
+    X, y, w = inp["X"], inp["y"], inp["w"]
+    m = -y * (X @ w)
+    e = np.exp(m)
+    loss = np.log1p(e).mean() + 0.5e-3 * (w @ w)
+    dm = e / (1.0 + e) / len(y)
+    return np.array(loss), [X.T @ (-y * dm) + 1e-3 * w]
+
+
 def hvp_limit(_, inp):
     """H v from Rosenbrock's Hessian written out (tridiagonal)."""
     x, v = inp["x"], inp["v"]
@@ -357,6 +454,80 @@ def hvp_limit(_, inp):
 # first, untimed call) -------------------------------------------------------------
 
 _JAX = {}
+
+
+# --- hand-written Numba value and gradient: one loop forward and back -------------
+_NUMBA = {}
+
+
+def _numba_jitted(name, build):
+    """``build(numba)`` compiled once (outside the timed calls), then called on the inputs."""
+    def fn(numba, inp):
+        f = _NUMBA.get(name)
+        if f is None:
+            f = _NUMBA[name] = build(numba)
+        return f(inp)
+    return fn
+
+
+def _numba_rosen(numba):
+    @numba.njit(cache=False)
+    def vg(x):
+        g = np.zeros_like(x)
+        loss = 0.0
+        for i in range(x.size - 1):
+            h = x[i]
+            d = x[i + 1] - h * h
+            loss += 100.0 * d * d + (1.0 - h) * (1.0 - h)
+            g[i] += -400.0 * h * d - 2.0 * (1.0 - h)
+            g[i + 1] += 200.0 * d
+        return loss, g
+    return lambda inp: (lambda r: (np.array(r[0]), [r[1]]))(vg(inp["x"]))
+
+
+def _numba_lj(numba):
+    @numba.njit(cache=False)
+    def vg(pos):
+        n = pos.shape[0]
+        g = np.zeros_like(pos)
+        loss = 0.0
+        for i in range(n):
+            for j in range(i + 1, n):
+                dx = pos[i, 0] - pos[j, 0]
+                dy = pos[i, 1] - pos[j, 1]
+                dz = pos[i, 2] - pos[j, 2]
+                i2 = 1.0 / (dx * dx + dy * dy + dz * dz)
+                i6 = i2 * i2 * i2
+                loss += 4.0 * (i6 * i6 - i6)
+                c = 4.0 * (-12.0 * i6 * i6 + 6.0 * i6) * i2      # dE/dr * 1/r, per pair
+                g[i, 0] += c * dx
+                g[i, 1] += c * dy
+                g[i, 2] += c * dz
+                g[j, 0] -= c * dx
+                g[j, 1] -= c * dy
+                g[j, 2] -= c * dz
+        return loss, g
+    return lambda inp: (lambda r: (np.array(r[0]), [r[1]]))(vg(inp["pos"]))
+
+
+def _numba_logreg(numba):
+    @numba.njit(cache=False)
+    def vg(X, y, w):
+        n, d = X.shape
+        g = 1e-3 * w
+        loss = 0.0
+        for i in range(n):
+            z = 0.0
+            for k in range(d):
+                z += X[i, k] * w[k]
+            m = -y[i] * z
+            e = np.exp(m)
+            loss += np.log1p(e)
+            dz = -y[i] * e / (1.0 + e) / n
+            for k in range(d):
+                g[k] += dz * X[i, k]
+        return loss / n + 0.5e-3 * (w @ w), g
+    return lambda inp: (lambda r: (np.array(r[0]), [r[1]]))(vg(inp["X"], inp["y"], inp["w"]))
 
 
 def _jax_jitted(name, build):
@@ -401,6 +572,28 @@ def _jax_rosen_loss(jnp):
 def _jax_rosen(jax, inp):
     f = jax.jit(jax.value_and_grad(_jax_rosen_loss(jax.numpy)))
     return lambda: jax.block_until_ready(f(inp["x"]))
+
+
+def _jax_lj(jax, inp):
+    eye = inp["eye"]
+
+    def loss(pos):
+        diff = pos[:, None, :] - pos[None, :, :]
+        r2 = (diff * diff).sum(-1) + eye
+        i6 = r2 ** -3
+        return 0.5 * (4 * (i6 * i6 - i6) * (1 - eye)).sum()
+    f = jax.jit(jax.value_and_grad(loss))
+    return lambda: jax.block_until_ready(f(inp["pos"]))
+
+
+def _jax_logreg(jax, inp):
+    jnp = jax.numpy
+    X, y = inp["X"], inp["y"]
+
+    def loss(w):
+        return jnp.log1p(jnp.exp(-y * (X @ w))).mean() + 0.5e-3 * (w * w).sum()
+    f = jax.jit(jax.value_and_grad(loss))
+    return lambda: jax.block_until_ready(f(inp["w"]))
 
 
 def _jax_hessian(jax, inp):
@@ -452,7 +645,13 @@ WORKLOADS = {
     "mlp": Workload(mlp_inputs, mlp, mlp, target=1.0,
                     limit_fn=mlp_limit, jax_fn=_jax_jitted("mlp", _jax_mlp)),
     "rosen": Workload(rosen_inputs, rosen, rosen, target=1.0,
-                      limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen)),
+                      limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen),
+                      numba_fn=_numba_jitted("rosen", _numba_rosen)),
+    "lj": Workload(lattice_inputs, lj, lj, target=1.0,        # (issue 20, item 6)
+                   limit_fn=lj_limit, jax_fn=_jax_jitted("lj", _jax_lj), numba_fn=_numba_jitted("lj", _numba_lj)),
+    "logreg": Workload(logreg_inputs, logreg, logreg, target=1.0,
+                       limit_fn=logreg_limit, jax_fn=_jax_jitted("logreg", _jax_logreg),
+                       numba_fn=_numba_jitted("logreg", _numba_logreg)),
     "hvp": Workload(hvp_inputs, hvp, hvp, target=0.5,       # (issue 19: the double-backward idiom)
                     limit_fn=hvp_limit, jax_fn=_jax_jitted("hvp", _jax_hvp)),
     "hvp_functional": Workload(hvp_inputs, hvp_functional, hvp_functional, target=0.3,
@@ -467,7 +666,15 @@ WORKLOADS = {
     "mlp_replay": Workload(mlp_inputs, mlp_replay, mlp_replay, target=0.7),
     "rosen_replay": Workload(rosen_inputs, rosen_replay, rosen_replay, target=0.8),
     "rosen_fused": Workload(rosen_inputs, rosen_fused, rosen_fused, target=0.3,     # (issue 20)
-                            limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen)),
+                            limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen),
+                            numba_fn=_numba_jitted("rosen", _numba_rosen)),
+    "lj_replay": Workload(lattice_inputs, lj_replay, lj_replay, target=0.2),
+    "lj_fused": Workload(lattice_inputs, lj_fused, lj_fused, target=0.2,
+                         limit_fn=lj_limit, jax_fn=_jax_jitted("lj", _jax_lj), numba_fn=_numba_jitted("lj", _numba_lj)),
+    "logreg_replay": Workload(logreg_inputs, logreg_replay, logreg_replay, target=0.6),
+    "logreg_fused": Workload(logreg_inputs, logreg_fused, logreg_fused, target=0.6,
+                             limit_fn=logreg_limit, jax_fn=_jax_jitted("logreg", _jax_logreg),
+                             numba_fn=_numba_jitted("logreg", _numba_logreg)),
 }
 
 
@@ -478,7 +685,7 @@ def _to_numpy(t):
 
 
 def value_and_grads(fn, lib, inputs, side="tapegrad"):
-    if side == "limit":
+    if side in ("limit", "numba"):
         return fn(lib, inputs)
     if side == "jax":
         loss, grads = fn(lib, inputs)
@@ -516,7 +723,7 @@ def _sample(fn, lib, inputs):
         gc.enable()
 
 
-def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None):
+def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None, numba=None):
     inputs = wl.make_inputs(np.random.default_rng(seed))
     sides = [("tapegrad", wl.tapegrad_fn, tg)]
     if torch is not None:
@@ -525,6 +732,8 @@ def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None):
         sides.append(("limit", wl.limit_fn, None))
     if jax is not None and wl.jax_fn is not None:
         sides.append(("jax", wl.jax_fn, jax))
+    if numba is not None and wl.numba_fn is not None:
+        sides.append(("numba", wl.numba_fn, numba))
 
     # The first tapegrad call compiles Numba kernels (and JAX's its jit); these
     # checks double as warm-up.
@@ -546,7 +755,7 @@ def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None):
 
     row = {"workload": name, "target": wl.target, "mismatches": mismatches,
            "tapegrad_ms": 1e3 * statistics.median(times["tapegrad"])}
-    for side in ("limit", "jax"):
+    for side in ("limit", "jax", "numba"):
         if side in times:
             row[side + "_ms"] = 1e3 * statistics.median(times[side])
     if torch is not None:
@@ -639,7 +848,8 @@ def first_calls(tg, names):
 
 
 SIDES = (("tapegrad eager", None, "tapegrad_ms"), ("tapegrad replayed", "_replay", "tapegrad_ms"),
-         ("PyTorch", None, "torch_ms"), ("JAX", None, "jax_ms"), ("hand-written", None, "limit_ms"))
+         ("PyTorch", None, "torch_ms"), ("JAX", None, "jax_ms"), ("hand-written", None, "limit_ms"),
+         ("hand-written Numba", None, "numba_ms"))
 
 
 def _commit():
@@ -732,9 +942,10 @@ def main(argv=None):
     else:
         jax.config.update("jax_enable_x64", True)
 
+    numba = importlib.import_module("numba") if any(WORKLOADS[n].numba_fn for n in args.only) else None
     rows = []
     for name in args.only:
-        row = run_workload(name, WORKLOADS[name], tg, torch, args.repeat, args.warmup, jax=jax)
+        row = run_workload(name, WORKLOADS[name], tg, torch, args.repeat, args.warmup, jax=jax, numba=numba)
         for line in row["mismatches"]:
             print(line)
         rows.append(row)
@@ -754,6 +965,10 @@ def main(argv=None):
     jaxed = [f"{r['workload']} {r['jax_ms']:.3f} ms" for r in rows if "jax_ms" in r]
     if jaxed:
         print("jax.jit(value_and_grad), steady state: " + ", ".join(jaxed))
+    numbaed = [f"{r['workload']} {r['numba_ms']:.3f} ms ({r['tapegrad_ms'] / r['numba_ms']:.2f}x)"
+               for r in rows if "numba_ms" in r]
+    if numbaed:
+        print("hand-written Numba loop (tapegrad's time as a multiple of it): " + ", ".join(numbaed))
 
     if args.json:
         write_json(args.json, rows, args, tg, torch, jax)
