@@ -339,3 +339,25 @@ def test_integer_and_error_behaviour_against_torch():
     with pytest.raises(NotImplementedError) as got:
         tg.hypot(tg.tensor([1]), tg.tensor([2]))
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("sa,sb", [((384, 1, 3), (1, 384, 3)), ((384, 1, 3), (1, 384, 1)), ((100, 200, 2), (2,)),
+                                   ((5000, 4), (5000, 1)), ((1, 3), (9000, 3)), ((20000, 3), ())])
+def test_broadcasts_over_a_short_last_axis_are_exact(sa, sb):
+    """Broadcasts with a short last axis run by components (ops.elementwise.broadcast_apply):
+    the values, dtype and gradients of NumPy's single call."""
+    from tapegrad.ops.elementwise import broadcast_apply
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    for f in (np.subtract, np.multiply, np.greater, np.maximum, np.arctan2):
+        want = f(a, b)
+        got = broadcast_apply(f, a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    x, y = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+    z = x * y - y
+    np.testing.assert_array_equal(z.detach().numpy(), a * b - b)
+    w = rng.standard_normal(z.shape)
+    (z * tg.tensor(w)).sum().backward()
+    axes_a = tuple(range(len(z.shape) - len(sa))) + tuple(i + len(z.shape) - len(sa) for i, n in enumerate(sa) if n == 1)
+    np.testing.assert_allclose(x.grad.numpy(), (w * b).sum(axis=axes_a).reshape(sa), rtol=1e-12, atol=1e-12)

@@ -411,3 +411,20 @@ def test_empty_matmul_and_cat():
     c = tg.ones(2, 3, requires_grad=True)
     tg.cat([a, c]).sum().backward()
     np.testing.assert_array_equal(c.grad.numpy(), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("shape", [(384, 384, 3), (20000, 2), (5000, 7), (100, 50, 4)])
+def test_sums_over_a_short_last_axis_are_numpys(shape):
+    """sum/mean over a short last axis add its slices (ops.reduce.sum_values): NumPy's bits,
+    whatever the layout, with nan and overflow."""
+    from tapegrad.ops.reduce import sum_values
+    d = np.random.default_rng(12).standard_normal(shape)
+    for arr in (d, np.asfortranarray(d), d[..., ::-1], d * 1e308, np.where(d > 1, np.nan, d)):
+        for keep in (False, True):
+            got, want = sum_values(arr, (arr.ndim - 1,), keep), arr.sum(axis=arr.ndim - 1, keepdims=keep)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    x = tg.tensor(d, requires_grad=True)
+    np.testing.assert_array_equal(x.mean(-1).detach().numpy(), d.mean(-1))
+    x.sum(-1, keepdim=True).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(shape))

@@ -67,6 +67,14 @@ def ipow(x, e):
         return 1.0 / sqrt(x)
     if e == -2.0:
         return 1.0 / (x * x)
+    if e == -3.0:           # (x ** -3 and the gradient of x ** -3: Lennard-Jones, inverse cubes)
+        return 1.0 / (x * x * x)
+    if e == -4.0:
+        t = x * x
+        return 1.0 / (t * t)
+    if e == 4.0:
+        t = x * x
+        return t * t
     return x ** e
 
 

@@ -815,6 +815,33 @@ def _broadcast_error(shapes):
     return sys.exc_info()[1]
 
 
+SHORT_LAST = 8          # a broadcast's last axis shorter than this, over a large output: by components
+SHORT_MIN_SIZE = 1 << 14
+
+
+def broadcast_apply(fwd, ad, bd):
+    """``fwd(ad, bd)`` for a NumPy ufunc.  NumPy's inner loop runs along the output's
+    last axis: over ``pos[:, None, :] - pos[None, :, :]`` that is 3 elements per call
+    of it, 3x slower than PyTorch; one ufunc call per index of a short last axis, each
+    over everything else, gives the same values (elementwise: order does not matter)."""
+    sa, sb = ad.shape, bd.shape
+    k = sa[-1] if sa else 1
+    if not sb or sb[-1] > k:
+        k = sb[-1] if sb else 1
+    if not 1 < k < SHORT_LAST or type(fwd) is not np.ufunc or len(sa) < 2 and len(sb) < 2:
+        return fwd(ad, bd)
+    shape = np.broadcast_shapes(sa, sb)
+    if _math.prod(shape) < SHORT_MIN_SIZE or fwd.nout != 1:
+        return fwd(ad, bd)
+    ka, kb = bool(sa) and sa[-1] == k, bool(sb) and sb[-1] == k
+    first = fwd(ad[..., 0], bd[..., 0])          # (its dtype is the result's)
+    out = np.empty(shape, first.dtype)
+    out[..., 0] = first
+    for j in range(1, k):
+        fwd(ad[..., j] if ka else ad[..., 0], bd[..., j] if kb else bd[..., 0], out=out[..., j])
+    return out
+
+
 def _binary_recorder(op):
     """The function that applies and records ``op`` (a row of BINARY_OPS) on two
     tensors (``c``: where's condition)."""
@@ -903,7 +930,12 @@ def _binary_recorder(op):
         if ad.dtype is not bd.dtype:
             ad, bd = promote(ad, bd)
         try:
-            out = fwd(ad, bd) if c is None else fwd(c._data, ad, bd)
+            if c is not None:
+                out = fwd(c._data, ad, bd)
+            elif ad.shape == bd.shape:
+                out = fwd(ad, bd)
+            else:
+                out = broadcast_apply(fwd, ad, bd)
         except ValueError:
             raise _broadcast_error([ad.shape, bd.shape] if c is None else [c._data.shape, ad.shape, bd.shape]) \
                 from None
@@ -1291,7 +1323,9 @@ def binary_replay_rule(k, row, aux, shape, name, f0, f1, table=BINARY_OPS):
         ad, bd = v[a], v[b]
         if ad.dtype is not bd.dtype:
             ad, bd = _promote(ad, bd)
-        return np.asarray(fwd(ad, bd) if c < 0 else fwd(v[c], ad, bd))
+        if c >= 0:
+            return np.asarray(fwd(v[c], ad, bd))
+        return np.asarray(fwd(ad, bd) if ad.shape == bd.shape else broadcast_apply(fwd, ad, bd))
     return f
 
 
