@@ -404,3 +404,10 @@ def test_profile_shows_the_fused_loops():
     with tg.profile() as q:
         tg.tensor(xv, requires_grad=True).sum().backward()
     assert q.fused_runs == 0 and "fused replays" not in q.report()
+
+
+def test_infinite_constants_fused():
+    """One-sided clamps carry an infinite bound (generated as np.inf, not a bare name)."""
+    def clamps(x):
+        return (x.clamp(min=0.0) * 2).sum() + (x.clamp(max=0.5) ** 2).sum() + x.clamp(-1, 1).sum()
+    check_fused(clamps, RNG.standard_normal(60))

@@ -969,6 +969,7 @@ def test_fuzz_fused_replay(data):
             p, q = (None if x.grad is None else _a(x.grad)), (None if y.grad is None else _a(y.grad))
             assert _same(p, q, 1e-10), "x%d: fused %s vs eager %s (%s)%s" % (i, p, q, cf.fusion(), msg)
     note("fusion: %s" % cf.fusion())
+    assert not any("did not compile" in (f.get("why") or "") for f in cf.fusion()), (cf.fusion(), msg)
 
 
 @settings(PROFILE, max_examples=max(1, PROFILE.max_examples // 3))

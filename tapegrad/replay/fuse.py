@@ -331,7 +331,7 @@ class FusedProgram:
         row = self.R.rows[s]
         fam, k = family(row[_tp.OP]), index(row[_tp.OP])
         op = _TABLES[fam][k]
-        names = {"p": repr(float(self.R.f0[s])), "q": repr(float(self.R.f1[s]))}
+        names = {"p": _literal(self.R.f0[s]), "q": _literal(self.R.f1[s])}
         for j, var in ((0, "x"),) if fam in (UNARY, UNARY2) else ((0, "a"), (1, "b"), (2, "c")):
             if (s, j) in self.loads:
                 names[var] = self._load_name(s, j)
@@ -417,8 +417,8 @@ class FusedProgram:
                     continue
                 op = ops[s]
                 if isinstance(op, _ew.Unary):
-                    names = {"g": "d%d" % s, "y": "v%d" % s, "p": repr(float(self.R.f0[s])),
-                             "q": repr(float(self.R.f1[s])), "x": self._load_name(s, 0)}
+                    names = {"g": "d%d" % s, "y": "v%d" % s, "p": _literal(self.R.f0[s]),
+                             "q": _literal(self.R.f1[s]), "x": self._load_name(s, 0)}
                     self._add_adjoint(body, s, 0, "(%s)" % _subst(op.rule, names), g)
                 else:
                     names = {"g": "d%d" % s, "y": "v%d" % s}
@@ -636,6 +636,16 @@ def _header():
     return h
 
 
+def _literal(v):
+    """A float constant as generated source (``inf`` and ``nan`` are not Python literals)."""
+    v = float(v)
+    if v != v:
+        return "np.nan"
+    if v in (math.inf, -math.inf):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(v)
+
+
 def _cstrides(shape):
     st, acc = [], 1
     for n in reversed(shape):
@@ -788,7 +798,13 @@ def try_fuse(R, arrays, vals, name, P=None):
         return
     try:
         if P is None:
-            P = FusedProgram(R, vals).compile()
+            try:
+                P = FusedProgram(R, vals).compile()
+            except NotFusable:
+                raise
+            except Exception as e:      # (a generated loop Numba refuses: kept unfused, the reason shown)
+                raise NotFusable("its fused loops did not compile (%s: %s)"
+                                 % (type(e).__name__, str(e).strip().splitlines()[-1][:200])) from None
         fv = P.forward(arrays)
         bad = [s for s in fv if s not in P.sources and s not in P.derived and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
         if not bad and _scalar_output(R, P):
