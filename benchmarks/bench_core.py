@@ -142,7 +142,7 @@ class Replay:
 
 
 class Fused:
-    """tg.compile(fn, fuse=True) (logreg: "auto"), replayed through its fused loops:
+    """tg.compile(fn, fuse=True), replayed through its fused loops:
     recording, the loops' compile and the check in ``setup``; ``track_`` whether it fused."""
     params = [["rosen", "lj", "logreg"]]
     param_names = ["workload"]
@@ -155,7 +155,7 @@ class Fused:
         self.inputs = _inputs(wl.make_inputs, **({"n": 100_000} if workload == "rosen" else {}))
         self.fn, self.name = wl.tapegrad_fn, name
         _COMPILED.pop(name, None)
-        for _ in range(4):      # records, then fuses at the first replay ("auto": after two)
+        for _ in range(4):      # records, then fuses at the first replay
             self.fn(tg, self.inputs)
 
     def time_fused(self, workload):
