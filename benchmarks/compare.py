@@ -756,9 +756,13 @@ def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None, numba=No
 
     row = {"workload": name, "target": wl.target, "mismatches": mismatches,
            "tapegrad_ms": 1e3 * statistics.median(times["tapegrad"])}
-    for side in ("limit", "jax", "numba"):
+    for side in LIMIT_SIDES:
         if side in times:
             row[side + "_ms"] = 1e3 * statistics.median(times[side])
+            row[side + "_ratio"] = row["tapegrad_ms"] / row[side + "_ms"]     # tapegrad's time as a multiple of it
+    compiled = _COMPILED.get(name)
+    if compiled is not None and name.endswith("_fused"):
+        row["fusion"] = [_plain(d) for d in compiled.fusion()]
     if torch is not None:
         row["torch_ms"] = 1e3 * statistics.median(times["torch"])
         row["ratio"] = row["tapegrad_ms"] / row["torch_ms"]
@@ -766,16 +770,33 @@ def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None, numba=No
     return row
 
 
+def _plain(d):
+    """``Recording.fusion()``'s dict with plain Python values (for JSON)."""
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()}
+
+
+# the limits, timed beside tapegrad where a workload has them: NumPy by hand, jax.jit, Numba by hand
+LIMIT_SIDES = ("limit", "jax", "numba")
+_LIMIT_HEAD = {"limit": "NumPy", "jax": "jax.jit", "numba": "Numba"}
+
+
 def format_table(rows, with_torch):
+    """tapegrad's and torch's median ms, their ratio against the target, and each
+    limit's ms with tapegrad's time as a multiple of it (``x``)."""
     head = ["workload", "tapegrad ms"]
     if with_torch:
         head += ["torch ms", "ratio", "target", "result"]
+    limits = [side for side in LIMIT_SIDES if any(side + "_ms" in r for r in rows)]
+    for side in limits:
+        head += [_LIMIT_HEAD[side] + " ms", "x"]
     body = []
     for r in rows:
         line = [r["workload"], f"{r['tapegrad_ms']:.3f}"]
         if with_torch:
             line += [f"{r['torch_ms']:.3f}", f"{r['ratio']:.3f}", f"<= {r['target']:g}",
                      "PASS" if r["pass"] else "FAIL"]
+        for side in limits:
+            line += [f"{r[side + '_ms']:.3f}", f"{r[side + '_ratio']:.2f}"] if side + "_ms" in r else ["-", "-"]
         body.append(line)
     widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head))]
 
@@ -783,6 +804,15 @@ def format_table(rows, with_torch):
         return "  ".join(c.rjust(w) if i else c.ljust(w)
                          for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
+
+
+def format_fusion(f):
+    """One line from a ``Recording.fusion()`` dict."""
+    if not f.get("fused"):
+        return "not fused: " + f.get("why", "?")
+    return (f"{f['entries']} entries in {f['groups']} fused group(s), {f['calls']} call(s) between them, "
+            f"{f['bytes_saved'] / 1e6:.1f} MB of intermediates not written, compiled in {f['compile_s']:.2f} s"
+            + (" (from Numba's cache)" if f.get("cached") else ""))
 
 
 def chain_sweep_share(tg, runs=20):
@@ -960,16 +990,12 @@ def main(argv=None):
     if replayed:
         print(first_calls(tg, replayed))
 
-    limits = [f"{r['workload']} {r['limit_ms']:.3f} ms" for r in rows if "limit_ms" in r]
-    if limits:
-        print("hand-written value and gradient (the limit): " + ", ".join(limits))
-    jaxed = [f"{r['workload']} {r['jax_ms']:.3f} ms" for r in rows if "jax_ms" in r]
-    if jaxed:
-        print("jax.jit(value_and_grad), steady state: " + ", ".join(jaxed))
-    numbaed = [f"{r['workload']} {r['numba_ms']:.3f} ms ({r['tapegrad_ms'] / r['numba_ms']:.2f}x)"
-               for r in rows if "numba_ms" in r]
-    if numbaed:
-        print("hand-written Numba loop (tapegrad's time as a multiple of it): " + ", ".join(numbaed))
+    if any(side + "_ms" in r for r in rows for side in LIMIT_SIDES):
+        print("NumPy, Numba: value and gradient written by hand; jax.jit(value_and_grad) in steady state; "
+              "x: tapegrad's time as a multiple of that column's")
+    for r in rows:
+        for f in r.get("fusion", ()):
+            print(f"fusion of {r['workload']}: " + format_fusion(f))
 
     if args.json:
         write_json(args.json, rows, args, tg, torch, jax)
