@@ -472,7 +472,7 @@ def _numba_jitted(name, build):
 
 
 def _numba_rosen(numba):
-    @numba.njit(cache=False)
+    @numba.njit(cache=False, fastmath=False)
     def vg(x):
         g = np.zeros_like(x)
         loss = 0.0
@@ -487,7 +487,7 @@ def _numba_rosen(numba):
 
 
 def _numba_lj(numba):
-    @numba.njit(cache=False)
+    @numba.njit(cache=False, fastmath=False)
     def vg(pos):
         n = pos.shape[0]
         g = np.zeros_like(pos)
@@ -512,7 +512,7 @@ def _numba_lj(numba):
 
 
 def _numba_logreg(numba):
-    @numba.njit(cache=False)
+    @numba.njit(cache=False, fastmath=False)
     def vg(X, y, w):
         n, d = X.shape
         g = 1e-3 * w
