@@ -879,7 +879,7 @@ def first_calls(tg, names):
 
 
 SIDES = (("tapegrad eager", None, "tapegrad_ms"), ("tapegrad replayed", "_replay", "tapegrad_ms"),
-         ("PyTorch", None, "torch_ms"), ("JAX", None, "jax_ms"), ("hand-written", None, "limit_ms"),
+         ("tapegrad fused", "_fused", "tapegrad_ms"), ("PyTorch", None, "torch_ms"), ("JAX", None, "jax_ms"), ("hand-written", None, "limit_ms"),
          ("hand-written Numba", None, "numba_ms"))
 
 
@@ -903,7 +903,7 @@ def write_json(path, rows, args, tg, torch, jax):
     by_name = {r["workload"]: r for r in rows}
     groups = {}
     for name, row in by_name.items():
-        if name.endswith("_replay"):
+        if name.endswith(("_replay", "_fused")):
             continue
         group = {}
         for label, suffix, key in SIDES:
@@ -911,11 +911,15 @@ def write_json(path, rows, args, tg, torch, jax):
             if r is not None and key in r:
                 group[label] = r[key]
         groups[name] = group
-    for name, row in by_name.items():       # a replayed workload run without its eager one
-        base = name[:-len("_replay")]
-        if name.endswith("_replay") and base not in by_name:
-            groups[base] = {"tapegrad replayed": row["tapegrad_ms"],
-                            **({"PyTorch": row["torch_ms"]} if "torch_ms" in row else {})}
+    for name, row in by_name.items():       # a replayed or fused workload run without its eager one
+        base, _, kind = name.rpartition("_")
+        if kind not in ("replay", "fused") or base in by_name:
+            continue
+        group = groups.setdefault(base, {})
+        group["tapegrad replayed" if kind == "replay" else "tapegrad fused"] = row["tapegrad_ms"]
+        for label, suffix, key in SIDES:
+            if suffix is None and key != "tapegrad_ms" and key in row:
+                group.setdefault(label, row[key])
     commit, dirty = _commit()
     numba = sys.modules.get("numba")
     scipy = importlib.import_module("scipy")

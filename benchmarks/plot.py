@@ -2,8 +2,8 @@
 
     python benchmarks/plot.py [docs/img/benchmarks.json] [-o docs/img/benchmarks.png] [--table]
 
-One group of bars per workload (tapegrad eager and replayed, PyTorch, JAX and the
-hand-written value and gradient, where the run has them), milliseconds on a log
+One group of bars per workload (tapegrad eager, replayed and fused, PyTorch, JAX and
+the value and gradient written by hand in NumPy and in Numba, where the run has them), milliseconds on a log
 scale, the setting and the measured commit in the caption.
 """
 import argparse
@@ -12,11 +12,13 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIDES = ["tapegrad eager", "tapegrad replayed", "PyTorch", "JAX", "hand-written"]
-COLOURS = {"tapegrad eager": "#1f77b4", "tapegrad replayed": "#2ca02c", "PyTorch": "#d62728",
-           "JAX": "#9467bd", "hand-written": "#7f7f7f"}
+SIDES = ["tapegrad eager", "tapegrad replayed", "tapegrad fused", "PyTorch", "JAX", "hand-written",
+         "hand-written Numba"]
+COLOURS = {"tapegrad eager": "#1f77b4", "tapegrad replayed": "#2ca02c", "tapegrad fused": "#17becf",
+           "PyTorch": "#d62728", "JAX": "#9467bd", "hand-written": "#7f7f7f", "hand-written Numba": "#bcbd22"}
 LABELS = {"chain": "chain\n500 steps on shape (1,)", "mlp": "mlp\n64x64 batch, 64-128-10",
-          "rosen": "rosen\n10^6 elements", "hvp": "hvp\nRosenbrock, 10^4 elements"}
+          "rosen": "rosen\n10^6 elements", "hvp": "hvp\nRosenbrock, 10^4 elements",
+          "lj": "lj\n384 atoms, all pairs", "logreg": "logreg\n200,000 x 32"}
 
 
 def plot(data, out):
