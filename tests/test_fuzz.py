@@ -879,6 +879,13 @@ def _same(g1, g2, rtol):
     return g1.shape == g2.shape and np.allclose(g1, g2, rtol=rtol, atol=1e-12)
 
 
+def _perturbed(b, rng, k):
+    """The program's inputs scaled by 1 + 0.01 k N(0, 1), as two sets of fresh leaves
+    (one for each side compared)."""
+    arrays = [_a(x) * (1.0 + 0.01 * k * rng.standard_normal(_a(x).shape)) for x in b.inputs()]
+    return [tg.tensor(a, requires_grad=True) for a in arrays], [tg.tensor(a, requires_grad=True) for a in arrays]
+
+
 # -- the tests --------------------------------------------------------------------------
 @settings(PROFILE)
 @given(st.data())
@@ -920,9 +927,7 @@ def test_fuzz_replay(data):
     cf(*b.inputs())
     rng = np.random.default_rng(len(b.lines))
     for k in range(2):
-        arrays = [_a(x) * (1.0 + 0.01 * k * rng.standard_normal(_a(x).shape)) for x in b.inputs()]
-        xs = [tg.tensor(a, requires_grad=True) for a in arrays]
-        ys = [tg.tensor(a, requires_grad=True) for a in arrays]
+        xs, ys = _perturbed(b, rng, k)
         out_r = cf(*xs)
         out_e = b.f(*ys)
         assert out_r.requires_grad == out_e.requires_grad and out_r.shape == out_e.shape, msg
@@ -958,9 +963,7 @@ def test_fuzz_fused_replay(data):
     cf(*b.inputs())
     rng = np.random.default_rng(len(b.lines))
     for k in range(2):
-        arrays = [_a(x) * (1.0 + 0.01 * k * rng.standard_normal(_a(x).shape)) for x in b.inputs()]
-        xs = [tg.tensor(a, requires_grad=True) for a in arrays]
-        ys = [tg.tensor(a, requires_grad=True) for a in arrays]
+        xs, ys = _perturbed(b, rng, k)
         out_r, out_e = cf(*xs), loss(*ys)
         assert np.allclose(_a(out_r), _a(out_e), rtol=1e-11, atol=1e-12, equal_nan=True), (cf.fusion(), msg)
         out_r.backward()

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from ..autograd import differentiable as _differentiable
 from ..autograd import engine as _engine
 from ..core import tape as _tp
 from ..core.descriptors import strided_map_np
@@ -610,11 +611,7 @@ class _CallContext:
     def needs(self, s):
         return s >= 0 and bool(self.P.rg[s]) and self.ints[s, _tp.OP] != CONST
 
-    def strided_map(self, at):
-        m = self._maps.get(at)
-        if m is None:
-            m = self._maps[at] = strided_map_np(self.aux, at)
-        return m
+    strided_map = _differentiable._Context.strided_map     # (the same, over ``aux`` and ``_maps``)
 
     def value(self, s, compute=None):
         from ..core.tensor import Tensor
