@@ -80,6 +80,17 @@ def test_rosen_compile_fuses_and_matches_eager():
     assert f.stats.replays == 3
 
 
+@pytest.mark.parametrize("n", [15, 16, 17, 4095, 4096, 4097, 3 * 4096 + 7, 70001])
+def test_full_sums_in_lanes_and_blocks(n):
+    """A full sum adds each block of the innermost axis in four interleaved partial
+    sums from 16 elements on: every length around the lanes' and blocks' edges is
+    eager's, value and gradient, as rows of n (the lanes run per row; enough rows
+    that the tape is not one of small arrays)."""
+    xv = RNG.uniform(-2, 2, (-(-70000 // n), n))
+    check_fused(lambda x: (x.sin() * x + 1.5).sum(), xv)
+    check_fused(lambda x: (x * x).mean(), xv + RNG.uniform(-1, 1, (xv.shape[0], 1)))
+
+
 def test_lj_record_fuses_into_three_loops():
     pos, eye = lattice(), np.eye(64)
     rt = tg.record(lj, pos, eye, fuse=True)

@@ -17,10 +17,10 @@ a hash of its text and compiled with ``cache=True``: a later process with the sa
 tape loads the machine code.  ``plan`` says why a tape is not fused (any other op,
 a dtype other than float64, a live gather, a value derived off the tape).
 
-Sums run in the loop's order, in blocks of ``BLOCK`` elements along the innermost
-axis added into the total: for n elements the rounding error is at most about
-(BLOCK + n / BLOCK) ulp of the sum of magnitudes, where NumPy's pairwise sum has
-log2(n); ``Recording`` checks the first fused replay against the unfused one
+Sums run in blocks of ``BLOCK`` elements along the innermost axis, each block in
+``LANES`` interleaved partial sums, added into the total: for n elements the
+rounding error is at most about (BLOCK / LANES + n / BLOCK) ulp of the sum of
+magnitudes, where NumPy's pairwise sum has log2(n); ``Recording`` checks the first fused replay against the unfused one
 (1e-12 of the largest magnitude) and keeps the unfused path when they differ.
 """
 import ast
@@ -44,7 +44,8 @@ from ..ops import reduce as _rd
 from ..ops._record import RESHAPE, STRIDED
 from .forward import _close, _source_value
 
-BLOCK = 4096        # elements of the innermost axis summed before they join a total
+BLOCK = 4096        # elements of the innermost axis summed before they join a total ...
+LANES = 4           # ... in this many partial sums (interleaved), when the axis has at least 4 * LANES
 _ELEMENTWISE = (UNARY, UNARY2, BINARY, BINARY2)
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 
@@ -359,26 +360,58 @@ class FusedProgram:
             for s in g.reds:
                 if self.shapes[s] != ():
                     lines.append(ind + "o%d[:] = 0.0" % s)
+        lines += self._nest(g, self._body(g, reverse), full)
+        for s in full:
+            lines.append(ind + "o%d[0] = t%d" % (s, s))
+        if not reverse:
+            for s in g.reds:
+                if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
+                    cnt = math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1)
+                    lines.append(ind + "o%d[:] = o%d / %r" % (s, s, cnt))
+        lines.append(ind + "return 0")
+        return "\n".join(lines) + "\n"
+
+    def _nest(self, g, body, full):
+        """The loop nest over ``g``'s shape around ``body`` (its lines).  A full sum is
+        added in blocks of ``BLOCK`` along the innermost axis, each block into
+        ``LANES`` partial sums (``@L`` in ``body`` names the lane): one chain of adds
+        is bound by their latency, not by memory."""
+        ind, nd = "    ", len(g.shape)
         if nd == 0:
-            body_indent = ind
-        else:
-            for d in range(nd - 1):
-                lines.append(ind * (d + 1) + "for i%d in range(%d):" % (d, g.shape[d]))
-            last = nd - 1
-            depth = ind * nd
-            if full:
-                lines.append(depth + "for b%d in range(0, %d, %d):" % (last, g.shape[last], BLOCK))
-                for s in full:
-                    lines.append(depth + ind + "u%d = 0.0" % s)
-                lines.append(depth + ind + "for i%d in range(b%d, min(b%d + %d, %d)):" % (last, last, last, BLOCK,
-                                                                                        g.shape[last]))
-                body_indent = depth + ind * 2
-            else:
-                lines.append(depth + "for i%d in range(%d):" % (last, g.shape[last]))
-                body_indent = depth + ind
+            return [ind + ln.replace("@L", "0") for ln in body]
+        lines = [ind * (d + 1) + "for i%d in range(%d):" % (d, g.shape[d]) for d in range(nd - 1)]
+        last, depth, n = nd - 1, ind * nd, g.shape[-1]
+        if not full:
+            lines.append(depth + "for i%d in range(%d):" % (last, n))
+            return lines + [depth + ind + ln for ln in body]
+        lanes = LANES if n >= 4 * LANES else 1
+        inner = depth + ind
+        lines.append(depth + "for b%d in range(0, %d, %d):" % (last, n, BLOCK))
+        lines += [inner + "u%d_%d = 0.0" % (s, k) for s in full for k in range(lanes)]
+        lines.append(inner + "end%d = min(b%d + %d, %d)" % (last, last, BLOCK, n))
+        rest = "b%d" % last
+        if lanes > 1:
+            # (a count, not range's step: Numba then knows the index is not negative)
+            lines.append(inner + "for j%d in range((end%d - b%d) // %d):" % (last, last, last, lanes))
+            for k in range(lanes):
+                lines.append(inner + ind + "i%d = b%d + %d * j%d + %d" % (last, last, lanes, last, k))
+                lines += [inner + ind + ln.replace("@L", str(k)) for ln in body]
+            rest = "b%d + (end%d - b%d) // %d * %d" % (last, last, last, lanes, lanes)
+        lines.append(inner + "for i%d in range(%s, end%d):" % (last, rest, last))
+        lines += [inner + ind + ln.replace("@L", "0") for ln in body]
+        for s in full:
+            lanes_sum = ["u%d_%d" % (s, k) for k in range(lanes)]
+            while len(lanes_sum) > 1:
+                lanes_sum = ["(%s + %s)" % (lanes_sum[i], lanes_sum[i + 1]) for i in range(0, len(lanes_sum), 2)]
+            lines.append(inner + "t%d += %s" % (s, lanes_sum[0]))
+        return lines
+
+    def _body(self, g, reverse):
+        """The lines of one iteration: the loads, every value in tape order, then
+        (forward) the writes or (reverse) the adjoints."""
+        nd = len(g.shape)
         body = []
         cidx = self._index((0, _cstrides(g.shape)), nd)
-        # the loads, then every value in tape order
         for (s, j), (b, aff) in sorted((k, v) for k, v in self.loads.items() if k[1] != "out"):
             if s in g.members and aff is not None:
                 body.append("l%d_%d = e%d[%s]" % (s, j, b, self._index(aff, nd)))
@@ -395,53 +428,40 @@ class FusedProgram:
                     a = self.loads[(s, 0)]
                     src = self._load_name(s, 0) if a[1] is not None else "v%d" % a[0]
                     if self.shapes[s] == ():
-                        body.append("%s%d += %s" % ("u" if nd else "t", s, src))
+                        body.append("%s += %s" % ("u%d_@L" % s if nd else "t%d" % s, src))
                     else:
                         body.append("o%d[%s] += %s" % (s, self._index(self.loads[(s, "out")], nd), src))
                 else:
                     body.append("o%d[%s] = v%d" % (s, cidx, s))
-        else:
-            rg = self.rg
-            adj = [s for s in g.members if rg[s] and s not in g.reds]
-            for s in adj:
+            return body
+        rg = self.rg
+        for s in g.members:
+            if rg[s] and s not in g.reds:
                 body.append("d%d = %s" % (s, ("go%d[%s]" % (s, cidx)) if s in g.outs else "0.0"))
-            for s in g.reds:
-                if not rg[s]:
-                    continue
-                ridx = self._index(self.loads[(s, "out")], nd) if self.shapes[s] != () else "0"
-                scale = ""
-                if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
-                    scale = " / %r" % (math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1))
-                self._add_adjoint(body, s, 0, "go%d[%s]%s" % (s, ridx, scale), g)
-            for s in reversed(g.members):
-                if s in g.reds or not rg[s]:
-                    continue
-                op = ops[s]
-                if isinstance(op, _ew.Unary):
-                    names = {"g": "d%d" % s, "y": "v%d" % s, "p": _literal(self.R.f0[s]),
-                             "q": _literal(self.R.f1[s]), "x": self._load_name(s, 0)}
-                    self._add_adjoint(body, s, 0, "(%s)" % _subst(op.rule, names), g)
-                else:
-                    names = {"g": "d%d" % s, "y": "v%d" % s}
-                    for j, var in ((0, "a"), (1, "b"), (2, "c")):
-                        if (s, j) in self.loads:
-                            names[var] = self._load_name(s, j)
-                    for j, rule in ((0, op.rule_a), (1, op.rule_b)):
-                        self._add_adjoint(body, s, j, "(%s)" % _subst(rule, names), g)
-        lines += [body_indent + ln for ln in body]
-        if full:
-            if nd:
-                for s in full:
-                    lines.append(ind * nd + ind + "t%d += u%d" % (s, s))
-            for s in full:
-                lines.append(ind + "o%d[0] = t%d" % (s, s))
-        if not reverse:
-            for s in g.reds:
-                if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
-                    cnt = math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1)
-                    lines.append(ind + "o%d[:] = o%d / %r" % (s, s, cnt))
-        lines.append(ind + "return 0")
-        return "\n".join(lines) + "\n"
+        for s in g.reds:
+            if not rg[s]:
+                continue
+            ridx = self._index(self.loads[(s, "out")], nd) if self.shapes[s] != () else "0"
+            scale = ""
+            if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
+                scale = " / %r" % (math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1))
+            self._add_adjoint(body, s, 0, "go%d[%s]%s" % (s, ridx, scale), g)
+        for s in reversed(g.members):
+            if s in g.reds or not rg[s]:
+                continue
+            op = ops[s]
+            if isinstance(op, _ew.Unary):
+                names = {"g": "d%d" % s, "y": "v%d" % s, "p": _literal(self.R.f0[s]),
+                         "q": _literal(self.R.f1[s]), "x": self._load_name(s, 0)}
+                self._add_adjoint(body, s, 0, "(%s)" % _subst(op.rule, names), g)
+            else:
+                names = {"g": "d%d" % s, "y": "v%d" % s}
+                for j, var in ((0, "a"), (1, "b"), (2, "c")):
+                    if (s, j) in self.loads:
+                        names[var] = self._load_name(s, j)
+                for j, rule in ((0, op.rule_a), (1, op.rule_b)):
+                    self._add_adjoint(body, s, j, "(%s)" % _subst(rule, names), g)
+        return body
 
     def _add_adjoint(self, body, s, j, expr, g):
         """The contribution ``expr`` of entry ``s`` to the adjoint of its operand ``j``."""
