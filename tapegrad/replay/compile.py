@@ -29,7 +29,7 @@ class Compiled:
     """``tg.compile(fn)``: calls ``fn``, replaying its recorded tape when the
     arguments' signature and every guard match a recording."""
 
-    def __init__(self, fn, strict=False, log=False, fuse=False):
+    def __init__(self, fn, strict=False, log=False, fuse="auto"):
         _check_fuse(fuse)
         self.fn = fn
         self.fuse = fuse
@@ -181,14 +181,15 @@ def _sig(key):
     return "(" + ", ".join(parts) + ")"
 
 
-def compile(fn=None, *, strict=False, log=False, fuse=False):
+def compile(fn=None, *, strict=False, log=False, fuse="auto"):
     """Record ``fn`` at its first call with each signature and replay that tape
     afterwards (see ``tapegrad.replay``).  ``strict=True``: raise
     ``TapeDivergence`` when Python would take another path, instead of recording
     again.  ``log=True``: print a line to stderr at each recording.
     ``fuse``: compile a recorded tape of large arrays into fused loops
-    (``tapegrad.replay.fuse``): True at its first replay, ``"auto"`` in the
-    background once it has been replayed twice, False never."""
+    (``tapegrad.replay.fuse``): ``"auto"`` (the default) in the background once
+    it has been replayed twice, kept when it is faster; True at its first replay;
+    False never."""
     if fn is None:
         return lambda f: compile(f, strict=strict, log=log, fuse=fuse)
     compiled = Compiled(fn, strict, log, fuse)

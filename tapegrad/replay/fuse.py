@@ -784,8 +784,10 @@ def consider(R, arrays, vals):
         return
     if R.unfused_replays < AUTO_AFTER or R.fuse_building:
         return
-    if sum(v.size for v in vals if hasattr(v, "size")) < AUTO_ELEMENTS:
-        R.fused, R.fuse_why = False, "its values are small (the compiled forwards serve it)"
+    size = sum(v.size for v in vals if hasattr(v, "size"))
+    if size < AUTO_ELEMENTS:
+        R.fused, R.fuse_why = False, ("its values are small (%d elements in all; \"auto\" fuses from %d)"
+                                      % (size, AUTO_ELEMENTS))
         return
     try:
         P = FusedProgram(R, vals)

@@ -311,7 +311,7 @@ def _record_arg(i, a):
     return arr
 
 
-def record(fn, *example_args, fuse=False):
+def record(fn, *example_args, fuse="auto"):
     """Record ``fn`` on ``example_args`` (arrays or tensors; every floating-point
     one is differentiated) and return the ``RecordedTape``.  Raises ``NotReplayable`` when
     the function does something a tape cannot replay.  ``fuse`` as ``tg.compile``'s."""
