@@ -209,6 +209,38 @@ def test_strided_map_in_numpy_matches_the_kernel(seed):
     np.testing.assert_array_equal(strided_map_np([nd, off, *shape, *strides], 0), want)    # (a list of words)
 
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_strided_scatter_and_gather_add_match_the_map(seed):
+    """The compiled ``strided_scatter_add`` / ``strided_gather_add`` (axes coalesced, the last
+    two walked in loops, a broadcast axis before a short last one summed innermost) against
+    the loop over ``strided_map``, to the bit: every element gets its terms in the map's
+    order, overlapping, negative, zero strides and axes of length 1 included."""
+    from tapegrad.core.descriptors import strided_gather_add, strided_map_np, strided_scatter_add
+    rng = np.random.default_rng(seed)
+    cases = [((384, 40, 3), (3, 0, 1), 0), ((40, 384, 3), (0, 3, 1), 0), ((50, 40, 3), (40, 1, 0), 0),
+             ((6, 1, 5, 1), (5, 9, 1, 3), 2), ((), (), 4), ((7, 3), (0, -1), 2)]
+    for _ in range(300):
+        nd = int(rng.integers(0, 6))
+        shape = rng.integers(1, 5, nd).tolist()
+        strides = [int(rng.choice([0, 0, 1, 2, 3, -1, -2, 4, 6, 12])) for _ in range(nd)]
+        cases.append((shape, strides, 0))
+    for shape, strides, off in cases:
+        off += sum(-st * (sh - 1) for sh, st in zip(shape, strides) if st < 0)     # (no negative index)
+        aux = np.array([7, 7, len(shape), off, *shape, *strides], np.int64)       # (two words before it)
+        m = strided_map_np(aux, 2)
+        size = int(m.max()) + 1
+        src, dst = rng.standard_normal(m.size), rng.standard_normal(size)
+        want = dst.copy()
+        for j in range(m.size):
+            want[m[j]] += -0.5 * src[j]
+        strided_scatter_add(dst, src, aux, 2, -0.5)
+        np.testing.assert_array_equal(dst, want)
+        src, dst = rng.standard_normal(size), rng.standard_normal(m.size)
+        want = dst + src[m]
+        strided_gather_add(dst, src, aux, 2)
+        np.testing.assert_array_equal(dst, want)
+
 def _inplace_hooks(monkeypatch, mode):
     """Hooks that change their gradient in place: the interpreted path's adjoints are
     shared (``a + b``) or broadcast views (after a sum), so each hook gets its own copy."""

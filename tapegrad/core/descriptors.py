@@ -108,47 +108,94 @@ def row_starts(aux, at):
     return strided_map(outer, 0), aux[at + 1 + nd], aux[at + 1 + 2 * nd]
 
 
+@jit(inline="always")
+def coalesced(aux, at):
+    """(ndim, shape, strides) of the descriptor at ``aux[at:]`` with its axes of
+    length 1 dropped and each pair of adjacent axes that walks as one merged (the
+    same elements in the same order), padded in front to at least two axes."""
+    nd = aux[at]
+    shape = np.ones(max(nd, 2), np.int64)
+    strides = np.zeros(max(nd, 2), np.int64)
+    m = 0
+    for d in range(nd):
+        s, st = aux[at + 2 + d], aux[at + 2 + nd + d]
+        if s == 1:
+            continue
+        if m > 0 and strides[m - 1] == st * s:
+            shape[m - 1] *= s
+            strides[m - 1] = st
+        else:
+            shape[m] = s
+            strides[m] = st
+            m += 1
+    if m < 2:
+        shape[1], strides[1] = (shape[0], strides[0]) if m == 1 else (1, 0)
+        shape[0], strides[0] = 1, 0
+        m = 2
+    return m, shape, strides
+
+
+@jit(inline="always")
+def _carry(idx, shape, strides, last, pos):
+    """The odometer step over axes ``last`` .. 0: the next position."""
+    d = last
+    while d >= 0:
+        idx[d] += 1
+        pos += strides[d]
+        if idx[d] < shape[d]:
+            break
+        pos -= strides[d] * shape[d]
+        idx[d] = 0
+        d -= 1
+    return pos
+
+
 @jit
 def strided_scatter_add(dst, src, aux, at, scale=1.0):
     """``dst[map[j]] += scale * src[j]`` for the descriptor at ``aux[at:]``, walking
-    the innermost dimension with its stride instead of materialising the map."""
-    nd = aux[at]
-    off = aux[at + 1]
+    its last two (coalesced) axes in loops instead of materialising the map.  Each
+    element of ``dst`` receives its terms in the order of ``j``, whatever the loop:
+    a short last axis after a broadcast one (the adjoint of ``x[:, None, :]``
+    broadcast, rows of 3) is summed with the broadcast axis innermost, in a register."""
     n = src.size
     if n == 0:
         return
-    if nd == 0:
-        dst[off] += scale * src[0]
-        return
-    shape = aux[at + 2:at + 2 + nd]
-    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
-    inner = shape[nd - 1]
-    istr = strides[nd - 1]
+    nd, shape, strides = coalesced(aux, at)
+    rows, inner = shape[nd - 2], shape[nd - 1]
+    rstr, istr = strides[nd - 2], strides[nd - 1]
     idx = np.zeros(nd, np.int64)
-    pos = off
+    pos = aux[at + 1]
     j = 0
-    for o in range(n // inner):
-        if istr == 1:       # (slices first: indexing from 0 lets the loop vectorise)
-            d = dst[pos:pos + inner]
-            r = src[j:j + inner]
+    for o in range(n // (rows * inner)):
+        if rstr == 0 and istr != 0 and inner <= 8:
             for k in range(inner):
-                d[k] += scale * r[k]
-            j += inner
+                p = pos + k * istr
+                acc = dst[p]
+                q = j + k
+                for r in range(rows):
+                    acc += scale * src[q]
+                    q += inner
+                dst[p] = acc
+            j += rows * inner
+        elif istr == 1:     # (slices first: indexing from 0 lets the loop vectorise)
+            p2 = pos
+            for r in range(rows):
+                d = dst[p2:p2 + inner]
+                s = src[j:j + inner]
+                for k in range(inner):
+                    d[k] += scale * s[k]
+                j += inner
+                p2 += rstr
         else:
-            p = pos
-            for k in range(inner):
-                dst[p] += scale * src[j]
-                j += 1
-                p += istr
-        d = nd - 2
-        while d >= 0:
-            idx[d] += 1
-            pos += strides[d]
-            if idx[d] < shape[d]:
-                break
-            pos -= strides[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+            p2 = pos
+            for r in range(rows):
+                p = p2
+                for k in range(inner):
+                    dst[p] += scale * src[j]
+                    j += 1
+                    p += istr
+                p2 += rstr
+        pos = _carry(idx, shape, strides, nd - 3, pos)
 
 
 def strided_map_np(aux, at):
@@ -188,41 +235,40 @@ def broadcast_strides(in_shape, out_shape):
 @jit
 def strided_gather_add(dst, src, aux, at):
     """``dst[j] += src[map[j]]`` for the descriptor at ``aux[at:]`` (the transpose
-    of ``strided_scatter_add``)."""
-    nd = aux[at]
-    off = aux[at + 1]
+    of ``strided_scatter_add``; also sum's reverse, the group descriptor mapping
+    each input element to its sum), its last two (coalesced) axes in loops."""
     n = dst.size
     if n == 0:
         return
-    if nd == 0:
-        dst[0] += src[off]
-        return
-    shape = aux[at + 2:at + 2 + nd]
-    strides = aux[at + 2 + nd:at + 2 + 2 * nd]
-    inner = shape[nd - 1]
-    istr = strides[nd - 1]
+    nd, shape, strides = coalesced(aux, at)
+    rows, inner = shape[nd - 2], shape[nd - 1]
+    rstr, istr = strides[nd - 2], strides[nd - 1]
     idx = np.zeros(nd, np.int64)
-    pos = off
+    pos = aux[at + 1]
     j = 0
-    for o in range(n // inner):
+    for o in range(n // (rows * inner)):
+        p2 = pos
         if istr == 1:
-            d = dst[j:j + inner]
-            r = src[pos:pos + inner]
-            for k in range(inner):
-                d[k] += r[k]
-            j += inner
+            for r in range(rows):
+                d = dst[j:j + inner]
+                s = src[p2:p2 + inner]
+                for k in range(inner):
+                    d[k] += s[k]
+                j += inner
+                p2 += rstr
+        elif istr == 0:
+            for r in range(rows):
+                v = src[p2]
+                for k in range(inner):
+                    dst[j + k] += v
+                j += inner
+                p2 += rstr
         else:
-            p = pos
-            for k in range(inner):
-                dst[j] += src[p]
-                j += 1
-                p += istr
-        d = nd - 2
-        while d >= 0:
-            idx[d] += 1
-            pos += strides[d]
-            if idx[d] < shape[d]:
-                break
-            pos -= strides[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+            for r in range(rows):
+                p = p2
+                for k in range(inner):
+                    dst[j] += src[p]
+                    j += 1
+                    p += istr
+                p2 += rstr
+        pos = _carry(idx, shape, strides, nd - 3, pos)

@@ -23,7 +23,7 @@ import numpy as np
 from .. import _jit
 from ..core import tape as _tp
 from .._jit import jit
-from ..core.descriptors import c_strides, descriptor, strided_map, strided_map_np, u64
+from ..core.descriptors import c_strides, descriptor, strided_gather_add, strided_map, strided_map_np, u64
 from ..core.tensor import Tensor, _wrap_dim
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT
@@ -842,6 +842,9 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
                 dx[i] += v
             return
         gi = np.zeros(n, np.int64)
+    elif k == SUM:
+        strided_gather_add(dx, g, aux, at)      # (each element its group's adjoint, no map made)
+        return
     else:
         gi = strided_map(aux, at)
     K = n // ngroups
