@@ -456,7 +456,7 @@ def _source_hash():
     inlined into the sweep, whose own cache would not notice a change here)."""
     h = hashlib.sha256()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for sub in ("_jit.py", "core/tape.py", "ops", "kernels"):
+    for sub in ("_jit.py", "core/tape.py", "core/descriptors.py", "ops", "kernels"):
         p = os.path.join(here, sub)
         files = [p] if p.endswith(".py") else sorted(
             os.path.join(p, f) for f in os.listdir(p) if f.endswith(".py"))
