@@ -52,6 +52,21 @@ def slot_view(loc, ptr, base, s, n):
     return numba.carray(address_as_pointer(p), n, np.float64)
 
 
+@jit(inline="always")
+def _carry(idx, shape, strides, last, pos):
+    """The odometer step over axes ``last`` .. 0: the next position."""
+    d = last
+    while d >= 0:
+        idx[d] += 1
+        pos += strides[d]
+        if idx[d] < shape[d]:
+            break
+        pos -= strides[d] * shape[d]
+        idx[d] = 0
+        d -= 1
+    return pos
+
+
 @jit
 def strided_map(aux, at):
     """Flat source index of every element of the descriptor ``aux[at:]``."""
@@ -79,15 +94,7 @@ def strided_map(aux, at):
         for k in range(inner):
             row[k] = pos + k * istr
         j += inner
-        d = nd - 2
-        while d >= 0:
-            idx[d] += 1
-            pos += strides[d]
-            if idx[d] < shape[d]:
-                break
-            pos -= strides[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+        pos = _carry(idx, shape, strides, nd - 2, pos)
     return out
 
 
@@ -133,21 +140,6 @@ def coalesced(aux, at):
         shape[0], strides[0] = 1, 0
         m = 2
     return m, shape, strides
-
-
-@jit(inline="always")
-def _carry(idx, shape, strides, last, pos):
-    """The odometer step over axes ``last`` .. 0: the next position."""
-    d = last
-    while d >= 0:
-        idx[d] += 1
-        pos += strides[d]
-        if idx[d] < shape[d]:
-            break
-        pos -= strides[d] * shape[d]
-        idx[d] = 0
-        d -= 1
-    return pos
 
 
 @jit

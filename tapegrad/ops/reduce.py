@@ -848,10 +848,7 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     else:
         gi = strided_map(aux, at)
     K = n // ngroups
-    if k == SUM:
-        for i in range(n):
-            dx[i] += g[u64(gi[i])]
-    elif k == MEAN:
+    if k == MEAN:
         for i in range(n):
             dx[i] += g[u64(gi[i])] / K
     elif k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
