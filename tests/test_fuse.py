@@ -427,3 +427,11 @@ def test_infinite_constants_fused():
     def clamps(x):
         return (x.clamp(min=0.0) * 2).sum() + (x.clamp(max=0.5) ** 2).sum() + x.clamp(-1, 1).sum()
     check_fused(clamps, RNG.standard_normal(60))
+
+
+@pytest.mark.parametrize("p", [5, -7, 8, 2.5, -3, 4])
+def test_integer_powers_fused(p):
+    """``x ** p`` in the loops: the kernels' closed forms, repeated squaring for
+    other integral p, libm's pow otherwise; value and gradient are eager's."""
+    xv = RNG.uniform(0.5, 1.5, 70000)
+    check_fused(lambda x: (x ** p).sum(), xv)

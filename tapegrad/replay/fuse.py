@@ -105,9 +105,10 @@ class _Rename(ast.NodeTransformer):
 
 
 class _IntegerPowers(ast.NodeTransformer):
-    """``ipow(v, n)`` with a constant integer ``n`` (``x ** -3``, and its rule's
-    ``ipow(x, -3.0 - 1.0)``) as products, which the loop vectorizes, not a libm pow
-    per element; the check against the unfused replay bounds the ulps this moves."""
+    """``ipow(v, e)`` with a constant ``e`` (``x ** -3``, and its rule's
+    ``ipow(x, -3.0 - 1.0)``): the kernels' closed form for ``e`` (``codegen._IPOW_CASES``,
+    the same bits), else for an integral ``|e| <= 64`` repeated squaring
+    (``ipow_int``), which the loop vectorizes, not a libm pow per element."""
     def visit_Call(self, node):
         self.generic_visit(node)
         if not (isinstance(node.func, ast.Name) and node.func.id == "ipow" and len(node.args) == 2
@@ -117,11 +118,12 @@ class _IntegerPowers(ast.NodeTransformer):
             e = float(eval(compile(ast.Expression(node.args[1]), "<exponent>", "eval"), {"__builtins__": {}}))
         except Exception:       # (not a constant)
             return node
-        if e != int(e) or not 1 <= abs(e) <= 8:
-            return node
+        from ..kernels.codegen import _IPOW_CASES
         x = node.args[0].id
-        prod = " * ".join([x] * int(abs(e)))
-        return ast.parse(prod if e > 0 else "1.0 / (%s)" % prod, mode="eval").body
+        form = next((f.format(a=x) for v, f in _IPOW_CASES if float(v) == e), None)
+        if form is None and e == int(e) and abs(e) <= 64:
+            form = "ipow_int(%s, %r)" % (x, e)
+        return node if form is None else ast.parse(form, mode="eval").body
 
 
 def _subst(expr, names):
