@@ -372,7 +372,7 @@ def logreg_replay(lib, inp):
 def logreg_fused(lib, inp):
     """logreg_replay with fuse=True: the elementwise entries in fused loops, the
     matrix products calls between them (compiled at the first replay, within the
-    warmup calls; "auto" would compile in the background during the timed calls)."""
+    warmup calls), kept even where "auto" would find them slower."""
     w = lib.tensor(inp["w"], requires_grad=True)
     loss = _replayed(lib, "logreg_fused", _logreg_body, fuse=True)(w, lib.tensor(inp["X"]), lib.tensor(inp["y"]))
     loss.backward()
