@@ -738,18 +738,31 @@ def compare_grads(name, ours, theirs, other="torch"):
     return lines
 
 
-def _sample(fn, lib, inputs):
-    """Seconds for one call.  The result is dropped inside the timed region so graph
-    teardown counts.  The collector is off, as in timeit, so a pause triggered by
-    the other library's garbage does not land in this sample; no gc.collect() in
-    between, as walking the heap evicts the caches (it doubled the mlp times)."""
+BLOCK_S = 0.01      # a sample is a block of calls of about this many seconds (at most BLOCK_CALLS)
+BLOCK_CALLS = 50
+
+
+def _sample(fn, lib, inputs, calls=1):
+    """Seconds per call over a block of ``calls`` calls.  Each result is dropped inside
+    the timed region so graph teardown counts.  The collector is off, as in timeit, so
+    a pause triggered by the other library's garbage does not land in this sample; no
+    gc.collect() in between, as walking the heap evicts the caches (it doubled the mlp
+    times)."""
     gc.disable()
     try:
         t0 = perf_counter()
-        fn(lib, inputs)
-        return perf_counter() - t0
+        for _ in range(calls):
+            fn(lib, inputs)
+        return (perf_counter() - t0) / calls
     finally:
         gc.enable()
+
+
+def _block(fn, lib, inputs):
+    """Calls per sample: a block of about BLOCK_S seconds, so that a call of microseconds
+    is not timed right after the other side's call has evicted its caches."""
+    t = min(_sample(fn, lib, inputs) for _ in range(3))
+    return max(1, min(BLOCK_CALLS, int(BLOCK_S / max(t, 1e-9))))
 
 
 def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None, numba=None):
@@ -776,12 +789,13 @@ def run_workload(name, wl, tg, torch, repeat, warmup, seed=0, jax=None, numba=No
             fn(lib, inputs)
     _settle(name, wl.tapegrad_fn, tg, inputs)
 
-    # Alternate the libraries (and which goes first) so drift and noise on the
-    # shared cores hit both sides alike.
+    # Alternate blocks of calls of each library (and which goes first) so drift and
+    # noise on the shared cores hit both sides alike.
+    calls = {side: _block(fn, lib, inputs) for side, fn, lib in sides}
     times = {side: [] for side, _, _ in sides}
     for i in range(repeat):
         for side, fn, lib in (sides if i % 2 == 0 else sides[::-1]):
-            times[side].append(_sample(fn, lib, inputs))
+            times[side].append(_sample(fn, lib, inputs, calls[side]))
 
     row = {"workload": name, "target": wl.target, "mismatches": mismatches,
            "tapegrad_ms": 1e3 * statistics.median(times["tapegrad"])}
