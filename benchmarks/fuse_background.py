@@ -37,6 +37,7 @@ the table shows medians over the repetitions.  Columns, per strategy and workloa
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,7 +46,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STRATEGIES = ("thread", "subprocess")
+STRATEGIES = ("thread", "subprocess", "fork")
 NAMES = ("rosen", "lj")
 
 # the child of the subprocess strategy: argv = path of the generated source, module
@@ -97,13 +98,14 @@ def _recording(f):
     return [R for entry in f.cache.values() if not isinstance(entry, str) for R in entry][0]
 
 
-class _Subprocess:
+class _Process:
     """``fuse.consider`` with the background thread replaced by a process that fills
-    Numba's cache; the replay after it exits loads the loops and switches."""
+    Numba's cache (``fork``: a fork of this one, which has tapegrad and Numba loaded;
+    else a new interpreter); the replay after it exits loads the loops and switches."""
 
-    def __init__(self, events):
+    def __init__(self, events, fork=False):
         from tapegrad.replay import fuse
-        self.fuse, self.events, self.jobs = fuse, events, {}
+        self.fuse, self.events, self.fork, self.jobs = fuse, events, fork, {}
 
     def __call__(self, R, arrays, vals):
         fuse = self.fuse
@@ -111,16 +113,14 @@ class _Subprocess:
             return fuse.try_fuse(R, arrays, vals, R.fuse_name)
         R.unfused_replays += 1
         if R.fuse_building:
-            proc, P, err = self.jobs[id(R)]
+            proc, P = self.jobs[id(R)]
             if proc.poll() is None:
                 return
             R.fuse_building = False
-            out = proc.stdout.read()
-            proc.stdout.close()
             self.events["child_end"] = time.perf_counter()      # (seen: at most a replay late)
+            out, err = proc.result()
             if proc.returncode != 0:
-                err.seek(0)
-                R.fused, R.fuse_why = False, "the compile process failed: %s" % err.read()[-300:]
+                R.fused, R.fuse_why = False, "the compile process failed: %s" % err[-300:]
                 return
             self.events["child"] = json.loads(out.strip().splitlines()[-1])
             try:
@@ -141,18 +141,77 @@ class _Subprocess:
             R.fused, R.fuse_why = False, str(e)
             return
         self.events["start"] = time.perf_counter()
+        proc = _Forked(P) if self.fork else _Spawned(P)
+        self.events["launched"] = time.perf_counter()
+        self.jobs[id(R)] = (proc, P)
+        R.fuse_building = True
+
+
+class _Spawned:
+    """``sys.executable -c CHILD``: imports ``P``'s source and compiles its loops."""
+
+    def __init__(self, P):
         path, name = _write_source(P)
         sigs = []
         for gi, g in enumerate(P.groups):
             for kind, n in (("fwd", len(g.ext) + len(g.outs)), ("rev", 2 * len(g.ext) + len(g.outs))):
                 sigs.append(("%s_%d" % (kind, gi), "int64(%s)" % ", ".join(["float64[::1]"] * n)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        err = tempfile.TemporaryFile("w+")
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, path, name, json.dumps(sigs)], env=env,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
-        self.events["launched"] = time.perf_counter()
-        self.jobs[id(R)] = (proc, P, err)
-        R.fuse_building = True
+        self.err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, path, name, json.dumps(sigs)], env=env,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+
+    def poll(self):
+        return self.proc.poll()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def result(self):
+        out = self.proc.stdout.read()
+        self.proc.stdout.close()
+        self.err.seek(0)
+        return out, self.err.read()
+
+
+class _Forked:
+    """``os.fork()``: the child runs ``P.compile()`` (it fills the cache) and exits."""
+
+    def __init__(self, P):
+        r, w = os.pipe()
+        t0 = time.perf_counter()
+        self.pid = os.fork()
+        if self.pid == 0:
+            status = 1
+            try:
+                os.close(r)
+                t1 = time.perf_counter()
+                P.compile()
+                os.write(w, json.dumps({"t0": t1, "import_s": 0.0, "module_s": 0.0,
+                                        "compile_s": time.perf_counter() - t1}).encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        self.r, self.returncode, self.fork_s = r, None, time.perf_counter() - t0
+
+    def poll(self):
+        if self.returncode is None:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(st)
+        return self.returncode
+
+    def result(self):
+        chunks = []
+        while True:
+            b = os.read(self.r, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        os.close(self.r)
+        return b"".join(chunks).decode(), ""
 
 
 def _write_source(P):
@@ -193,8 +252,8 @@ def measure(name, strategy, quick):
         finally:
             events["try_fuse_s"] = clock() - t0
     fuse.FusedProgram.compile, fuse.try_fuse = timed_compile, timed_try_fuse
-    if strategy == "subprocess":
-        recording._consider_fusing = _Subprocess(events)
+    if strategy in ("subprocess", "fork"):
+        recording._consider_fusing = _Process(events, fork=strategy == "fork")
 
     # unfused replays, nothing else running
     plain = tg.compile(fn)
@@ -238,7 +297,9 @@ def measure(name, strategy, quick):
     s = next(i for i, c in enumerate(calls) if c[2] in ("fused", "refused"))
     during = [c[1] for c in calls[k + 1:s]]
     fused = [c[1] for c in calls[s + 1:]]
-    out = {"unfused_s": statistics.median(base), "unfused_max_s": max(base),
+    unfused = statistics.median(base)
+    out = {"unfused_s": unfused, "unfused_max_s": max(base),
+           "lost_s": sum(during) + calls[s][1] - (len(during) + 1) * unfused,
            "during_n": len(during),
            "during_med_s": statistics.median(during) if during else None,
            "during_max_s": max(during) if during else None,
@@ -247,7 +308,7 @@ def measure(name, strategy, quick):
            "fused_s": statistics.median(fused), "compile_s": compile_s,
            "loops": 2 * len(R.fused.groups), "cached": R.fused.stats.get("cached"),
            "switch_interval_s": sys.getswitchinterval(), "load_avg": load}
-    if strategy == "subprocess":
+    if strategy != "thread":
         ch = events["child"]
         out.update(start_s=ch["t0"] - events["start"] + ch["import_s"] + ch["module_s"],
                    spawn_s=events["launched"] - events["start"],
@@ -276,6 +337,34 @@ def _warm(cache):
                        stdout=subprocess.DEVNULL)
 
 
+def _busy():
+    """(busy, total) CPU seconds of the machine so far (Linux's /proc/stat; None elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(v) - v[3] - v[4]) / hz, sum(v) / hz
+
+
+def _others(seconds=1.0):
+    """Cores kept busy by other processes over the next ``seconds``."""
+    a = _busy()
+    time.sleep(seconds)
+    b = _busy()
+    return None if a is None else (b[0] - a[0]) / seconds
+
+
+def _wait_idle(limit_s, most=0.3):
+    """Wait (at most ``limit_s``) until other processes keep at most ``most`` of a core busy."""
+    t_end = time.monotonic() + limit_s
+    while True:
+        o = _others()
+        if o is None or o <= most or time.monotonic() > t_end:
+            return o
+
+
 def _run(name, strategy, template, quick):
     d = tempfile.mkdtemp(prefix="fusebg-nbc-")
     try:
@@ -283,19 +372,25 @@ def _run(name, strategy, template, quick):
         for f in os.listdir(d):
             if f.endswith(".lock"):
                 os.remove(os.path.join(d, f))
+        own0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy(), time.monotonic()
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name, strategy]
                            + (["--quick"] if quick else []), env=_env(d), cwd=HERE, capture_output=True, text=True)
+        own1, busy1, wall = resource.getrusage(resource.RUSAGE_CHILDREN), _busy(), time.monotonic() - t0
         if p.returncode != 0:
             return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "status %d" % p.returncode}
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        if busy0 is not None:       # (the cores other processes kept busy meanwhile)
+            own = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
+            r["others"] = max(0.0, (busy1[0] - busy0[0] - own) / wall)
+        return r
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
 COLUMNS = [("unfused ms", "unfused_s", 1e3), ("during med", "during_med_s", 1e3), ("during max", "during_max_s", 1e3),
-           ("n", "during_n", 1), ("ready s", "ready_s", 1), ("switch ms", "switch_s", 1e3),
+           ("n", "during_n", 1), ("lost s", "lost_s", 1), ("ready s", "ready_s", 1), ("switch ms", "switch_s", 1e3),
            ("fused ms", "fused_s", 1e3), ("compile s", "compile_s", 1), ("start s", "start_s", 1),
-           ("load s", "load_s", 1)]
+           ("load ms", "load_s", 1e3), ("others", "others", 1)]
 
 
 def _median(rows, key):
@@ -329,6 +424,10 @@ def main(argv=None):
     ap.add_argument("--cache", default=None,
                     help="a Numba cache dir warmed with tapegrad's kernels, copied for each measurement "
                          "(warmed first when needed; default: a temporary one)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (thread,subprocess,fork)")
+    ap.add_argument("--wait-idle", type=float, default=120.0, metavar="S",
+                    help="before each measurement, wait up to S seconds for other processes to leave the "
+                         "cores idle (default 120; 0: no wait)")
     ap.add_argument("--json", default=None, help="write every measurement there")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "STRATEGY"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -336,9 +435,10 @@ def main(argv=None):
         print(json.dumps(measure(args.worker[0], args.worker[1], args.quick)))
         return
     names = [n for n in args.only.split(",") if n]
-    bad = sorted(set(names) - set(NAMES))
+    strategies = tuple(n for n in args.strategies.split(",") if n)
+    bad = sorted(set(names) - set(NAMES)) + sorted(set(strategies) - set(STRATEGIES))
     if bad:
-        ap.error("unknown workload %s" % ", ".join(bad))
+        ap.error("unknown workload or strategy %s" % ", ".join(bad))
     repeat = args.repeat or (1 if args.quick else 3)
     own = args.cache is None
     template = tempfile.mkdtemp(prefix="fusebg-template-") if own else os.path.abspath(args.cache)
@@ -346,16 +446,19 @@ def main(argv=None):
     try:
         _warm(template)
         for rep in range(repeat):
-            order = STRATEGIES if rep % 2 == 0 else STRATEGIES[::-1]
+            order = strategies if rep % 2 == 0 else strategies[::-1]
             for name in names:
                 for strategy in order:
+                    if args.wait_idle > 0:
+                        _wait_idle(args.wait_idle)
                     r = _run(name, strategy, template, args.quick)
                     r.update(name=name, strategy=strategy, rep=rep)
                     results.append(r)
                     print("%d %-6s %-10s %s" % (rep, name, strategy, r.get("error") or
-                                                "ready %.2f s, during %s ms (unfused %.1f ms)"
+                                                "ready %.2f s, during %s ms (unfused %.1f ms), others %s"
                                                 % (r["ready_s"], "-" if r["during_med_s"] is None
-                                                   else "%.1f" % (1e3 * r["during_med_s"]), 1e3 * r["unfused_s"])),
+                                                   else "%.1f" % (1e3 * r["during_med_s"]), 1e3 * r["unfused_s"],
+                                                   "?" if r.get("others") is None else "%.2f" % r["others"])),
                           flush=True)
     finally:
         if own:
