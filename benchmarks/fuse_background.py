@@ -1,6 +1,7 @@
 """fuse="auto": the fused loops compiled in a thread or in a subprocess, beside the replays.
 
-    python benchmarks/fuse_background.py [--quick] [--repeat N] [--only rosen,lj] [--cache DIR] [--json PATH]
+    python benchmarks/fuse_background.py [--quick] [--repeat N] [--only rosen,lj]
+        [--strategies thread,subprocess,fork] [--cache DIR] [--json PATH] [--table PATH]
 
 Manual only (not in the tests, not in asv).  Each measurement is a new process on a
 new NUMBA_CACHE_DIR: a copy of a cache that ``python -m tapegrad warmup`` filled
@@ -20,19 +21,30 @@ Strategies:
               signatures ``compile()`` uses (cache=True); when it has exited, the next
               replay loads the loops from Numba's cache (``P.compile()``, cached=True)
               and switches as the thread's result would
+  fork        the same with ``os.fork()`` for the new interpreter: the child, which
+              has tapegrad and Numba loaded, runs ``P.compile()`` and exits (POSIX
+              only, and unsafe in a process whose other threads hold locks)
 
 Workloads (as in benchmarks/compare.py): rosen (10^6 elements) and lj (384 atoms).
 Strategies alternate within each repetition, the order reversed every other one;
 the table shows medians over the repetitions.  Columns, per strategy and workload:
   unfused ms     median replay with no compile going on
   during med/max median and longest replay while the compile runs
+  slowed s       what the replays during the compile and the one that switches took
+                 beyond as many unfused replays with no compile going on
   ready s        from the compile's start to the end of the replay that switches
+  behind s       ready s less as many fused replays as ran meanwhile: how far a long
+                 loop is behind one whose fused loops were there at once (the
+                 difference between two strategies: how much sooner one finishes)
   switch ms      that replay (the check of the fused replay against the unfused one,
                  and for the subprocess the load from the cache)
   fused ms       median replay afterwards
   compile s      the compile itself (thread: compile(); subprocess: the child's loops)
-  start s        subprocess only: interpreter start, importing tapegrad and Numba
-  load s         subprocess only: compile() in the parent, from the cache
+  start s        subprocess: interpreter start, importing tapegrad and Numba (fork: the fork)
+  load ms        subprocess and fork: compile() in the parent, from the cache
+  others         cores other processes kept busy meanwhile (/proc/stat less this
+                 benchmark's own CPU time); on a shared machine a measurement above
+                 --max-others is done again, and none is meaningful without a free core
 """
 import argparse
 import json
@@ -299,7 +311,7 @@ def measure(name, strategy, quick):
     fused = [c[1] for c in calls[s + 1:]]
     unfused = statistics.median(base)
     out = {"unfused_s": unfused, "unfused_max_s": max(base),
-           "lost_s": sum(during) + calls[s][1] - (len(during) + 1) * unfused,
+           "slowed_s": sum(during) + calls[s][1] - (len(during) + 1) * unfused,
            "during_n": len(during),
            "during_med_s": statistics.median(during) if during else None,
            "during_max_s": max(during) if during else None,
@@ -388,12 +400,16 @@ def _run(name, strategy, template, quick):
 
 
 COLUMNS = [("unfused ms", "unfused_s", 1e3), ("during med", "during_med_s", 1e3), ("during max", "during_max_s", 1e3),
-           ("n", "during_n", 1), ("lost s", "lost_s", 1), ("ready s", "ready_s", 1), ("switch ms", "switch_s", 1e3),
+           ("n", "during_n", 1), ("slowed s", "slowed_s", 1), ("ready s", "ready_s", 1),
+           ("behind s", "behind_s", 1), ("switch ms", "switch_s", 1e3),
            ("fused ms", "fused_s", 1e3), ("compile s", "compile_s", 1), ("start s", "start_s", 1),
            ("load ms", "load_s", 1e3), ("others", "others", 1)]
 
 
 def _median(rows, key):
+    if key == "behind_s":
+        v = [r["ready_s"] - (r["during_n"] + 1) * r["fused_s"] for r in rows]
+        return statistics.median(v) if v else None
     v = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(v) if v else None
 
@@ -428,11 +444,21 @@ def main(argv=None):
     ap.add_argument("--wait-idle", type=float, default=120.0, metavar="S",
                     help="before each measurement, wait up to S seconds for other processes to leave the "
                          "cores idle (default 120; 0: no wait)")
+    ap.add_argument("--max-others", type=float, default=0.5, metavar="CORES",
+                    help="a measurement during which other processes kept more cores busy is done again "
+                         "(at most --retries times; default 0.5)")
+    ap.add_argument("--retries", type=int, default=3, help="(default 3)")
     ap.add_argument("--json", default=None, help="write every measurement there")
+    ap.add_argument("--table", default=None, metavar="JSON", help="only print the table of a --json file")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "STRATEGY"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(measure(args.worker[0], args.worker[1], args.quick)))
+        return
+    if args.table:
+        with open(args.table) as f:
+            results = json.load(f)
+        print(table(results))
         return
     names = [n for n in args.only.split(",") if n]
     strategies = tuple(n for n in args.strategies.split(",") if n)
@@ -449,9 +475,14 @@ def main(argv=None):
             order = strategies if rep % 2 == 0 else strategies[::-1]
             for name in names:
                 for strategy in order:
-                    if args.wait_idle > 0:
-                        _wait_idle(args.wait_idle)
-                    r = _run(name, strategy, template, args.quick)
+                    for attempt in range(1 + args.retries):
+                        if args.wait_idle > 0:
+                            _wait_idle(args.wait_idle)
+                        r = _run(name, strategy, template, args.quick)
+                        if r.get("others") is None or r["others"] <= args.max_others or "error" in r:
+                            break
+                        print("%d %-6s %-10s other processes kept %.2f cores busy: again"
+                              % (rep, name, strategy, r["others"]), flush=True)
                     r.update(name=name, strategy=strategy, rep=rep)
                     results.append(r)
                     print("%d %-6s %-10s %s" % (rep, name, strategy, r.get("error") or
