@@ -415,19 +415,20 @@ def _median(rows, key):
 
 
 def table(results):
-    head = "%-6s %-10s " % ("", "") + " ".join("%10s" % c for c, _, _ in COLUMNS)
+    head = "%-10s %-10s " % ("(runs)", "") + " ".join("%10s" % c for c, _, _ in COLUMNS)
     lines = [head]
     for name in NAMES:
         for strategy in STRATEGIES:
             rows = [r for r in results if r["name"] == name and r["strategy"] == strategy and "error" not in r]
             if not rows:
                 continue
+            name_col = "%s (%d)" % (name, len(rows))
             cells = []
             for _, key, scale in COLUMNS:
                 m = _median(rows, key)
                 cells.append("%10s" % ("-" if m is None else ("%.0f" % m if scale == 1 and key == "during_n"
                                                               else "%.3g" % (m * scale))))
-            lines.append("%-6s %-10s " % (name, strategy) + " ".join(cells))
+            lines.append("%-10s %-10s " % (name_col, strategy) + " ".join(cells))
     return "\n".join(lines)
 
 
@@ -449,16 +450,22 @@ def main(argv=None):
                          "(at most --retries times; default 0.5)")
     ap.add_argument("--retries", type=int, default=3, help="(default 3)")
     ap.add_argument("--json", default=None, help="write every measurement there")
-    ap.add_argument("--table", default=None, metavar="JSON", help="only print the table of a --json file")
+    ap.add_argument("--table", nargs="+", default=None, metavar="JSON",
+                    help="only print the table of --json files (measurements above --max-others left out)")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "STRATEGY"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(measure(args.worker[0], args.worker[1], args.quick)))
         return
     if args.table:
-        with open(args.table) as f:
-            results = json.load(f)
-        print(table(results))
+        results = []
+        for path in args.table:
+            with open(path) as f:
+                results += json.load(f)
+        kept = [r for r in results if r.get("others") is None or r["others"] <= args.max_others]
+        print("%d measurements, %d left out (other processes kept more than %g cores busy)"
+              % (len(results), len(results) - len(kept), args.max_others))
+        print(table(kept))
         return
     names = [n for n in args.only.split(",") if n]
     strategies = tuple(n for n in args.strategies.split(",") if n)
