@@ -241,6 +241,33 @@ def test_strided_scatter_and_gather_add_match_the_map(seed):
         strided_gather_add(dst, src, aux, 2)
         np.testing.assert_array_equal(dst, want)
 
+@pytest.mark.parametrize("dims", [1, (0, 2), -1, (1, 2)])
+def test_mean_over_dims_backward_is_g_over_count(dims, monkeypatch):
+    """mean(dim)'s adjoint in the compiled sweep: every element its group's adjoint divided
+    by the group's size, to the bit (one division per group, then gathered), on a
+    transposed view too; and against PyTorch where installed."""
+    if os.environ.get("TAPEGRAD_INTERPRET") != "always":
+        monkeypatch.setattr(engine, "INTERPRET", ["never"])     # (the compiled sweep's kernel)
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((6, 5, 4))
+    for base in (xv, xv.transpose(2, 1, 0).copy()):
+        x = tg.tensor(base, requires_grad=True)
+        y = x.mean(dims)
+        g = rng.standard_normal(y.shape)
+        y.backward(tg.tensor(g))
+        axes = tuple(d % 3 for d in ((dims,) if isinstance(dims, int) else dims))
+        count = int(np.prod([base.shape[a] for a in axes]))
+        want = np.broadcast_to(np.expand_dims(g / count, axes), base.shape)
+        np.testing.assert_array_equal(x.grad.numpy(), want)
+        try:
+            import torch
+        except ImportError:
+            continue
+        xt = torch.tensor(base, requires_grad=True)
+        xt.mean(dims).backward(torch.tensor(g))
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
 def _inplace_hooks(monkeypatch, mode):
     """Hooks that change their gradient in place: the interpreted path's adjoints are
     shared (``a + b``) or broadcast views (after a sum), so each hook gets its own copy."""

@@ -845,13 +845,13 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     elif k == SUM:
         strided_gather_add(dx, g, aux, at)      # (each element its group's adjoint, no map made)
         return
+    elif k == MEAN:
+        strided_gather_add(dx, g / (n // ngroups), aux, at)     # (the same bits: one division per group)
+        return
     else:
         gi = strided_map(aux, at)
     K = n // ngroups
-    if k == MEAN:
-        for i in range(n):
-            dx[i] += g[u64(gi[i])] / K
-    elif k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
+    if k == PROD:     # PyTorch: result / input; with a zero anywhere, the exact product of the others
         zeros = 0           # (f0 = 1: prod() of everything, whose gradient is 0 when two or more are zero)
         for i in range(n):
             if x[i] == 0.0:
