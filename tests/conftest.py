@@ -8,6 +8,18 @@ import pytest
 os.environ.setdefault("TAPEGRAD_BACKGROUND_COMPILE", "0")
 
 
+@pytest.fixture(autouse=True)
+def _fused_compiles_finish_in_their_test():
+    """A test that replays a large recording often enough starts fuse="auto"'s compile in a
+    thread; wait for it at the test's end, so that it never runs (and allocates) inside the
+    next tests' measurements (the memory-flatness tests trace every thread)."""
+    yield
+    import threading
+    for t in threading.enumerate():
+        if t.name == "tapegrad-fuse":
+            t.join(120)
+
+
 @pytest.fixture
 def fast_only(monkeypatch):
     """Fail if tg.autograd.functional falls back to its reverse-mode path instead of walking
