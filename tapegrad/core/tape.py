@@ -240,7 +240,10 @@ _NO_AUX = np.zeros(0, np.int64)     # (writeable: Numba compiles read-only array
 def memory_stats():
     """What the live tapes hold: how many tapes and entries, and the bytes of the
     values they keep for backward (each array counted once), of their entry
-    buffers and of their auxiliary parameters."""
+    buffers and of their auxiliary parameters; and the bytes of the buffers kept for
+    ``tg.tensor``'s large copies (``core/buffers.py``), of them those nothing uses."""
+    from . import buffers
+    kept, idle = buffers.stats()
     tapes = list(_LIVE)
     seen, saved = set(), 0
     for T in tapes:
@@ -255,6 +258,8 @@ def memory_stats():
         "saved_bytes": saved,
         "entry_bytes": sum(len(T.buf) for T in tapes),
         "aux_bytes": sum(8 * T.aux_len for T in tapes),
+        "copy_buffer_bytes": kept,
+        "idle_copy_buffer_bytes": idle,
     }
 
 

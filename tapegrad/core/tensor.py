@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from . import buffers as _buffers
 from . import tape as _tp
 from .tape import recording as _recording
 from . import promotion as _pr
@@ -670,7 +671,9 @@ def _as_array(data, dtype=None):
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "biufc":
             raise TypeError(unsupported_array_msg(data.dtype))
-        arr = np.array(data, dtype=dtype, copy=True)
+        arr = None if data.dtype.kind == "c" else _buffers.copy_of(data, dtype)
+        if arr is None:
+            arr = np.array(data, dtype=dtype, copy=True)
     else:
         try:
             arr = np.array(data, dtype=dtype)
