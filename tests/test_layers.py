@@ -26,6 +26,7 @@ FLOORS = {
     "tapegrad.core.promotion": 1,        # dtype rules the Tensor type needs (infer_dtype)
     "tapegrad.core.dtypes": 1,           # PyTorch's spellings of a dtype in messages
     "tapegrad.core.descriptors": 1,        # slot addressing, strided descriptors (core/descriptors.py)
+    "tapegrad.core.buffers": 1,          # kept buffers that tg.tensor's large copies reuse
     # 2, the op families
     "tapegrad.ops": 2,
     "tapegrad.ops._args": 2,
