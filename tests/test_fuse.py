@@ -48,8 +48,9 @@ def check_fused(fn, *arrays):
     """Record ``fn`` with fusion, replay it, and check that it fused and that its value
     and gradients are eager's."""
     rt = tg.record(fn, *arrays, fuse=True)
-    v, g = rt.value_and_grad(*arrays)
+    rt.value_and_grad(*arrays)          # (an unfused replay: the program is fused after it)
     assert rt.fusion["fused"], rt.fusion
+    v, g = rt.value_and_grad(*arrays)
     want, gw = eager_value_and_grad(fn, list(arrays), list(range(len(arrays))))
     close(v, want)
     for a, b in zip(g if isinstance(g, tuple) else (g,), gw):
@@ -254,11 +255,12 @@ def test_views_transposes_and_slices_fused():
     def fn(x):
         return (x.t()[1:, ::2] * 0.5).exp().sum() + (x[::2, 1:].t() * x[1:4, :7].t()).sum() + x.reshape(4, 12)[:, 3].sum()
     rt = tg.record(fn, xv, fuse=True)
+    rt.value_and_grad(xv)               # (an unfused replay: the program is fused after it)
+    assert rt.fusion["fused"], rt.fusion
     v, g = rt.value_and_grad(xv)
     want, (gw,) = eager_value_and_grad(fn, [xv], [0])
     close(v, want)
     close(g, gw)
-    assert rt.fusion["fused"], rt.fusion
 
 
 def test_fused_tape_keeps_backward_semantics():
@@ -322,8 +324,9 @@ def test_empty_operand_fused():
     def fn(a, b):
         return (a * b).sum() + (b * b).sum()
     rt = tg.record(fn, av, bv, fuse=True)
-    v, (ga, gb) = rt.value_and_grad(av, bv)
+    rt.value_and_grad(av, bv)           # (an unfused replay: the program is fused after it)
     assert rt.fusion["fused"], rt.fusion
+    v, (ga, gb) = rt.value_and_grad(av, bv)
     close(v, (bv * bv).sum())
     assert ga.shape == (0, 3)
     close(gb, 2 * bv)
@@ -435,3 +438,51 @@ def test_integer_powers_fused(p):
     other integral p, libm's pow otherwise; value and gradient are eager's."""
     xv = RNG.uniform(0.5, 1.5, 70000)
     check_fused(lambda x: (x ** p).sum(), xv)
+
+
+def _stencil(x, c):
+    return ((x[:, 1:] - x[:, :-1]) ** 2 * c).sum() + (x.sin() * c).sum()
+
+
+def _bias(x, b):
+    return ((x + b) ** 2).sum() + (x * b).sin().sum()
+
+
+@pytest.mark.parametrize("fn, shapes, kinds", [
+    (rosen, [(5000,)], {"carry"}),                      # x[i] and x[i + 1]
+    (_stencil, [(300, 250), (300, 1)], {"carry", "hoist", "row"}),
+    (_bias, [(300, 250), (300, 1)], {"hoist", "row"}),  # one element per row
+    (_bias, [(300, 250), (250,)], {"row"}),
+    (lambda x: (x[::2] * x[1::2]).sum(), [(6000,)], set()),   # two offsets, not one step apart
+    # two loops adding into one gradient: the second adds to what the first wrote
+    (lambda x: (x.sin() * x.cos()).sum() + (x[:-1] * x[1:].exp()).sum(), [(5000,)], {"carry", "row"}),
+    (lambda x: (x[:-1] * x[1:].exp()).sum() + (x.sin() * x.cos()).sum(), [(5000,)], {"carry", "row"}),
+])
+def test_adjoint_accumulators_change_no_bit(monkeypatch, fn, shapes, kinds):
+    """The reverse loops add into locals (``_accumulators``) instead of one ``+=`` on
+    the gradient array per contribution: the same additions in the same order, so
+    every gradient is bitwise that of the loops without them, and eager's to 1e-12."""
+    from tapegrad.replay import fuse
+    arrays = [RNG.uniform(0.5, 2, s) for s in shapes]
+    seen = set()
+    plain = fuse.FusedProgram._accumulators
+
+    def spy(self, g):
+        acc = plain(self, g)
+        seen.update(kind for kind, _, _ in acc.values())
+        return acc
+    monkeypatch.setattr(fuse.FusedProgram, "_accumulators", spy)
+    rt = tg.record(fn, *arrays, fuse=True)
+    rt.value_and_grad(*arrays)          # (an unfused replay: the program is fused after it)
+    assert rt.fusion["fused"] and seen == kinds, (rt.fusion, seen)
+    v1, g1 = rt.value_and_grad(*arrays)
+    monkeypatch.setattr(fuse.FusedProgram, "_accumulators", lambda self, g: {})
+    rt = tg.record(fn, *arrays, fuse=True)
+    rt.value_and_grad(*arrays)
+    assert rt.fusion["fused"]
+    v2, g2 = rt.value_and_grad(*arrays)
+    g1, g2 = (g1, g2) if isinstance(g1, tuple) else ((g1,), (g2,))
+    assert v1 == v2 and all(np.array_equal(a, b) for a, b in zip(g1, g2))
+    want, gw = eager_value_and_grad(fn, arrays, list(range(len(arrays))))
+    for a, b in zip(g1, gw):
+        close(a, b)

@@ -362,7 +362,8 @@ class FusedProgram:
             for s in g.reds:
                 if self.shapes[s] != ():
                     lines.append(ind + "o%d[:] = 0.0" % s)
-        lines += self._nest(g, self._body(g, reverse), full)
+        pre, post = [], []
+        lines += self._nest(g, self._body(g, reverse, pre, post), full, pre, post)
         for s in full:
             lines.append(ind + "o%d[0] = t%d" % (s, s))
         if not reverse:
@@ -373,19 +374,21 @@ class FusedProgram:
         lines.append(ind + "return 0")
         return "\n".join(lines) + "\n"
 
-    def _nest(self, g, body, full):
-        """The loop nest over ``g``'s shape around ``body`` (its lines).  A full sum is
-        added in blocks of ``BLOCK`` along the innermost axis, each block into
-        ``LANES`` partial sums (``@L`` in ``body`` names the lane): one chain of adds
-        is bound by their latency, not by memory."""
+    def _nest(self, g, body, full, pre=(), post=()):
+        """The loop nest over ``g``'s shape around ``body`` (its lines), with ``pre`` and
+        ``post`` around the innermost loop.  A full sum is added in blocks of ``BLOCK``
+        along the innermost axis, each block into ``LANES`` partial sums (``@L`` in
+        ``body`` names the lane): one chain of adds is bound by their latency, not by
+        memory."""
         ind, nd = "    ", len(g.shape)
         if nd == 0:
             return [ind + ln.replace("@L", "0") for ln in body]
         lines = [ind * (d + 1) + "for i%d in range(%d):" % (d, g.shape[d]) for d in range(nd - 1)]
         last, depth, n = nd - 1, ind * nd, g.shape[-1]
         if not full:
+            lines += [depth + ln for ln in pre]
             lines.append(depth + "for i%d in range(%d):" % (last, n))
-            return lines + [depth + ind + ln for ln in body]
+            return lines + [depth + ind + ln for ln in body] + [depth + ln for ln in post]
         lanes = LANES if n >= 4 * LANES else 1
         inner = depth + ind
         lines.append(depth + "for b%d in range(0, %d, %d):" % (last, n, BLOCK))
@@ -408,9 +411,48 @@ class FusedProgram:
             lines.append(inner + "t%d += %s" % (s, lanes_sum[0]))
         return lines
 
-    def _body(self, g, reverse):
+    def _accumulators(self, g):
+        """How each gradient array of ``g`` is added into: {base: (kind, lowest offset, strides)}.
+
+        Every base whose loads share their strides gets a local accumulator ``a<b>``,
+        so that the loop does not wait on its own stores (a store, then a load of the
+        same element, is a chain of latencies): ``"row"`` when the loads are at one
+        element per iteration (loaded at its start, stored at its end); ``"hoist"``
+        when that element does not move along the innermost axis (loaded before the
+        loop, stored after it); ``"carry"`` when the loads are at two offsets one
+        innermost step apart, x[i] and x[i + 1]: element i + 1's sum is carried in
+        ``c<b>`` to the next iteration, where it is element i.  Each element still
+        receives its contributions in the same order, so the sums are bitwise those
+        of one ``+=`` per contribution."""
+        nd = len(g.shape)
+        loads = {}
+        for (s, j), (b, aff) in self.loads.items():
+            if j != "out" and s in g.members and aff is not None and self.rg[b]:
+                loads.setdefault(b, []).append(aff)
+        acc = {}
+        for b, affs in loads.items():
+            strides = {st for _, st in affs}
+            offsets = sorted({o for o, _ in affs})
+            if len(strides) != 1:
+                continue
+            st = strides.pop()
+            if nd == 0 or (len(offsets) == 1 and st[-1] != 0):
+                acc[b] = ("row", offsets[0], st)
+            elif len(offsets) == 1:
+                acc[b] = ("hoist", offsets[0], st)
+            elif len(offsets) == 2 and offsets[1] - offsets[0] == st[-1] and g.shape[-1] >= 2:
+                acc[b] = ("carry", offsets[0], st)
+        return acc
+
+    def _index_at(self, aff, nd, last):
+        """``_index`` of ``aff`` with the innermost index the constant ``last``."""
+        off, st = aff
+        return self._index((off + st[-1] * last, st[:-1] + (0,)), nd)
+
+    def _body(self, g, reverse, pre=None, post=None):
         """The lines of one iteration: the loads, every value in tape order, then
-        (forward) the writes or (reverse) the adjoints."""
+        (forward) the writes or (reverse) the adjoints; (reverse) the accumulators'
+        lines around the innermost loop go to ``pre`` and ``post``."""
         nd = len(g.shape)
         body = []
         cidx = self._index((0, _cstrides(g.shape)), nd)
@@ -437,6 +479,22 @@ class FusedProgram:
                     body.append("o%d[%s] = v%d" % (s, cidx, s))
             return body
         rg = self.rg
+        self._acc = acc = self._accumulators(g)
+        ends = []
+        for b, (kind, off, st) in sorted(acc.items()):
+            at0 = self._index((off, st), nd)
+            if kind == "row":
+                body.append("a%d = ge%d[%s]" % (b, b, at0))
+                ends.append("ge%d[%s] = a%d" % (b, at0, b))
+            elif kind == "hoist":
+                pre.append("a%d = ge%d[%s]" % (b, b, self._index_at((off, st), nd, 0)))
+                post.append("ge%d[%s] = a%d" % (b, self._index_at((off, st), nd, 0), b))
+            else:
+                at1 = self._index((off + st[-1], st), nd)
+                pre.append("c%d = ge%d[%s]" % (b, b, self._index_at((off, st), nd, 0)))
+                body += ["a%d = c%d" % (b, b), "c%d = ge%d[%s]" % (b, b, at1)]
+                ends.append("ge%d[%s] = a%d" % (b, at0, b))
+                post.append("ge%d[%s] = c%d" % (b, self._index_at((off + st[-1], st), nd, g.shape[-1] - 1), b))
         for s in g.members:
             if rg[s] and s not in g.reds:
                 body.append("d%d = %s" % (s, ("go%d[%s]" % (s, cidx)) if s in g.outs else "0.0"))
@@ -463,7 +521,7 @@ class FusedProgram:
                         names[var] = self._load_name(s, j)
                 for j, rule in ((0, op.rule_a), (1, op.rule_b)):
                     self._add_adjoint(body, s, j, "(%s)" % _subst(rule, names), g)
-        return body
+        return body + ends
 
     def _add_adjoint(self, body, s, j, expr, g):
         """The contribution ``expr`` of entry ``s`` to the adjoint of its operand ``j``."""
@@ -474,6 +532,8 @@ class FusedProgram:
             return
         if aff is None:
             body.append("d%d += %s" % (b, expr))
+        elif b in self._acc:
+            body.append("%s%d += %s" % ("c" if aff[0] != self._acc[b][1] else "a", b, expr))
         else:
             body.append("ge%d[%s] += %s" % (b, self._index(aff, len(g.shape)), expr))
 
