@@ -25,6 +25,8 @@ import numpy as np
 
 from .registry import CONST, EXT, LEAF, OPCODES
 
+VARIADIC = -2   # in an entry's C field: its input slots are listed in aux (at its AUX offset)
+
 _ids = itertools.count(1)
 _tls = threading.local()
 
@@ -163,8 +165,35 @@ def tape_of(st):
     it is full or sealed); the recorders, which hold ``st`` already, call it directly."""
     t = st.tape
     if t is None or (t.n >= t.limit and not t.room()):
+        if t is not None and t.ext:
+            prune_imports(t)
         t = st.tape = Tape()
     return t
+
+
+def prune_imports(T):
+    """Free what the tapes ``T`` imports from hold beyond what ``T`` needs of them.
+
+    A tape full in the middle of an expression leaves it to the next, which imports
+    the tensors of the expression so far and so holds the tape they are on: a loop
+    that records without backward would chain every tape to the last.  Once no
+    tensor of an older tape is alive (only ``T``'s imports refer to it), all a
+    backward can reach there is what the imported slots depend on: the rest is
+    marked freed, its saved values dropped, and its own imports outside that cone
+    forgotten, which frees the tapes before it."""
+    older = {}
+    for To, so in T.ext.values():
+        older.setdefault(id(To), [To, []])[1].append(so)
+    for entry in older.values():
+        To, slots = entry
+        # holders: T's import tuples, ``entry``, ``To`` here and getrefcount's argument
+        if To.owner != T.owner or sys.getrefcount(To) != len(slots) + 3 or To.hooks or To.retained:
+            continue
+        To.keep_only(slots)
+    older.clear()
+
+
+_PRUNE_LIMIT = 1 << 14      # entries in the cone past which ``keep_only`` leaves a tape as it is
 
 
 def rotate():
@@ -462,6 +491,42 @@ class Tape:
                           0.0, 0.0, t._data, False, t._ver)
         t._slot, t._slot_version = s, t._ver[0]
         return s
+
+    def keep_only(self, slots):
+        """Keep only what a backward from ``slots`` reads (the entries they depend on):
+        every other entry is marked freed (a backward reaching one raises PyTorch's
+        error) and its saved value dropped, and the imports outside forgotten."""
+        n = self.n
+        ints = np.frombuffer(self.buf, np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
+        aux = self.aux_array()
+        cone = np.zeros(n, np.uint8)
+        todo = [s for s in slots if 0 <= s < n]
+        seen = 0
+        while todo:
+            s = todo.pop()
+            if cone[s]:
+                continue
+            cone[s] = 1
+            seen += 1
+            if seen > _PRUNE_LIMIT:
+                return False
+            row = ints[s]
+            if row[C] == VARIADIC:
+                at = row[AUX]
+                todo.extend(int(i) for i in aux[at + 1:at + 1 + aux[at]] if i >= 0)
+            else:
+                todo.extend(int(i) for i in (row[A], row[B], row[C]) if i >= 0)
+        del ints
+        freed = cone ^ 1
+        freed[:self.freed.size] |= self.freed[:n]
+        self.freed = freed
+        vals = self.vals
+        for s in np.flatnonzero(cone == 0).tolist():
+            vals[s] = None
+        for s in [s for s in self.ext if not cone[s]]:
+            del self.ext[s]
+        self.imports = {k: s for k, s in self.imports.items() if cone[s]}
+        return True
 
     # -- inspection -----------------------------------------------------------
     def entries(self):

@@ -33,7 +33,7 @@ CODES = {
     SCATTER_ADD: define(SHAPE, SCATTER_ADD, "scatter_add"),
     STRIDED_SCATTER: define(SHAPE, STRIDED_SCATTER, "strided_scatter"),
 }
-VARIADIC = -2   # an entry whose input slots are listed in aux, see ``_record``
+VARIADIC = _tp.VARIADIC   # an entry whose input slots are listed in aux, see ``_record``
 
 
 @jit
