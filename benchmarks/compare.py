@@ -921,6 +921,28 @@ def first_calls(tg, names):
     return "\n".join(lines)
 
 
+def replay_peak_memory(tg, name="rosen_replay", calls=3):
+    """Peak memory traced (tracemalloc) during one steady-state call of a replayed
+    workload, as a multiple of its input's bytes (issue 20's target: <= 3 for rosen)."""
+    import tracemalloc
+    wl = WORKLOADS[name]
+    inputs = wl.make_inputs(np.random.default_rng(0))
+    nbytes = sum(v.nbytes for v in inputs.values() if isinstance(v, np.ndarray))
+    for _ in range(8):          # (recorded, fused as the timed runs were, kept buffers warm)
+        wl.tapegrad_fn(tg, inputs)
+    peaks = []
+    for _ in range(calls):
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        wl.tapegrad_fn(tg, inputs)
+        peaks.append(tracemalloc.get_traced_memory()[1] - base)
+        tracemalloc.stop()
+    peak = min(peaks)
+    return peak / nbytes, (f"peak memory of one {name} call (tracemalloc): {peak / 2 ** 20:.1f} MiB, "
+                           f"{peak / nbytes:.2f} x the input's {nbytes / 2 ** 20:.1f} MiB (target <= 3)")
+
+
 SIDES = (("tapegrad eager", None, "tapegrad_ms"), ("tapegrad replayed", "_replay", "tapegrad_ms"),
          ("tapegrad fused", "_fused", "tapegrad_ms"), ("PyTorch", None, "torch_ms"), ("JAX", None, "jax_ms"), ("hand-written", None, "limit_ms"),
          ("hand-written Numba", None, "numba_ms"))
@@ -1036,6 +1058,11 @@ def main(argv=None):
     replayed = [n for n in args.only if n.endswith("_replay")]
     if replayed:
         print(first_calls(tg, replayed))
+
+    if "rosen_replay" in args.only:
+        ratio, line = replay_peak_memory(tg)
+        print(line)
+        next(r for r in rows if r["workload"] == "rosen_replay")["peak_memory_x_input"] = ratio
 
     if any(side + "_ms" in r for r in rows for side in LIMIT_SIDES):
         print("NumPy, Numba: value and gradient written by hand; jax.jit(value_and_grad) in steady state; "

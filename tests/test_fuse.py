@@ -486,3 +486,62 @@ def test_adjoint_accumulators_change_no_bit(monkeypatch, fn, shapes, kinds):
     want, gw = eager_value_and_grad(fn, arrays, list(range(len(arrays))))
     for a, b in zip(g1, gw):
         close(a, b)
+
+
+def test_a_fused_replay_that_differs_is_refused_with_one_warning(monkeypatch):
+    """The first fused replay is checked against the unfused one: a difference (here a
+    loop made wrong on purpose) keeps the tape unfused, with one warning naming the
+    function, and every replay exact."""
+    from tapegrad.replay import fuse
+    real = fuse.FusedProgram.forward
+
+    def off_by_a_little(self, arrays):
+        vals = real(self, arrays)
+        for s in self.groups[-1].outs:
+            vals[s] = vals[s] * (1 + 1e-9)
+        return vals
+    monkeypatch.setattr(fuse.FusedProgram, "forward", off_by_a_little)
+    xv = RNG.uniform(-2, 2, 300)
+
+    def my_rosen(x):
+        return rosen(x)
+    f = tg.compile(my_rosen, fuse=True)
+    _, (gw,) = eager_value_and_grad(rosen, [xv], [0])
+    with pytest.warns(RuntimeWarning, match="fused replay of .*my_rosen.* differs from the unfused one") as got:
+        for _ in range(4):
+            x = tg.tensor(xv, requires_grad=True)
+            y = f(x)
+            y.backward()
+            close(y.item(), rosen(tg.tensor(xv)).item())
+            close(x.grad.numpy(), gw)
+    assert len([w for w in got if "differs from the unfused" in str(w.message)]) == 1
+    info = f.fusion()[0]
+    assert info["fused"] is False and "differs from the unfused one" in info["why"], info
+
+
+def test_guards_still_fall_back_on_a_fused_tape():
+    """A Python branch on a value is guarded as without fusion: inputs that take the other
+    branch run eagerly (exact), the fused tape serves the inputs that take its branch."""
+    def f(x):
+        if (x.sum() > 0).item():
+            return (x * x).sum()
+        return x.sin().sum()
+    c = tg.compile(f, fuse=True)
+    xp = RNG.uniform(0.1, 1.0, 200)
+    for _ in range(3):
+        x = tg.tensor(xp, requires_grad=True)
+        c(x).backward()
+    assert c.fusion()[0]["fused"], c.fusion()
+    close(x.grad.numpy(), 2 * xp)
+    xn = -xp
+    x = tg.tensor(xn, requires_grad=True)
+    y = c(x)
+    y.backward()
+    close(y.item(), np.sin(xn).sum())
+    close(x.grad.numpy(), np.cos(xn))
+    x = tg.tensor(2 * xp, requires_grad=True)           # back on the fused branch
+    y = c(x)
+    y.backward()
+    close(y.item(), (4 * xp * xp).sum())
+    close(x.grad.numpy(), 4 * xp)
+    assert c.fusion()[0]["fused"]
