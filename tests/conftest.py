@@ -11,12 +11,13 @@ os.environ.setdefault("TAPEGRAD_BACKGROUND_COMPILE", "0")
 @pytest.fixture(autouse=True)
 def _fused_compiles_finish_in_their_test():
     """A test that replays a large recording often enough starts fuse="auto"'s compile in a
-    thread; wait for it at the test's end, so that it never runs (and allocates) inside the
+    thread (and one that walks a tape for second derivatives often enough, its tangent
+    program's); wait for it at the test's end, so that it never runs (and allocates) inside the
     next tests' measurements (the memory-flatness tests trace every thread)."""
     yield
     import threading
     for t in threading.enumerate():
-        if t.name == "tapegrad-fuse":
+        if t.name in ("tapegrad-fuse", "tapegrad-tangent"):
             t.join(120)
 
 

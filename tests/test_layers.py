@@ -60,6 +60,7 @@ FLOORS = {
     "tapegrad.autograd.graph": 4,
     "tapegrad.autograd.walk": 4,
     "tapegrad.autograd.tangent": 4,
+    "tapegrad.autograd.tangent_program": 4,   # forward over reverse, compiled per tape structure
     "tapegrad._background": 4,          # the background compile the engine asks for
     # 5, the public functions and replay
     "tapegrad.functions": 5,

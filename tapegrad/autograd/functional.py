@@ -32,6 +32,7 @@ from ..core import tape as _tp
 from ..ops.shape import stack
 from ..core.tensor import Tensor
 from . import tangent as _tangent
+from . import tangent_program as _program
 from .api import grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
@@ -286,6 +287,12 @@ def _second_order(tape, out_slot, directions, K):
     """{input index: (1 + K, n) batch}: the gradient (row 0) and its derivatives
     along the K ``directions`` {input index: (K, n)} (rows 1..K), from one tangent
     pass and one forward-over-reverse pass; inputs nothing reached are left out."""
+    slots = {tape.ins[i]: d for i, d in directions.items() if tape.ins[i] is not None}
+    if slots and tape.hi >= 0:
+        targets = [s for s in tape.ins if s is not None]
+        got = _program.second_order(tape.T, slots, targets, out_slot)
+        if got is not None:
+            return {i: got[s] for i, s in enumerate(tape.ins) if s is not None}
     ctx = tape.tangents(directions)
     if ctx is None:
         return {}

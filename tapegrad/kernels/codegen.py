@@ -575,3 +575,38 @@ def load():
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod, digest
+
+
+# -- per-tape programs (the fused replay, the tangent programs): one module per source ---
+_HEADERS = {}
+
+
+def tape_header(what):
+    """The header of a module generated for one tape, made once per process for the rows
+    as they are (checking every row takes about 60 ms; such a module is planned per tape)."""
+    key = (what, id(ALL_UNARY), len(ALL_UNARY), id(ALL_BINARY), len(ALL_BINARY))
+    h = _HEADERS.get(key)
+    if h is None:
+        h = _HEADERS[key] = HEADER.format(hash=what, math_import=math_import())
+    return h
+
+
+def load_tape_module(prefix, digest, source):
+    """The module of ``source`` generated for one tape, written once as ``<prefix>_<digest>.py``
+    where the kernels' is (Numba's disk cache needs a real file: a later process with the
+    same tape loads the machine code) and imported once per process."""
+    name = "tapegrad_%s_%s" % (prefix, digest)
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return mod
+    path = os.path.join(_writable_dir(), "%s_%s.py" % (prefix, digest))
+    if not os.path.exists(path):
+        tmp = path + ".%d.tmp" % os.getpid()
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules[name] = mod
+    return mod

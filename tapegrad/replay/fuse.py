@@ -25,10 +25,7 @@ magnitudes, where NumPy's pairwise sum has log2(n); ``Recording`` checks the fir
 """
 import ast
 import hashlib
-import importlib.util
 import math
-import os
-import sys
 import time
 
 import numpy as np
@@ -543,20 +540,7 @@ class FusedProgram:
         its arguments (float64 arrays), timing it and whether Numba's cache served it."""
         from ..kernels import codegen
         t0 = time.perf_counter()
-        d = codegen._writable_dir()
-        path = os.path.join(d, "fused_%s.py" % self.digest)
-        if not os.path.exists(path):
-            tmp = path + ".%d.tmp" % os.getpid()
-            with open(tmp, "w") as f:
-                f.write(self.source)
-            os.replace(tmp, path)
-        name = "tapegrad_fused_%s" % self.digest
-        mod = sys.modules.get(name)
-        if mod is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            sys.modules[name] = mod
+        mod = codegen.load_tape_module("fused", self.digest, self.source)
         cached = True
         for gi, g in enumerate(self.groups):
             g.fwd, g.rev = getattr(mod, "fwd_%d" % gi), getattr(mod, "rev_%d" % gi)
@@ -701,18 +685,11 @@ class _CallContext:
 
 
 _EMPTY = np.zeros(0)
-_HEADERS = {}
 
 
 def _header():
-    """The generated kernels' header, made once for the rows as they are (checking
-    every row takes about 60 ms: a fused program is planned per tape)."""
     from ..kernels import codegen
-    key = (id(codegen.ALL_UNARY), len(codegen.ALL_UNARY), id(codegen.ALL_BINARY), len(codegen.ALL_BINARY))
-    h = _HEADERS.get(key)
-    if h is None:
-        h = _HEADERS[key] = codegen.HEADER.format(hash="fused tape", math_import=codegen.math_import())
-    return h
+    return codegen.tape_header("fused tape")
 
 
 def _literal(v):

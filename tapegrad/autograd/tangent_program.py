@@ -1,0 +1,627 @@
+"""Forward over reverse on a tape, compiled: one generated Numba function per tape shape.
+
+``autograd.tangent`` walks a tape in NumPy, a few calls per entry over K directions;
+on vectors of thousands of elements its Python and temporaries are most of the time.
+Here the same two passes are written out for one tape: a loop per entry, its
+tangent rule, then in reverse a loop per entry for its adjoint and the adjoint's
+tangents (the rule once more, and the rule differentiated along the tangents of
+what it reads: ``dual``).  Every rule comes from its op record, as the compiled
+kernels' do.
+
+A program is keyed by the tape's structure from the first seeded slot on
+(opcodes, relative slots, sizes, auxiliary words, which slots are seeded and
+wanted), not by its values or scalar parameters, so that each call of a loss that
+records the same tape again finds it.  It is compiled in a background thread once
+the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
+until then), written where the kernels are and cached by Numba on disk.  Tapes with
+an entry outside the elementwise ops, sums, means, reshapes and strided views keep
+the NumPy walk (``supported`` says why not).
+"""
+import ast
+import hashlib
+import threading
+
+import numpy as np
+
+from ..core import tape as _tp
+from ..core.descriptors import strided_map_np
+from ..core.registry import BINARY, BINARY2, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
+from ..ops import elementwise as _ew
+from ..ops import reduce as _rd
+from ..ops._record import RESHAPE, STRIDED
+
+COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
+MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the compile grows with the source) ...
+MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one function slowly)
+MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
+
+_TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
+_OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
+
+
+class Unsupported(Exception):
+    """Why a tape keeps the NumPy walk."""
+
+
+# -- a rule differentiated, as source: (value, tangent or None) ------------------------
+_ONE_ARGUMENT = {       # the derivative of f at u, for each function of one argument a rule calls
+    "abs": "sign({u})", "cos": "(-sin({u}))", "sin": "cos({u})", "cosh": "sinh({u})", "sinh": "cosh({u})",
+    "exp": "exp({u})", "log": "(1.0 / {u})", "log1p": "(1.0 / (1.0 + {u}))", "sqrt": "(0.5 / sqrt({u}))",
+    "lgamma": "digamma({u})", "digamma": "polygamma({u}, 1.0)", "i0": "i1({u})",
+    "i1": "where(abs({u}) <= 2.220446049250313e-16, 0.5, i0({u}) - i1({u}) / {u})",
+    "i0e": "(i1e({u}) - sign({u}) * i0e({u}))",
+    "i1e": "where(abs({u}) <= 2.220446049250313e-16, 0.5, i0e({u}) - i1e({u}) * (sign({u}) + 1.0 / {u}))",
+    "bessel_j0": "(-bessel_j1({u}))",
+    "bessel_j1": "where(abs({u}) <= 2.220446049250313e-16, 0.5, bessel_j0({u}) - bessel_j1({u}) / {u})",
+}
+_STEPS = frozenset(("sign", "floor", "ceil", "trunc", "nan_like"))     # zero derivative
+
+
+def _plus(u, v):
+    if u is None:
+        return v
+    if v is None:
+        return u
+    return "(%s + %s)" % (u, v)
+
+
+def _times(t, v):
+    return None if t is None else "(%s * %s)" % (t, v)
+
+
+def dual(rule, env):
+    """``(value, tangent)`` source of the expression ``rule``, ``env`` mapping each name
+    it reads to its (value, tangent or None) source; the tangent is None where zero.
+    The same derivatives as ``ops/_dual.py``'s, written out for compiled code."""
+    return _dual(ast.parse(rule, mode="eval").body, env)
+
+
+def _value(node, env):
+    class Values(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return ast.parse(env[n.id][0], mode="eval").body if n.id in env else n
+    return ast.unparse(Values().visit(ast.parse(ast.unparse(node), mode="eval").body))
+
+
+def _dual(node, env):
+    if isinstance(node, ast.Constant):
+        return repr(float(node.value)) if isinstance(node.value, (int, float)) else repr(node.value), None
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        u, du = _dual(node.operand, env)
+        return "(-%s)" % u, None if du is None else "(-%s)" % du
+    if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+        return "(%s)" % _value(node, env), None          # a condition: not differentiated
+    if isinstance(node, ast.BinOp):
+        (u, du), (v, dv) = _dual(node.left, env), _dual(node.right, env)
+        op = type(node.op)
+        if op is ast.Add:
+            return "(%s + %s)" % (u, v), _plus(du, dv)
+        if op is ast.Sub:
+            return "(%s - %s)" % (u, v), _plus(du, None if dv is None else "(-%s)" % dv)
+        if op is ast.Mult:
+            return "(%s * %s)" % (u, v), _plus(_times(du, v), _times(dv, u))
+        if op is ast.Div:
+            q = "(%s / %s)" % (u, v)
+            return q, _plus(None if du is None else "(%s / %s)" % (du, v),
+                            None if dv is None else "(-%s * %s / %s)" % (dv, q, v))
+        raise Unsupported("a rule's %s has no second-order form" % op.__name__)
+    if isinstance(node, ast.Call):
+        name = node.func.id
+        args = [_dual(a, env) for a in node.args]
+        vals = ", ".join(a for a, _ in args)
+        value = "%s(%s)" % (name, vals)
+        if name == "where":
+            (c, _), (a, da), (b, db) = args
+            if da is None and db is None:
+                return value, None
+            return value, "where(%s, %s, %s)" % (c, da or "0.0", db or "0.0")
+        if name == "ipow":
+            (u, du), (e, de) = args
+            t = None if du is None else "(%s * where(%s == 0.0, 0.0, %s * ipow(%s, %s - 1.0)))" % (du, e, e, u, e)
+            if de is not None:
+                t = _plus(t, "(%s * where(%s == 0.0, 0.0, %s * log(where(%s == 0.0, 1.0, %s))))"
+                          % (de, u, value, u, u))
+            return value, t
+        if name == "fmod":
+            (u, du), (v, dv) = args
+            return value, _plus(du, None if dv is None else "(-%s * trunc(%s / %s))" % (dv, u, v))
+        if name == "polygamma":
+            (u, du), (n, _) = args
+            return value, _times(du, "polygamma(%s, %s + 1.0)" % (u, n))
+        if name in _STEPS:
+            return value, None
+        if name not in _ONE_ARGUMENT:
+            raise Unsupported("a rule calls %s(), which has no derivative here" % name)
+        (u, du), = args
+        return value, _times(du, _ONE_ARGUMENT[name].format(u=u))
+    raise Unsupported("a rule's %s has no second-order form" % type(node).__name__)
+
+
+# -- planning: views folded into index maps, entries into loops ---------------------
+class _Access:
+    """How a loop over ``n`` elements reads slot ``slot``: element ``i`` is ``slot``'s
+    element ``map[i]`` (``map`` None: element ``i`` itself)."""
+    __slots__ = ("slot", "map")
+
+    def __init__(self, slot, m, n=0, size=0):
+        self.slot = slot
+        self.map = None if (m is None or size == n and np.array_equal(m, np.arange(n))) else np.asarray(m, np.int64)
+
+
+class _Entry:
+    """An entry the program computes: ``kind`` "unary", "binary" or "sum" (a sum or mean,
+    over all or over groups: ``out_map``), its loop size ``n``, and per operand the
+    access to its base (``ops``: tangents, adjoints; None for an operand that depends
+    on no seeded slot) and to its own slot (``own``: values, as the tape saved them)."""
+    __slots__ = ("slot", "kind", "op", "n", "ops", "own", "baked", "mean", "count", "out_map", "group")
+
+
+class _Plan:
+    """The entries from the first seeded slot to the output that depend on a seeded
+    slot, views folded into the index maps of their readers, the rest grouped into
+    loops: an entry joins the first loop of its size after the loops that make its
+    operands, or the very loop of one it reads element for element, whose values
+    then pass in registers."""
+
+    def __init__(self, T, lo, hi, seeds, targets, out):
+        ints, flts = T.arrays()
+        aux = T.aux_array()
+        self.lo, self.out = lo, out
+        self.seeds, self.targets = list(seeds), list(targets)
+        self.sizes = {}
+        size = self._size = lambda s: self.sizes.setdefault(s, int(ints[s, _SIZE]))     # noqa: E731
+        self.view = {}          # view slot -> (base slot, base element of each of its elements)
+        dep = set(seeds)
+        self.entries, self.groups = [], []      # groups: [loop size, [members]]
+        self.group_of, self.sums = {}, set()
+        for s in range(lo, hi + 1):
+            row = ints[s]
+            if row[_OP] < META_END:
+                continue
+            variadic = row[_C] == _tp.VARIADIC
+            ins = ([int(i) for i in aux[row[_AUX] + 1:row[_AUX] + 1 + aux[row[_AUX]]]] if variadic else
+                   [int(row[_A]), int(row[_B]), int(row[_C])])
+            if not any(i in dep for i in ins if i >= 0):
+                continue
+            if variadic:
+                raise Unsupported("an entry with a list of inputs")
+            dep.add(s)
+            fam, k = family(int(row[_OP])), index(int(row[_OP]))
+            if fam == SHAPE and k in (RESHAPE, STRIDED):
+                b, m = self._chase(int(row[_A]))
+                self.view[s] = (b, m[strided_map_np(aux, int(row[_AUX]))] if k == STRIDED else m)
+                continue
+            self.entries.append(self._entry(s, row, fam, k, flts, aux, dep))
+        if out not in self.group_of:
+            raise Unsupported("the output is a view, or does not depend on the inputs")
+        if any(t not in seeds for t in targets):
+            raise Unsupported("a wanted slot has no direction")
+        if len(self.groups) > MAX_LOOPS:
+            raise Unsupported("its entries make %d loops (at most %d)" % (len(self.groups), MAX_LOOPS))
+
+    def _chase(self, s):
+        if s in self.view:
+            return self.view[s]
+        return s, np.arange(self._size(s))
+
+    def _entry(self, s, row, fam, k, flts, aux, dep):
+        size = self._size
+        e = _Entry()
+        e.slot, e.baked, e.mean, e.op = s, None, False, None
+        if fam in (UNARY, UNARY2):
+            e.kind, e.op, e.n = "unary", _TABLES[fam][k], size(s)
+            owns = [(int(row[_A]), np.arange(e.n))]
+            if _baked_opcodes()[row[_OP]]:
+                e.baked = (float(flts[s, _tp.F0]), float(flts[s, _tp.F1]))
+        elif fam in (BINARY, BINARY2):
+            e.kind, e.op, e.n = "binary", _TABLES[fam][k], size(s)
+            at, bits = int(row[_AUX]), int(row[_PARAM])
+            owns = []
+            for j in range(3):
+                o = int(row[_A + j])
+                if o < 0:
+                    owns.append(None)
+                    continue
+                if at >= 0 and not bits & (8 << j):
+                    m = strided_map_np(aux, at)
+                elif size(o) == e.n:
+                    m = np.arange(e.n)
+                else:
+                    m = np.zeros(e.n, np.int64)        # one element broadcast over the output
+                if at >= 0:
+                    at += 2 + 2 * int(aux[at])
+                owns.append((o, m))
+        elif fam == REDUCE and k in (_rd.SUM, _rd.MEAN):
+            a, ngroups = int(row[_A]), int(row[_PARAM])
+            e.kind, e.n, e.mean = "sum", size(a), k == _rd.MEAN
+            e.count = float(size(a) // max(ngroups, 1))
+            e.out_map = _Access(s, strided_map_np(aux, int(row[_AUX])) if ngroups != 1 else np.zeros(e.n, np.int64),
+                                e.n, size(s))
+            owns = [(a, np.arange(e.n))]
+        else:
+            raise Unsupported("entry %d (family %d, kernel %d) has no compiled forward-mode rule" % (s, fam, k))
+        e.own, e.ops = [], []
+        for got in owns:
+            if got is None:
+                e.own.append(None)
+                e.ops.append(None)
+                continue
+            o, m = got
+            e.own.append(_Access(o, m, e.n, size(o)))
+            b, mb = self._chase(o)
+            e.ops.append(_Access(b, mb[m], e.n, size(b)) if b in dep else None)
+        first = 0
+        for acc in e.ops:
+            if acc is not None and acc.slot in self.group_of:
+                g = self.group_of[acc.slot]
+                first = max(first, g if (acc.map is None and acc.slot not in self.sums) else g + 1)
+        g = next((j for j in range(first, len(self.groups)) if self.groups[j][0] == e.n), None)
+        if g is None:
+            g = len(self.groups)
+            self.groups.append([e.n, []])
+        self.groups[g][1].append(e)
+        e.group = self.group_of[s] = g
+        if e.kind == "sum":
+            self.sums.add(s)
+        return e
+
+    def in_register(self, e, acc):
+        """Whether entry ``e`` reads operand ``acc`` in a register of its own loop (a
+        member of the loop, element for element: the grouping makes it so)."""
+        return self.group_of.get(acc.slot) == e.group
+
+
+class _Source:
+    """The program's text: a forward loop for each loop whose tangents a later loop
+    reads; then, in reverse order, each loop's reverse: its tangents again, then its
+    adjoints and their tangents (``g<s>``, ``h<s>``) in registers within the loop, in
+    arrays (``ag<s>``, ``ah<s>``) across loops and for the wanted slots."""
+
+    def __init__(self, plan):
+        p = self.p = plan
+        self.maps, self._map_ids, self.values = [], {}, []
+        self.lines = []
+        self._loops, self._dp = 0, ""
+        self.t_arrays, self.a_arrays = set(), set(p.targets)      # slots whose tangent, adjoint cross loops
+        for e in p.entries:
+            for acc in e.ops:
+                if acc is not None and not p.in_register(e, acc):
+                    self.a_arrays.add(acc.slot)
+                    if acc.slot not in p.seeds:
+                        self.t_arrays.add(acc.slot)
+
+    def emit(self, depth, line):
+        self.lines.append("    " * depth + line)
+
+    def _idx(self, m):
+        """Element ``i`` through map ``m`` (None: ``i``): a constant, an affine
+        expression, or an index array of the program's arguments."""
+        if m is None:
+            return "i"
+        if m.size and (m == m[0]).all():
+            return str(int(m[0]))
+        if m.size > 1:
+            step = int(m[1] - m[0])
+            if np.array_equal(m, m[0] + step * np.arange(m.size)):
+                term = "i" if step == 1 else "%d * i" % step
+                return term if m[0] == 0 else "%d + %s" % (int(m[0]), term)
+        key = m.tobytes()
+        j = self._map_ids.get(key)
+        if j is None:
+            j = self._map_ids[key] = len(self.maps)
+            self.maps.append(np.ascontiguousarray(m, np.int64))
+        return "m%d[i]" % j
+
+    def _value(self, acc):
+        if acc.slot not in self.values:
+            self.values.append(acc.slot)
+        return "v%d[%s]" % (acc.slot, self._idx(acc.map))
+
+    def _tangent(self, e, acc):
+        if acc is None:
+            return None
+        if self.p.in_register(e, acc):
+            return "%s%d" % (self._dp, acc.slot)
+        return "%s%d[%s]" % ("s" if acc.slot in self.p.seeds else "t", acc.slot, self._idx(acc.map))
+
+    def _unary_env(self, e, tangents=False):
+        if e.baked is None:
+            env = {"p": ("p%d" % e.slot, None), "q": ("q%d" % e.slot, None)}
+        else:
+            env = {"p": (_literal(e.baked[0]), None), "q": (_literal(e.baked[1]), None)}
+        env["x"] = (self._value(e.own[0]) if e.op.saves & 1 else "0.0", self._tangent(e, e.ops[0]) if tangents else None)
+        env["y"] = (self._value(_Access(e.slot, None)) if e.op.saves & 8 else "0.0",
+                    "%s%d" % (self._dp, e.slot) if tangents else None)
+        return env
+
+    def _binary_env(self, e, rule, tangents=False):
+        """The names rule ``rule`` (0: a's, 1: b's) reads."""
+        reads = e.op.reads[rule]
+        env = {}
+        for j, name in enumerate("abc"):
+            if e.own[j] is None or not reads & (1 << j):
+                env[name] = ("0.0", None)
+            else:
+                env[name] = (self._value(e.own[j]), self._tangent(e, e.ops[j]) if tangents and j < 2 else None)
+        env["y"] = (self._value(_Access(e.slot, None)) if reads & 8 else "0.0",
+                    "%s%d" % (self._dp, e.slot) if tangents and reads & 8 else None)
+        return env
+
+    def _tangent_expr(self, e):
+        if e.kind == "unary":
+            return dual(e.op.rule, dict(self._unary_env(e), g=(self._tangent(e, e.ops[0]), None)))[0]
+        terms = []
+        for j, rule in ((0, e.op.rule_a), (1, e.op.rule_b)):
+            t = self._tangent(e, e.ops[j])
+            if t is not None:
+                terms.append(dual(rule, dict(self._binary_env(e, j), g=(t, None)))[0])
+        return " + ".join(terms) if terms else "0.0"
+
+    def build(self):
+        p = self.p
+        body = self.lines
+        for n, members in p.groups:
+            if any(e.slot in self.t_arrays for e in members):
+                self._forward(n, members)
+        for n, members in reversed(p.groups):
+            self._reverse(n, members)
+        self.lines = head = []
+        args = (["prm", "work"] + ["v%d" % s for s in self.values] + ["m%d" % j for j in range(len(self.maps))]
+                + ["s%d" % s for s in p.seeds])
+        self.emit(0, "@jit(cache=True, error_model=\"numpy\")")
+        self.emit(0, "def run(%s):" % ", ".join(args))
+        self.work = 0
+        for s in sorted(self.t_arrays):
+            self.emit(1, "t%d = work[%d:%d]" % (s, self.work, self.work + p.sizes[s]))
+            self.work += p.sizes[s]
+        for s in sorted(self.a_arrays):
+            n = p.sizes[s]
+            if s in p.targets:
+                self.emit(1, "ag%d, ah%d = np.zeros(%d), np.zeros(%d)" % (s, s, n, n))
+            else:
+                self.emit(1, "ag%d, ah%d = work[%d:%d], work[%d:%d]" % (s, s, self.work, self.work + n,
+                                                                      self.work + n, self.work + 2 * n))
+                self.emit(1, "ag%d[:] = 0.0" % s)
+                self.emit(1, "ah%d[:] = 0.0" % s)
+                self.work += 2 * n
+        for e in p.entries:
+            if e.kind == "unary" and e.baked is None:
+                self.emit(1, "p%d, q%d = prm[%d, 0], prm[%d, 1]" % (e.slot, e.slot, e.slot - p.lo, e.slot - p.lo))
+        self.emit(1, "pass")
+        ret = "return (%s,)" % ", ".join("ag%d, ah%d" % (t, t) for t in p.targets)
+        return "\n".join(head + body + ["    " + ret]) + "\n"
+
+    def _forward(self, n, members):
+        """The members' tangents, written where a later loop reads them."""
+        pre, post = [], []
+        self._loops += 1
+        self._dp = "f%d_" % self._loops       # (every name assigned once: Numba's SSA pass is then quick)
+        self.emit(1, "for i in range(%d):" % n)
+        for e in members:
+            if e.kind != "sum":
+                self.emit(2, "%s%d = %s" % (self._dp, e.slot, self._tangent_expr(e)))
+                if e.slot in self.t_arrays:
+                    self.emit(2, "t%d[i] = %s%d" % (e.slot, self._dp, e.slot))
+                continue
+            if e.slot not in self.t_arrays:
+                continue
+            at, t, scale = self._idx(e.out_map.map), self._tangent(e, e.ops[0]), " / %r" % e.count if e.mean else ""
+            if at.isdigit():        # (a total: in a local)
+                pre.append("acc%d = 0.0" % e.slot)
+                self.emit(2, "acc%d += %s" % (e.slot, t))
+                post.append("t%d[%s] = acc%d%s" % (e.slot, at, e.slot, scale))
+            else:
+                pre.append("t%d[:] = 0.0" % e.slot)
+                self.emit(2, "t%d[%s] += %s" % (e.slot, at, t))
+                if e.mean:
+                    post.append("t%d[:] = t%d%s" % (e.slot, e.slot, scale))
+        self._around(pre, post)
+
+    def _around(self, pre, post):
+        """Put ``pre`` before the loop just emitted (it starts at the last depth-1 ``for``)."""
+        at = max(i for i, ln in enumerate(self.lines) if ln.startswith("    for i in range("))
+        self.lines[at:at] = ["    " + ln for ln in pre]
+        for ln in post:
+            self.emit(1, ln)
+
+    def _reverse(self, n, members):
+        p = self.p
+        pre, post = [], []
+        consts = {}
+        self._loops += 1
+        self._dp = "d%d_" % self._loops
+        self._adj = {}          # slot -> the names of its adjoint and that's tangent now (each assigned once)
+        self.emit(1, "for i in range(%d):" % n)
+        for e in members:
+            if e.kind != "sum":
+                self.emit(2, "%s%d = %s" % (self._dp, e.slot, self._tangent_expr(e)))
+        for e in members:       # each member's adjoint: the seed, what later loops left, or 0
+            s = e.slot
+            at = self._idx(e.out_map.map) if e.kind == "sum" else "i"
+            if s == p.out:
+                first = ("1.0", "0.0")
+            elif s in self.a_arrays:
+                first = ("ag%d[%s]" % (s, at), "ah%d[%s]" % (s, at))
+            else:
+                first = ("0.0", "0.0")
+            self._adj[s] = ["g%d_0" % s, "h%d_0" % s, 0]
+            self.emit(2, "g%d_0 = %s" % (s, first[0]))
+            self.emit(2, "h%d_0 = %s" % (s, first[1]))
+        for e in reversed(members):
+            s = e.slot
+            g, h = self._adj[s][:2]
+            if e.kind == "sum":
+                scale = " / %r" % e.count if e.mean else ""
+                self._add(e, e.ops[0], g + scale, h + scale, consts, pre, post)
+                continue
+            for j, rule in ([(0, e.op.rule)] if e.kind == "unary" else [(0, e.op.rule_a), (1, e.op.rule_b)]):
+                if e.ops[j] is None:
+                    continue
+                env = self._unary_env(e, True) if e.kind == "unary" else self._binary_env(e, j, True)
+                c0, curvature = dual(rule, dict(env, g=(g, None)))
+                c1 = dual(rule, dict({k: (v, None) for k, (v, _) in env.items()}, g=(h, None)))[0]
+                self._add(e, e.ops[j], c0, c1 if curvature is None else "%s + %s" % (c1, curvature), consts, pre,
+                          post)
+        self._around(pre, post)
+
+    def _add(self, e, acc, c0, c1, consts, pre, post):
+        """Add ``c0`` (to the adjoint) and ``c1`` (to its tangent) of entry ``e`` into
+        operand ``acc``: a register of the loop, its arrays, or, when it is one
+        element for every ``i``, locals added to them after the loop."""
+        b = acc.slot
+        if self.p.in_register(e, acc):
+            names = self._adj[b]
+            names[2] += 1
+            g, h = "g%d_%d" % (b, names[2]), "h%d_%d" % (b, names[2])
+            self.emit(2, "%s = %s + %s" % (g, names[0], c0))
+            self.emit(2, "%s = %s + %s" % (h, names[1], c1))
+            names[0], names[1] = g, h
+            return
+        at = self._idx(acc.map)
+        if at.isdigit():
+            names = consts.get((b, at))
+            if names is None:
+                names = consts[(b, at)] = ("cg%d_%s" % (b, at), "ch%d_%s" % (b, at))
+                pre.append("%s = %s = 0.0" % names)
+                post += ["ag%d[%s] += %s" % (b, at, names[0]), "ah%d[%s] += %s" % (b, at, names[1])]
+            self.emit(2, "%s += %s" % (names[0], c0))
+            self.emit(2, "%s += %s" % (names[1], c1))
+            return
+        self.emit(2, "ag%d[%s] += %s" % (b, at, c0))
+        self.emit(2, "ah%d[%s] += %s" % (b, at, c1))
+
+
+# -- running: a program per tape structure, compiled in the background ------------------
+_PROGRAMS = {}      # structure key -> [walks seen, plan or Unsupported or None, compiled function or None]
+RUNS = [0]          # calls of compiled programs (tests, benchmarks)
+
+
+_BAKED = []
+
+
+def _baked_opcodes():
+    """Opcodes whose rule raises to a power made of the parameters (``x ** p``): their
+    parameters are written into the program (so that ``ipow`` folds to a product)
+    and are part of its key."""
+    if not _BAKED:
+        from ..core.registry import FAMILY_NAMES, FAMILY_SHIFT
+        from ..kernels import codegen
+        mask = np.zeros(len(FAMILY_NAMES) << FAMILY_SHIFT, bool)
+        mask[[op.code for op in _ew.ALL_UNARY if codegen._invariant_ipow(op.rule)]] = True
+        _BAKED.append(mask)
+    return _BAKED[0]
+
+
+def _key(T, lo, hi, seeds, targets, ints, flts):
+    """The structure of the tape from ``lo`` to ``hi``: its entries' integer fields but
+    their versions (absolute: a loss recorded again on a fresh tape finds the same),
+    the auxiliary words, the sizes of the slots before ``lo``, the parameters written
+    into the program (``_baked_opcodes``), the seeded and wanted slots."""
+    ops = ints[lo:hi + 1, _OP]
+    baked = np.flatnonzero(_baked_opcodes()[ops])
+    return (lo, ints[lo:hi + 1, :_tp.VERSION].tobytes(), T.aux_array().tobytes(), ints[:lo, _SIZE].tobytes(),
+            flts[lo + baked, _tp.F0:_tp.F1 + 1].tobytes() if baked.size else b"", tuple(seeds), tuple(targets))
+
+
+def _slot_value(T, ints, flts, s):
+    if ints[s, _OP] == _tp.LEAF:
+        v = T.leaves[s]._data
+    else:
+        v = T.vals[s]
+        if v is None:
+            if ints[s, _SIZE] != 1:
+                return None
+            return np.array([flts[s, _tp.VAL]])
+    if v.dtype != np.float64:
+        return None
+    return np.ascontiguousarray(v).reshape(-1)
+
+
+def second_order(T, seeds, targets, out):
+    """{target slot: (g, h)}: the gradient ``g`` of slot ``out`` at each wanted slot and
+    its derivative ``h`` along the tangents ``seeds`` {slot: (1, n)} (one direction),
+    by the tape structure's compiled program; or None while it is not compiled, or
+    when it cannot be (the caller then walks the tape in NumPy, ``autograd.tangent``)."""
+    from . import engine
+    if MODE[0] == "off" or engine.INTERPRET[0] == "always":
+        return None
+    lo, hi = min(seeds), out
+    if hi - lo >= MAX_ENTRIES or hi < lo or any(d.shape[0] != 1 for d in seeds.values()):
+        return None
+    ints, flts = T.arrays()
+    key = _key(T, lo, hi, seeds, targets, ints, flts)
+    got = _PROGRAMS.get(key)
+    if got is None:
+        got = _PROGRAMS[key] = [0, None, None]
+    got[0] += 1
+    plan, run = got[1], got[2]
+    if run is None:
+        if plan is None and got[0] >= COMPILE_AFTER:
+            try:
+                plan = got[1] = _Plan(T, lo, hi, sorted(seeds), list(targets), out)
+            except Unsupported as e:
+                plan = got[1] = e
+            if type(plan) is _Plan:
+                if MODE[0] == "now":
+                    _compile(got)
+                else:
+                    threading.Thread(target=_compile, args=(got,), name="tapegrad-tangent", daemon=True).start()
+        run = got[2]
+        if run is None:
+            return None
+    vals = []
+    for s in plan.values:
+        v = _slot_value(T, ints, flts, s)
+        if v is None:
+            return None     # (freed, or not float64: the NumPy walk says so or copes)
+        vals.append(v)
+    prm = np.ascontiguousarray(flts[lo:hi + 1, _tp.F0:_tp.F1 + 1])
+    tans = [np.ascontiguousarray(seeds[s][0], np.float64) for s in plan.seeds]
+    work = _tp.take_spare(plan.spare, 0, np.empty, plan.work)
+    with np.errstate(all="ignore"):
+        res = run(prm, work, *vals, *plan.maps, *tans)
+    plan.spare[0] = work
+    RUNS[0] += 1
+    return {t: (res[2 * i], res[2 * i + 1]) for i, t in enumerate(targets)}
+
+
+def _compile(got):
+    """Generate, write and compile the program of ``got``'s plan (in a background thread):
+    ``got[2]`` is the compiled function once done, or stays None after an error (with
+    ``got[1]`` the reason)."""
+    from .. import _jit
+    try:
+        _jit.load()
+        from ..kernels import codegen
+        import numba
+        plan = got[1]
+        src = _Source(plan)
+        source = codegen.tape_header("tangent program") + "\n" + src.build()
+        plan.values, plan.maps, plan.work, plan.spare = src.values, src.maps, max(src.work, 1), {}
+        digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+        run = codegen.load_tape_module("tangent", digest, source).run
+        f64, i64 = numba.float64, numba.int64
+        run.compile((f64[:, ::1], f64[::1]) + (f64[::1],) * len(plan.values) + (i64[::1],) * len(plan.maps)
+                    + (f64[::1],) * len(plan.seeds))
+        got[2] = run
+    except Exception as e:          # (kept on the NumPy walk, the reason kept)
+        got[1] = Unsupported("its program did not compile: %s: %s" % (type(e).__name__, str(e)[:300]))
+
+
+def wait(timeout=60.0):
+    """Wait for the tangent programs being compiled in the background (benchmarks, tests)."""
+    for t in threading.enumerate():
+        if t.name == "tapegrad-tangent":
+            t.join(timeout)
+
+
+def _literal(v):
+    """A float constant as source (``inf`` and ``nan`` are not Python literals)."""
+    v = float(v)
+    if v != v:
+        return "np.nan"
+    if v in (np.inf, -np.inf):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(v)

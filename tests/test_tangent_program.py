@@ -1,0 +1,227 @@
+"""The compiled forward over reverse (tapegrad/autograd/tangent_program.py).
+
+``dual``, the rules differentiated as source, against ``ops/_dual.py``'s NumPy
+derivatives for every rule of both elementwise tables; then whole programs (views,
+broadcasting, sums and means over dims, several loops) against the NumPy walk
+(autograd/tangent.py, itself checked against finite differences in test_tangent.py),
+against finite differences of the gradient and against Rosenbrock's Hessian by hand.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import functional as Fn
+from tapegrad.autograd import tangent_program as TP
+from tapegrad.ops import elementwise as E
+from tapegrad.ops._dual import NUMPY_FUNCTIONS
+
+F = tg.nn.functional
+RNG = np.random.default_rng(11)
+compiled_code = pytest.mark.skipif(os.environ.get("TAPEGRAD_INTERPRET") == "always",
+                                   reason="the tangent programs are compiled code (this run walks in NumPy)")
+
+
+# -- dual: every rule's derivative, as source, against _dual.py's ----------------------
+def _evaluate(src, names):
+    ns = dict(NUMPY_FUNCTIONS, np=np, **names)
+    with np.errstate(all="ignore"):
+        return float(eval(src, ns))
+
+
+def _rule_cases():
+    for op in E.ALL_UNARY:
+        yield op.name, op.rule, ("x", "y")
+    for op in E.ALL_BINARY:
+        yield op.name + "/a", op.rule_a, ("a", "b", "y")
+        yield op.name + "/b", op.rule_b, ("a", "b", "y")
+
+
+@pytest.mark.parametrize("name, rule, moving", list(_rule_cases()), ids=[c[0] for c in _rule_cases()])
+def test_dual_of_every_rule_matches_the_numpy_derivative(name, rule, moving):
+    from tapegrad.ops._dual import dual_rule
+    numpy_dual = dual_rule(rule)
+    rng = np.random.default_rng(abs(hash(name)) % 2 ** 32)
+    for _ in range(5):
+        point = {"g": rng.normal(), "p": float(rng.integers(1, 4)), "q": 0.5, "c": 1.0}
+        for v in ("x", "y", "a", "b"):
+            point[v] = rng.uniform(0.3, 1.7)
+        tangents = {v: rng.normal() for v in moving}
+        env = {k: ("%s_" % k, ("t%s_" % k) if k in tangents else None) for k in point}
+        value, tangent = TP.dual(rule, env)
+        names = {"%s_" % k: np.float64(v) for k, v in point.items()}
+        names.update({"t%s_" % k: np.float64(v) for k, v in tangents.items()})
+        want_v, want_t = numpy_dual({k: (np.float64(v), np.float64(tangents[k]) if k in tangents else None)
+                                     for k, v in point.items()})
+        np.testing.assert_allclose(_evaluate(value, names), want_v, rtol=1e-13, atol=1e-300, equal_nan=True)
+        got_t = 0.0 if tangent is None else _evaluate(tangent, names)
+        want_t = 0.0 if want_t is None else float(want_t)
+        np.testing.assert_allclose(got_t, want_t, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_dual_by_hand():
+    env = {"x": ("x", "tx"), "g": ("g", None)}
+    assert TP.dual("g * x", env) == ("(g * x)", "(tx * g)")
+    assert TP.dual("g / (1.0 + x)", env)[1] == "(-tx * (g / (1.0 + x)) / (1.0 + x))"
+    assert TP.dual("where(x > 0.0, g, 0.0)", env)[1] is None        # (a condition is not differentiated)
+    with pytest.raises(TP.Unsupported, match="no derivative"):
+        TP.dual("erfcx(x)", env)
+
+
+# -- whole programs ---------------------------------------------------------------------
+@pytest.fixture
+def compiled(monkeypatch):
+    """Compile each tape structure's program at its first walk, in the caller."""
+    monkeypatch.setattr(TP, "MODE", ["now"])
+    monkeypatch.setattr(TP, "COMPILE_AFTER", 1)
+
+
+def _hvp(f, xs, vs, mode):
+    """``functional.hvp`` with the programs on (``mode`` "now") or off, and how many
+    programs ran for it."""
+    old = TP.MODE[0]
+    TP.MODE[0] = mode
+    try:
+        runs = TP.RUNS[0]
+        _, hv = Fn.hvp(f, tuple(tg.tensor(x) for x in xs), tuple(tg.tensor(v) for v in vs))
+        return [h.numpy() for h in hv], TP.RUNS[0] - runs
+    finally:
+        TP.MODE[0] = old
+
+
+def _fd_hvp(f, xs, vs, eps=1e-6):
+    def grad(at):
+        ts = [tg.tensor(x, requires_grad=True) for x in at]
+        f(*ts).backward()
+        return [t.grad.numpy() for t in ts]
+    gp = grad([x + eps * v for x, v in zip(xs, vs)])
+    gm = grad([x - eps * v for x, v in zip(xs, vs)])
+    return [(a - b) / (2 * eps) for a, b in zip(gp, gm)]
+
+
+def _check(f, xs):
+    xs = [np.asarray(x, np.float64) for x in xs]
+    vs = [RNG.standard_normal(x.shape) for x in xs]
+    got, runs = _hvp(f, xs, vs, "now")
+    assert runs == 1, [str(v[1]) for v in TP._PROGRAMS.values() if isinstance(v[1], Exception)]
+    want, runs = _hvp(f, xs, vs, "off")
+    assert runs == 0
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-11 * max(np.abs(w).max(), 1.0))
+    for g, w in zip(got, _fd_hvp(f, xs, vs)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return got, vs
+
+
+def _rosen(x):
+    head = x[:-1]
+    return (100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum()
+
+
+@compiled_code
+def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled):
+    x = RNG.uniform(-2, 2, 500)
+    (got,), (v,) = _check(_rosen, [x])
+    want = np.zeros_like(x)
+    want[:-1] = (1200 * x[:-1] ** 2 - 400 * x[1:] + 2) * v[:-1] - 400 * x[:-1] * v[1:]
+    want[1:] += -400 * x[:-1] * v[:-1] + 200 * v[1:]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+
+
+@compiled_code
+def test_broadcasting_views_and_several_loops(compiled):
+    a = RNG.uniform(0.6, 1.4, (3, 4))
+    b = RNG.uniform(0.6, 1.4, (4,))
+
+    def f(a, b):
+        # broadcast operands (a row, one element), a transposed view, powers and a mean
+        # over a dim read by a later loop, a scalar from a sum read by another
+        y = (a * b).sin() + a.t().reshape(3, 4) ** 3 - tg.atan2(a, b[:1]) * tg.hypot(a, b)
+        m = y.mean(0)                      # (4,): its own loop, read element for element after
+        s = (y * y).sum()
+        return ((m * b).exp().sum() + s * 0.5 + (a / s).log1p().sum()) ** 2
+    _check(f, [a, b])
+
+
+@compiled_code
+def test_sums_and_means_over_dims(compiled):
+    x = RNG.standard_normal((4, 5, 6))
+
+    def f(x):
+        y = (x * x).sin() + x[:, 1:, :].exp().sum(1, keepdim=True) * x[:, :1, ::2].mean()
+        z = y.mean(dim=(0, 2)) ** 2 + y.reshape(20, -1).sum(0).tanh().sum()
+        return z.sum() + (x.transpose(0, 2) * 2.0).cos().mean()
+    _check(f, [x])
+
+
+@compiled_code
+def test_two_inputs_and_a_constant_operand(compiled):
+    w = RNG.standard_normal(30)
+    c = tg.tensor(RNG.uniform(1, 2, 30))
+
+    def f(x, y):
+        return ((x * y + c).log() * tg.tensor(w)).sum() + (x / y).square().mean()
+    _check(f, [RNG.uniform(1, 2, 30), RNG.uniform(1, 2, 30)])
+
+
+@compiled_code
+def test_background_compile_switches_over():
+    """By default the structure's second walk starts the compile in a thread; the
+    program serves once it is ready, with the NumPy walk's values."""
+    x, v = RNG.uniform(-2, 2, 300), RNG.standard_normal(300)
+    _, first = Fn.hvp(_rosen, tg.tensor(x), tg.tensor(v))
+    for _ in range(TP.COMPILE_AFTER):
+        Fn.hvp(_rosen, tg.tensor(x), tg.tensor(v))
+    TP.wait()
+    runs = TP.RUNS[0]
+    _, hv = Fn.hvp(_rosen, tg.tensor(x), tg.tensor(v))
+    assert TP.RUNS[0] == runs + 1
+    np.testing.assert_allclose(hv.numpy(), first.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@compiled_code
+def test_what_it_cannot_compile_keeps_the_numpy_walk(compiled):
+    A = RNG.standard_normal((5, 4))
+    x, v = RNG.standard_normal(4), RNG.standard_normal(4)
+
+    def f(x):
+        return F.softplus(tg.tensor(A) @ x).sum()     # a matrix product: no compiled rule
+    got, runs = _hvp(f, [x], [v], "now")
+    assert runs == 0
+    for g, w in zip(got, _fd_hvp(f, [x], [v])):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    reasons = [str(e[1]) for e in TP._PROGRAMS.values() if isinstance(e[1], TP.Unsupported)]
+    assert any("no compiled forward-mode rule" in r for r in reasons), reasons
+    # several directions (a Hessian) and float32 stay on the NumPy walk too
+    runs = TP.RUNS[0]
+    h = Fn.hessian(_rosen, tg.tensor(x))
+    xs = x.astype(np.float32)
+    _, hv = Fn.hvp(lambda x: (x.sin() * x).sum(), tg.tensor(xs), tg.tensor(v.astype(np.float32)))
+    assert TP.RUNS[0] == runs
+    assert hv.dtype == tg.float32
+    xd = xs.astype(np.float64)
+    np.testing.assert_allclose(hv.numpy(), (2 * np.cos(xd) - xd * np.sin(xd)) * v, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), h.numpy().T, rtol=1e-12)
+
+
+@compiled_code
+def test_a_new_process_loads_the_program_from_the_cache(tmp_path):
+    import subprocess
+    import sys
+    code = ("import numpy as np, tapegrad as tg\n"
+            "from tapegrad.autograd import tangent_program as TP\n"
+            "TP.MODE[0] = 'now'; TP.COMPILE_AFTER = 1\n"
+            "x = tg.tensor(np.linspace(-1, 1, 64))\n"
+            "def f(x):\n    return (x.exp()[1:] * x[:-1]).sum() + (x ** 3).sum()\n"
+            "for _ in range(2):\n    _, hv = tg.autograd.functional.hvp(f, x, x)\n"
+            "got = [v for v in TP._PROGRAMS.values() if v[2] is not None][0][2]\n"
+            "print(bool(got.stats.cache_hits), TP.RUNS[0], hv.numpy().tobytes().hex())\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), TAPEGRAD_QUIET="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                    cwd=root, timeout=600) for _ in range(2))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    hit1, runs1, bits1 = first.stdout.split()
+    hit2, runs2, bits2 = second.stdout.split()
+    assert (hit1, hit2) == ("False", "True") and runs1 == runs2 == "2" and bits1 == bits2
