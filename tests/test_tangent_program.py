@@ -225,3 +225,21 @@ def test_a_new_process_loads_the_program_from_the_cache(tmp_path):
     hit1, runs1, bits1 = first.stdout.split()
     hit2, runs2, bits2 = second.stdout.split()
     assert (hit1, hit2) == ("False", "True") and runs1 == runs2 == "2" and bits1 == bits2
+
+
+@compiled_code
+def test_a_tape_it_cannot_compile_is_not_kept_alive(compiled):
+    """(The reason kept for a structure must not hold the tape it was planned on.)"""
+    import gc
+    import weakref
+    A = tg.tensor(RNG.standard_normal((3, 3)))
+    x = tg.tensor(RNG.standard_normal(3))
+    tapes = []
+
+    def f(x):
+        y = (A @ x).sin().sum()
+        tapes.append(weakref.ref(y._tape))
+        return y
+    Fn.hvp(f, x, x)
+    gc.collect()
+    assert tapes and tapes[0]() is None

@@ -1,21 +1,24 @@
-"""Forward over reverse on a tape, compiled: one generated Numba function per tape shape.
+"""Forward over reverse on a tape, compiled: one generated Numba program per tape structure.
 
 ``autograd.tangent`` walks a tape in NumPy, a few calls per entry over K directions;
 on vectors of thousands of elements its Python and temporaries are most of the time.
-Here the same two passes are written out for one tape: a loop per entry, its
-tangent rule, then in reverse a loop per entry for its adjoint and the adjoint's
-tangents (the rule once more, and the rule differentiated along the tangents of
-what it reads: ``dual``).  Every rule comes from its op record, as the compiled
-kernels' do.
+Here, for one direction (``hvp``, ``vhp``), the two passes are written out for one tape
+as fused loops: views are folded into the index maps of the entries that read them,
+and the entries of one size go into one loop (``_Plan``), where each element's
+tangents, then its adjoints and their tangents (the reverse rule once more, plus the
+rule differentiated along the tangents of what it reads: ``dual``) pass in registers;
+only what crosses loops goes through arrays.  Every rule comes from its op record,
+as the compiled kernels' do.  (A loop per entry, tried first, compiled in time
+quadratic in the entries: 200 s for 120.)
 
-A program is keyed by the tape's structure from the first seeded slot on
-(opcodes, relative slots, sizes, auxiliary words, which slots are seeded and
-wanted), not by its values or scalar parameters, so that each call of a loss that
-records the same tape again finds it.  It is compiled in a background thread once
-the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
-until then), written where the kernels are and cached by Numba on disk.  Tapes with
-an entry outside the elementwise ops, sums, means, reshapes and strided views keep
-the NumPy walk (``supported`` says why not).
+A program is keyed by the tape's structure from the first seeded slot on (its
+entries' integer fields, auxiliary words, the parameters written into the code,
+which slots are seeded and wanted), not by its values, so that each call of a loss
+that records the same tape again finds it.  It is compiled in a background thread
+once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
+until then), written where the kernels are and cached by Numba on disk.  A tape
+with an entry outside the elementwise ops, sums, means, reshapes and strided views
+keeps the NumPy walk (the reason is kept in ``_PROGRAMS``).
 """
 import ast
 import hashlib
@@ -389,7 +392,6 @@ class _Source:
         for e in p.entries:
             if e.kind == "unary" and e.baked is None:
                 self.emit(1, "p%d, q%d = prm[%d, 0], prm[%d, 1]" % (e.slot, e.slot, e.slot - p.lo, e.slot - p.lo))
-        self.emit(1, "pass")
         ret = "return (%s,)" % ", ".join("ag%d, ah%d" % (t, t) for t in p.targets)
         return "\n".join(head + body + ["    " + ret]) + "\n"
 
@@ -562,7 +564,7 @@ def second_order(T, seeds, targets, out):
             try:
                 plan = got[1] = _Plan(T, lo, hi, sorted(seeds), list(targets), out)
             except Unsupported as e:
-                plan = got[1] = e
+                plan = got[1] = e.with_traceback(None)      # (its frames would hold the tape)
             if type(plan) is _Plan:
                 if MODE[0] == "now":
                     _compile(got)

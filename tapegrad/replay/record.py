@@ -206,6 +206,7 @@ class RecordedTape:
     def _second(self, args, directions, argnums, what):
         """(value, picked, single, arrays, {picked position: (1 + K, n) batch})."""
         from ..autograd import tangent as TG
+        from ..autograd import tangent_program as TP
         picked, single, arrays, T, s, y, ins = self._walkable(args, argnums)
         if y.size != 1:
             raise RuntimeError("The Tensor returned by the function given to %s should contain a single element"
@@ -215,10 +216,11 @@ class RecordedTape:
         seeds = {sl: d for sl, d in zip(ins, dirs) if sl is not None}
         got = {}
         if seeds and min(seeds) <= s:
-            seed = np.zeros((1 + K, 1))
-            seed[0] = 1.0
-            ctx = TG.tangents(T, seeds, s)
-            res = TG.reverse(ctx, {s: seed}, list(seeds), second=True)
+            res = TP.second_order(T, seeds, list(seeds), s)     # (one direction, compiled: None until ready)
+            if res is None:
+                seed = np.zeros((1 + K, 1))
+                seed[0] = 1.0
+                res = TG.reverse(TG.tangents(T, seeds, s), {s: seed}, list(seeds), second=True)
             got = {j: res[sl] for j, sl in enumerate(ins) if sl is not None and res.get(sl) is not None}
         return float(y.reshape(-1)[0]), picked, single, arrays, got
 
