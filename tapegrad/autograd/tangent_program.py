@@ -31,6 +31,7 @@ from ..core.descriptors import strided_map_np
 from ..core.registry import BINARY, BINARY2, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
+from ..kernels.codegen import literal as _literal
 from ..ops._record import RESHAPE, STRIDED
 
 COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
@@ -617,13 +618,3 @@ def wait(timeout=60.0):
     for t in threading.enumerate():
         if t.name == "tapegrad-tangent":
             t.join(timeout)
-
-
-def _literal(v):
-    """A float constant as source (``inf`` and ``nan`` are not Python literals)."""
-    v = float(v)
-    if v != v:
-        return "np.nan"
-    if v in (np.inf, -np.inf):
-        return "np.inf" if v > 0 else "(-np.inf)"
-    return repr(v)

@@ -581,6 +581,16 @@ def load():
 _HEADERS = {}
 
 
+def literal(v):
+    """A float constant as generated source (``inf`` and ``nan`` are not Python literals)."""
+    v = float(v)
+    if v != v:
+        return "np.nan"
+    if v in (math.inf, -math.inf):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(v)
+
+
 def tape_header(what):
     """The header of a module generated for one tape, made once per process for the rows
     as they are (checking every row takes about 60 ms; such a module is planned per tape)."""

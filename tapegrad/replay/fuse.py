@@ -38,6 +38,7 @@ from ..core.registry import (BINARY, BINARY2, CONST, FAMILY_RULES, HOST, META_EN
                              family, index)
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
+from ..kernels.codegen import literal as _literal
 from ..ops._record import RESHAPE, STRIDED
 from .forward import _close, _source_value
 
@@ -690,16 +691,6 @@ _EMPTY = np.zeros(0)
 def _header():
     from ..kernels import codegen
     return codegen.tape_header("fused tape")
-
-
-def _literal(v):
-    """A float constant as generated source (``inf`` and ``nan`` are not Python literals)."""
-    v = float(v)
-    if v != v:
-        return "np.nan"
-    if v in (math.inf, -math.inf):
-        return "np.inf" if v > 0 else "(-np.inf)"
-    return repr(v)
 
 
 def _cstrides(shape):
