@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -609,14 +610,89 @@ def load_tape_module(prefix, digest, source):
     mod = sys.modules.get(name)
     if mod is not None:
         return mod
-    path = os.path.join(_writable_dir(), "%s_%s.py" % (prefix, digest))
-    if not os.path.exists(path):
-        tmp = path + ".%d.tmp" % os.getpid()
-        with open(tmp, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    d = _writable_dir()
+    path = os.path.join(d, "%s_%s.py" % (prefix, digest))
+    for attempt in (0, 1):
+        if not os.path.exists(path):
+            tmp = path + ".%d.tmp" % os.getpid()
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+            evict_tape_modules(d, keep=path)
+        else:
+            try:
+                os.utime(path)      # used now: eviction goes by modification time
+            except OSError:
+                pass
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(mod)
+            break
+        except FileNotFoundError:   # (another process evicted it just now: written again)
+            if attempt:
+                raise
     sys.modules[name] = mod
     return mod
+
+
+MAX_TAPE_MODULES = 256      # per-tape modules kept where the kernels are; the least recently used go first
+_TAPE_MODULE = re.compile(r"^(fused|tangent)_[0-9a-f]+\.py$")
+
+
+def evict_tape_modules(d, keep=None, limit=None):
+    """Keep the directory ``d`` of generated modules from growing without bound: past
+    ``limit`` (``MAX_TAPE_MODULES``) per-tape modules, remove the least recently used
+    ones and their machine code in Numba's caches (beside them, under
+    ``NUMBA_CACHE_DIR``, in the user-wide cache: wherever Numba's locators put it).
+    A process that still uses one keeps its code in memory; a later one regenerates it.
+    Returns the removed paths."""
+    limit = MAX_TAPE_MODULES if limit is None else limit
+    try:
+        names = [f for f in os.listdir(d) if _TAPE_MODULE.match(f)]
+    except OSError:
+        return []
+    if len(names) <= limit:
+        return []
+    aged = []
+    for f in names:
+        p = os.path.join(d, f)
+        if p != keep:
+            try:
+                aged.append((os.stat(p).st_mtime, p))
+            except OSError:
+                pass
+    aged.sort()
+    caches = _numba_cache_dirs(d)
+    removed = []
+    for _, p in aged[:len(names) - limit]:
+        stem = os.path.basename(p)[:-3]
+        try:
+            os.remove(p)
+        except OSError:
+            continue
+        removed.append(p)
+        for c in caches:
+            try:
+                files = [f for f in os.listdir(c) if f.startswith(stem + ".")]
+            except OSError:
+                continue
+            for f in files:
+                try:
+                    os.remove(os.path.join(c, f))
+                except OSError:
+                    pass
+    return removed
+
+
+def _numba_cache_dirs(d):
+    """Where Numba may cache the functions of a module in ``d``: beside it, and in a
+    directory named as Numba's cache locators name it (the parent's name and the SHA-1
+    of its path) under ``NUMBA_CACHE_DIR`` and under the user-wide cache."""
+    src = os.path.abspath(d)
+    sub = "%s_%s" % (os.path.basename(src), hashlib.sha1(src.encode()).hexdigest())
+    dirs = [os.path.join(src, "__pycache__")]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        dirs.append(os.path.join(os.environ["NUMBA_CACHE_DIR"], sub))
+    dirs.append(os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "numba", sub))
+    return dirs
