@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 import weakref
 
 import numpy as np
@@ -1023,3 +1024,32 @@ def test_ops_on_transposed_views_replay():
             want.backward()
             np.testing.assert_allclose(v, want.item(), rtol=1e-14, atol=0)
             np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-14, atol=1e-300)
+
+
+def test_a_replay_that_raises_is_recorded_again_counted_and_warned_once():
+    def f(x):
+        return (x * x).sum()
+
+    step = tg.compile(f)
+    x = np.arange(4.0)
+    assert float(step(tg.tensor(x))) == 14.0
+    (R,) = next(iter(step.cache.values()))
+
+    def broken(arrays):
+        raise ValueError("a replay bug")
+
+    R.forward = broken
+    with pytest.warns(RuntimeWarning, match=r"replaying f raised ValueError: a replay bug; it was recorded again"):
+        assert float(step(tg.tensor(x + 1))) == 30.0        # the eager value all the same
+    assert step.stats.errors == 1 and step.stats.recordings == 2
+    assert step.replay_error == "ValueError: a replay bug"
+    assert "errors=1" in repr(step.stats)
+    # the new recording replays; a second failure is counted, not warned again
+    assert float(step(tg.tensor(x + 2))) == 54.0 and step.stats.replays == 1
+    for entry in step.cache.values():
+        for R in entry:
+            R.forward = broken
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(step(tg.tensor(x))) == 14.0
+    assert step.stats.errors == 2

@@ -1,6 +1,7 @@
 """``tg.compile``: call a function, replaying its recorded tape when the arguments'
 signature and every guard match a recording."""
 import sys
+import warnings
 
 import numpy as np
 
@@ -11,14 +12,15 @@ from .session import NotReplayable, TapeDivergence, _Rerecord, _arg_key, _is_arr
 
 # -- tg.compile ----------------------------------------------------------------------
 class CompileStats:
-    __slots__ = ("calls", "recordings", "replays", "divergences", "eager")
+    """``errors``: replays that raised, after which the call was recorded again."""
+    __slots__ = ("calls", "recordings", "replays", "divergences", "eager", "errors")
 
     def __init__(self):
-        self.calls = self.recordings = self.replays = self.divergences = self.eager = 0
+        self.calls = self.recordings = self.replays = self.divergences = self.eager = self.errors = 0
 
     def __repr__(self):
-        return ("CompileStats(calls=%d, recordings=%d, replays=%d, divergences=%d, eager=%d)"
-                % (self.calls, self.recordings, self.replays, self.divergences, self.eager))
+        return ("CompileStats(calls=%d, recordings=%d, replays=%d, divergences=%d, eager=%d, errors=%d)"
+                % (self.calls, self.recordings, self.replays, self.divergences, self.eager, self.errors))
 
 
 MAX_TAPES = 8           # recordings kept per signature (one per path through the guards)
@@ -38,6 +40,7 @@ class Compiled:
         self.stats = CompileStats()
         self.cache = {}         # signature -> [Recording] (most recent first) or a reason string
         self.why = {}           # signature -> why it runs eagerly
+        self.replay_error = None    # the last exception a replay raised (then the call was recorded again)
         try:
             self.__name__ = fn.__name__
             self.__doc__ = fn.__doc__
@@ -78,7 +81,7 @@ class Compiled:
         if isinstance(entry, str):
             st.eager += 1
             return self.fn(*args, **kwargs)
-        diverged = None
+        diverged = failed = None
         if entry:
             env = _env(self.fn)
             for R in list(entry):
@@ -92,8 +95,9 @@ class Compiled:
                     except _Rerecord:
                         entry.remove(R)
                         break
-                    except Exception:       # (a path the recording did not take may fail: record anew)
-                        bad = ("the replay", None, None)
+                    except Exception as e:      # (a path the recording did not take may fail: record anew)
+                        bad = failed = ("the replay", None, None)
+                        self.replay_error = "%s: %s" % (type(e).__name__, e)
                     else:
                         bad = R.check_guards(vals, arrays)
                 if bad is None:
@@ -116,6 +120,15 @@ class Compiled:
                     return self.fn(*args, **kwargs)
         out, R, why = _record_call(self.fn, args, kwargs)
         st.recordings += 1
+        if failed is not None:
+            # the function itself ran: the replay's failure was the library's (or a path the
+            # guards did not see coming), worth knowing about rather than hidden by the re-recording
+            st.errors += 1
+            if st.errors == 1:
+                warnings.warn("tapegrad.compile: replaying %s raised %s; it was recorded again "
+                              "(compiled.stats.errors counts these, compiled.replay_error has the last)"
+                              % (getattr(self.fn, "__name__", self.fn), self.replay_error),
+                              RuntimeWarning, stacklevel=2)
         if self.log:
             print("tapegrad.compile: recording %s for %s%s" % (getattr(self.fn, "__name__", self.fn), _sig(key),
                                                                 "" if R else " (not replayable: %s)" % why),
