@@ -15,7 +15,8 @@ Checks: (1) ``gradcheck`` of every program against central differences,
 the same gradients, (3) ``gradgradcheck`` on smaller programs without kinked ops.
 
 Profiles: bounded and derandomized by default (CI); ``TAPEGRAD_FUZZ=long`` runs
-``TAPEGRAD_FUZZ_EXAMPLES`` (default 3000) randomized examples per test.
+``TAPEGRAD_FUZZ_EXAMPLES`` (default 3000) randomized examples per test, and the
+forward-mode test's hvp through the compiled tangent programs where they apply.
 """
 import os
 import re
@@ -1019,7 +1020,7 @@ def test_fuzz_forward_mode(data):
 
     def scalar(*a):
         return (b.f(*a) * w).sum()
-    hv = Fn.hvp(scalar, tuple(b.inputs()), tuple(tg.tensor(v) for v in vs))[1]
+    hv = _hvp_long(Fn.hvp, scalar, tuple(b.inputs()), tuple(tg.tensor(v) for v in vs))[1]
     zs = b.inputs()
     g = tg.autograd.grad(scalar(*zs), zs, create_graph=True, allow_unused=True)
     pairs = [(gi, tg.tensor(v)) for gi, v in zip(g, vs) if gi is not None and gi.requires_grad]
@@ -1029,6 +1030,21 @@ def test_fuzz_forward_mode(data):
         want = [None if t is None else _a(t) for t in got]
     for i, (h, q) in enumerate(zip(hv, want)):
         assert _same(_a(h), q, 1e-9), "x%d: hvp on the tape %s vs double backward %s%s" % (i, _a(h), q, msg)
+
+
+def _hvp_long(hvp, *args):
+    """``hvp(*args)``; in the long profile through the tape structure's compiled program
+    (``autograd.tangent_program``) when it covers the tape: compiled at the first walk,
+    in the caller (about a second per program, too slow for CI's examples)."""
+    if not LONG:
+        return hvp(*args)
+    from tapegrad.autograd import tangent_program as tp
+    saved = tp.MODE[0], tp.COMPILE_AFTER
+    tp.MODE[0], tp.COMPILE_AFTER = "now", 1
+    try:
+        return hvp(*args)
+    finally:
+        tp.MODE[0], tp.COMPILE_AFTER = saved
 
 
 def test_generator_covers_the_op_set():
