@@ -166,6 +166,35 @@ def test_two_inputs_and_a_constant_operand(compiled):
 
 
 @compiled_code
+def test_matrix_products_between_the_loops(compiled):
+    """A matrix product is a call between the loops (np.dot): matrix-vector,
+    vector-matrix, matrix-matrix and dot products, with both operands or one moving,
+    operands that are views of the input, a product as the output, a batched one
+    refused."""
+    A = tg.tensor(RNG.standard_normal((5, 4)))
+    W = tg.tensor(RNG.standard_normal((4, 4)))
+    x = RNG.standard_normal(4)
+    got, vs = _check(lambda x: F.softplus(A @ x).sum() + 0.5 * (x * x).sum(), [x])
+    # the softplus objective's Hessian is A^T diag(sigmoid'(A x)) A + I, by hand
+    z = A.numpy() @ x
+    s = 1 / (1 + np.exp(-z))
+    want = A.numpy().T @ (s * (1 - s) * (A.numpy() @ vs[0])) + vs[0]
+    np.testing.assert_allclose(got[0], want, rtol=1e-12, atol=1e-12)
+    _check(lambda x: (x @ W @ x).sin(), [x])
+    _check(lambda x: (A @ x) @ (A @ x.sin()), [x])
+    _check(lambda a, b: ((a @ b).tanh() * (b.t() @ a.t()).t()).sum(), [RNG.standard_normal((3, 4)),
+                                                                       RNG.standard_normal((4, 5))])
+    _check(lambda x: ((x[1:].reshape(3, 3) @ x[:-1].reshape(3, 3).t()) ** 2).mean() + (x[::2] @ x[::2]).exp(),
+           [RNG.standard_normal(10)])
+    _check(lambda x, w: (F.softplus(x @ w) @ w).square().sum() + ((W @ x.reshape(4, 1)) * x).sum(),
+           [x, RNG.standard_normal((4, 4))])
+    got, runs = _hvp(lambda x: (x.reshape(2, 2, 2) @ x.reshape(2, 2, 2)).sin().sum(), [x[:2].repeat(4)],
+                     [x[:2].repeat(4)], "now")
+    assert runs == 0
+    assert any("batched matrix product" in str(e[1]) for e in TP._PROGRAMS.values())
+
+
+@compiled_code
 def test_background_compile_switches_over():
     """By default the structure's second walk starts the compile in a thread; the
     program serves once it is ready, with the NumPy walk's values."""
@@ -186,7 +215,7 @@ def test_what_it_cannot_compile_keeps_the_numpy_walk(compiled):
     x, v = RNG.standard_normal(4), RNG.standard_normal(4)
 
     def f(x):
-        return F.softplus(tg.tensor(A) @ x).sum()     # a matrix product: no compiled rule
+        return F.softplus(tg.tensor(A) @ x).prod()     # a product of all elements: no compiled rule
     got, runs = _hvp(f, [x], [v], "now")
     assert runs == 0
     for g, w in zip(got, _fd_hvp(f, [x], [v])):
@@ -237,7 +266,7 @@ def test_a_tape_it_cannot_compile_is_not_kept_alive(compiled):
     tapes = []
 
     def f(x):
-        y = (A @ x).sin().sum()
+        y = (A @ x).sin().prod()
         tapes.append(weakref.ref(y._tape))
         return y
     Fn.hvp(f, x, x)

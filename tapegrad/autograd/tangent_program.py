@@ -16,9 +16,11 @@ entries' integer fields, auxiliary words, the parameters written into the code,
 which slots are seeded and wanted), not by its values, so that each call of a loss
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
-until then), written where the kernels are and cached by Numba on disk.  A tape
-with an entry outside the elementwise ops, sums, means, reshapes and strided views
-keeps the NumPy walk (the reason is kept in ``_PROGRAMS``).
+until then), written where the kernels are and cached by Numba on disk.  Matrix
+products are calls between the loops (``np.dot`` on whole arrays, by the product
+rule).  A tape with an entry outside the elementwise ops, sums, means, reshapes,
+strided views and unbatched matrix products keeps the NumPy walk (the reason is
+kept in ``_PROGRAMS``).
 """
 import ast
 import hashlib
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..core.descriptors import strided_map_np
-from ..core.registry import BINARY, BINARY2, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
+from ..core.registry import BINARY, BINARY2, LINALG, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..kernels.codegen import literal as _literal
@@ -155,11 +157,12 @@ class _Access:
 
 
 class _Entry:
-    """An entry the program computes: ``kind`` "unary", "binary" or "sum" (a sum or mean,
-    over all or over groups: ``out_map``), its loop size ``n``, and per operand the
+    """An entry the program computes: ``kind`` "unary", "binary", "sum" (a sum or mean,
+    over all or over groups: ``out_map``) or "matmul" (``dims`` n, k, m: a call between
+    the loops, not a member of one), its loop size ``n``, and per operand the
     access to its base (``ops``: tangents, adjoints; None for an operand that depends
     on no seeded slot) and to its own slot (``own``: values, as the tape saved them)."""
-    __slots__ = ("slot", "kind", "op", "n", "ops", "own", "baked", "mean", "count", "out_map", "group")
+    __slots__ = ("slot", "kind", "op", "n", "ops", "own", "baked", "mean", "count", "out_map", "group", "dims")
 
 
 class _Plan:
@@ -178,8 +181,8 @@ class _Plan:
         size = self._size = lambda s: self.sizes.setdefault(s, int(ints[s, _SIZE]))     # noqa: E731
         self.view = {}          # view slot -> (base slot, base element of each of its elements)
         dep = set(seeds)
-        self.entries, self.groups = [], []      # groups: [loop size, [members]]
-        self.group_of, self.sums = {}, set()
+        self.entries, self.groups = [], []      # groups: [loop size, [members], a call (matmul) or a loop]
+        self.group_of, self.sums, self.calls = {}, set(), set()
         for s in range(lo, hi + 1):
             row = ints[s]
             if row[_OP] < META_END:
@@ -202,8 +205,9 @@ class _Plan:
             raise Unsupported("the output is a view, or does not depend on the inputs")
         if any(t not in seeds for t in targets):
             raise Unsupported("a wanted slot has no direction")
-        if len(self.groups) > MAX_LOOPS:
-            raise Unsupported("its entries make %d loops (at most %d)" % (len(self.groups), MAX_LOOPS))
+        loops = sum(not call for _, _, call in self.groups)
+        if loops > MAX_LOOPS:
+            raise Unsupported("its entries make %d loops (at most %d)" % (loops, MAX_LOOPS))
 
     def _chase(self, s):
         if s in self.view:
@@ -244,6 +248,13 @@ class _Plan:
             e.out_map = _Access(s, strided_map_np(aux, int(row[_AUX])) if ngroups != 1 else np.zeros(e.n, np.int64),
                                 e.n, size(s))
             owns = [(a, np.arange(e.n))]
+        elif fam == LINALG and k == 0:          # matmul
+            at = int(row[_AUX])
+            nb, n, kk, m = (int(v) for v in aux[at:at + 4])
+            if nb != 1:
+                raise Unsupported("entry %d is a batched matrix product" % s)
+            e.kind, e.n, e.dims = "matmul", size(s), (n, kk, m)
+            owns = [(int(row[_A]), np.arange(n * kk)), (int(row[_B]), np.arange(kk * m))]
         else:
             raise Unsupported("entry %d (family %d, kernel %d) has no compiled forward-mode rule" % (s, fam, k))
         e.own, e.ops = [], []
@@ -253,18 +264,25 @@ class _Plan:
                 e.ops.append(None)
                 continue
             o, m = got
-            e.own.append(_Access(o, m, e.n, size(o)))
+            e.own.append(_Access(o, m, len(m), size(o)))
             b, mb = self._chase(o)
-            e.ops.append(_Access(b, mb[m], e.n, size(b)) if b in dep else None)
-        first = 0
-        for acc in e.ops:
-            if acc is not None and acc.slot in self.group_of:
-                g = self.group_of[acc.slot]
-                first = max(first, g if (acc.map is None and acc.slot not in self.sums) else g + 1)
-        g = next((j for j in range(first, len(self.groups)) if self.groups[j][0] == e.n), None)
-        if g is None:
+            e.ops.append(_Access(b, mb[m], len(m), size(b)) if b in dep else None)
+        if e.kind == "matmul":          # its own group, after everything so far (so after its operands)
             g = len(self.groups)
-            self.groups.append([e.n, []])
+            self.groups.append([e.n, [], True])
+            self.calls.add(s)
+        else:
+            first = 0
+            for acc in e.ops:
+                if acc is not None and acc.slot in self.group_of:
+                    g = self.group_of[acc.slot]
+                    first = max(first, g if (acc.map is None and acc.slot not in self.sums
+                                             and acc.slot not in self.calls) else g + 1)
+            g = next((j for j in range(first, len(self.groups))
+                      if self.groups[j][0] == e.n and not self.groups[j][2]), None)
+            if g is None:
+                g = len(self.groups)
+                self.groups.append([e.n, [], False])
         self.groups[g][1].append(e)
         e.group = self.group_of[s] = g
         if e.kind == "sum":
@@ -366,11 +384,11 @@ class _Source:
     def build(self):
         p = self.p
         body = self.lines
-        for n, members in p.groups:
+        for n, members, call in p.groups:
             if any(e.slot in self.t_arrays for e in members):
-                self._forward(n, members)
-        for n, members in reversed(p.groups):
-            self._reverse(n, members)
+                (self._forward_call if call else self._forward)(n, members)
+        for n, members, call in reversed(p.groups):
+            (self._reverse_call if call else self._reverse)(n, members)
         self.lines = head = []
         args = (["prm", "work"] + ["v%d" % s for s in self.values] + ["m%d" % j for j in range(len(self.maps))]
                 + ["s%d" % s for s in p.seeds])
@@ -468,6 +486,82 @@ class _Source:
                 self._add(e, e.ops[j], c0, c1 if curvature is None else "%s + %s" % (c1, curvature), consts, pre,
                           post)
         self._around(pre, post)
+
+    # -- a matrix product between the loops: np.dot on whole arrays ---------------------
+    def _whole(self, name, acc, size):
+        """Array ``name`` read through ``acc``'s map as a 1-D array of ``size`` elements
+        (gathered into a new one unless the map is the identity)."""
+        if acc.map is None:
+            return name
+        self._loops += 1
+        tmp = "x%d" % self._loops
+        self.emit(1, "%s = np.empty(%d)" % (tmp, size))
+        self.emit(1, "for i in range(%d):" % size)
+        self.emit(2, "%s[i] = %s[%s]" % (tmp, name, self._idx(acc.map)))
+        return tmp
+
+    def _operands(self, e):
+        """The matrix product ``e``'s operands as 2-D values and tangents (None where an
+        operand depends on no seeded slot)."""
+        n, kk, m = e.dims
+        vals, tans = [], []
+        for j, shape in ((0, (n, kk)), (1, (kk, m))):
+            own = e.own[j]
+            if e.ops[1 - j] is None:
+                vals.append(None)       # (only the other operand's rules read it: the tape kept it only then)
+            else:
+                if own.slot not in self.values:
+                    self.values.append(own.slot)
+                vals.append("v%d.reshape%r" % (own.slot, shape))
+            acc = e.ops[j]
+            if acc is None:
+                tans.append(None)
+                continue
+            base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+            tans.append("%s.reshape%r" % (self._whole(base, acc, shape[0] * shape[1]), shape))
+        return vals, tans
+
+    def _forward_call(self, n, members):
+        """The product rule: dC = dA B + A dB."""
+        e, = members
+        (A, B), (tA, tB) = self._operands(e)
+        terms = ([] if tA is None else ["np.dot(%s, %s)" % (tA, B)]) + ([] if tB is None else ["np.dot(%s, %s)" % (A, tB)])
+        self.emit(1, "t%d[:] = (%s).reshape(-1)" % (e.slot, " + ".join(terms)))
+
+    def _reverse_call(self, n, members):
+        """dA = G B^T and dB = A^T G, and their tangents: H B^T + G dB^T and A^T H + dA^T G."""
+        e, = members
+        s, (rows, _, cols) = e.slot, e.dims
+        if s == self.p.out:
+            G, H = "np.ones((%d, %d))" % (rows, cols), None
+        elif s in self.a_arrays:
+            G, H = "ag%d.reshape(%d, %d)" % (s, rows, cols), "ah%d.reshape(%d, %d)" % (s, rows, cols)
+        else:
+            return              # (it reaches no output: no adjoint)
+        (A, B), (tA, tB) = self._operands(e)
+        parts = [(0, "np.dot(%s, %s.T)" % (G, B), None if H is None else "np.dot(%s, %s.T)" % (H, B),
+                  None if tB is None else "np.dot(%s, %s.T)" % (G, tB)),
+                 (1, "np.dot(%s.T, %s)" % (A, G), None if H is None else "np.dot(%s.T, %s)" % (A, H),
+                  None if tA is None else "np.dot(%s.T, %s)" % (tA, G))]
+        for j, dg, dh, curvature in parts:
+            acc = e.ops[j]
+            if acc is None:
+                continue
+            self._loops += 1
+            g, h = "cg%d" % self._loops, "ch%d" % self._loops
+            dh = " + ".join(t for t in (dh, curvature) if t is not None)     # (empty: no tangent to add)
+            self.emit(1, "%s = (%s).reshape(-1)" % (g, dg))
+            if dh:
+                self.emit(1, "%s = (%s).reshape(-1)" % (h, dh))
+            if acc.map is None:
+                self.emit(1, "ag%d += %s" % (acc.slot, g))
+                if dh:
+                    self.emit(1, "ah%d += %s" % (acc.slot, h))
+            else:
+                self.emit(1, "for i in range(%d):" % acc.map.size)
+                self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), g))
+                if dh:
+                    self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), h))
 
     def _add(self, e, acc, c0, c1, consts, pre, post):
         """Add ``c0`` (to the adjoint) and ``c1`` (to its tangent) of entry ``e`` into
