@@ -195,6 +195,37 @@ def test_matrix_products_between_the_loops(compiled):
 
 
 @compiled_code
+def test_gathers_softmax_and_masks(compiled):
+    """Gathers are index maps (their indices are part of the structure); logsumexp,
+    softmax and log_softmax are calls between the loops; a where's condition and a
+    bool or integer operand are read as float64."""
+    X = RNG.standard_normal((40, 6))
+    y = RNG.integers(0, 3, 40)
+    W = RNG.standard_normal((6, 3))
+
+    def nll(w):             # multinomial logistic regression
+        return F.cross_entropy(tg.tensor(X) @ w, tg.tensor(y))
+    got, vs = _check(nll, [W])
+    # by hand: H V = X^T R / N, R_n = p_n * z_n - p_n (p_n . z_n), z_n = V^T x_n
+    z = X @ W
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    Z = X @ vs[0]
+    R = p * Z - p * (p * Z).sum(1, keepdims=True)
+    np.testing.assert_allclose(got[0], X.T @ R / len(X), rtol=1e-12, atol=1e-14)
+    _check(lambda w: -(tg.tensor(X) @ w).log_softmax(1)[np.arange(40), y].mean(), [W])
+    _check(lambda w: (tg.tensor(X) @ w).logsumexp(1).sin().sum() + w.logsumexp(0).sum() + w.reshape(-1).logsumexp(0),
+           [W])
+    _check(lambda w: ((tg.tensor(X) @ w).softmax(1) ** 2).sum() + (w.softmax(0) * w).sum()
+           + (w.log_softmax(1) ** 2).sum(), [W])
+    idx = tg.tensor(RNG.integers(0, 18, 30))
+    _check(lambda w: (w.reshape(-1)[idx] ** 2 * w.reshape(-1)[idx.flip(0)]).sum() + w.roll(1, 0).exp().sum()
+           + (w[[0, 2, 2], [1, 0, 0]] ** 3).sum(), [W])
+    _check(lambda w: tg.where(w > 0, w.exp(), w.sin()).sum() + F.relu(w).square().sum() + w.norm()
+           + (w * tg.tensor(np.arange(3))).sin().sum() + (w * tg.tensor(np.arange(3) > 1)).exp().sum(), [W])
+
+
+@compiled_code
 def test_background_compile_switches_over():
     """By default the structure's second walk starts the compile in a thread; the
     program serves once it is ready, with the NumPy walk's values."""

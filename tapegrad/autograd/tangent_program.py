@@ -34,13 +34,14 @@ from ..core.registry import BINARY, BINARY2, LINALG, META_END, REDUCE, SHAPE, UN
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..kernels.codegen import literal as _literal
-from ..ops._record import RESHAPE, STRIDED
+from ..ops._record import GATHER, RESHAPE, STRIDED
 
 COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
 MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the compile grows with the source) ...
 MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one function slowly)
 MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
 
+_GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX)      # reductions by groups, as calls
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 
@@ -196,9 +197,14 @@ class _Plan:
                 raise Unsupported("an entry with a list of inputs")
             dep.add(s)
             fam, k = family(int(row[_OP])), index(int(row[_OP]))
-            if fam == SHAPE and k in (RESHAPE, STRIDED):
+            if fam == SHAPE and k in (RESHAPE, STRIDED, GATHER):       # views and gathers: index maps
                 b, m = self._chase(int(row[_A]))
-                self.view[s] = (b, m[strided_map_np(aux, int(row[_AUX]))] if k == STRIDED else m)
+                at = int(row[_AUX])
+                if k == STRIDED:
+                    m = m[strided_map_np(aux, at)]
+                elif k == GATHER:       # (its indices are auxiliary words: part of the key)
+                    m = m[aux[at:at + size(s)]]
+                self.view[s] = (b, m)
                 continue
             self.entries.append(self._entry(s, row, fam, k, flts, aux, dep))
         if out not in self.group_of:
@@ -248,6 +254,12 @@ class _Plan:
             e.out_map = _Access(s, strided_map_np(aux, int(row[_AUX])) if ngroups != 1 else np.zeros(e.n, np.int64),
                                 e.n, size(s))
             owns = [(a, np.arange(e.n))]
+        elif fam == REDUCE and k in _GROUP_CALLS:
+            a, ngroups = int(row[_A]), int(row[_PARAM])
+            e.kind, e.op, e.n, e.count = "group", k, size(s), ngroups
+            e.out_map = _Access(s, strided_map_np(aux, int(row[_AUX])) if ngroups != 1 else
+                                np.zeros(size(a), np.int64), size(a), size(s))     # (each input element's group)
+            owns = [(a, np.arange(size(a)))]
         elif fam == LINALG and k == 0:          # matmul
             at = int(row[_AUX])
             nb, n, kk, m = (int(v) for v in aux[at:at + 4])
@@ -267,7 +279,7 @@ class _Plan:
             e.own.append(_Access(o, m, len(m), size(o)))
             b, mb = self._chase(o)
             e.ops.append(_Access(b, mb[m], len(m), size(b)) if b in dep else None)
-        if e.kind == "matmul":          # its own group, after everything so far (so after its operands)
+        if e.kind in ("matmul", "group"):       # its own group, after everything so far (so after its operands)
             g = len(self.groups)
             self.groups.append([e.n, [], True])
             self.calls.add(s)
@@ -524,13 +536,22 @@ class _Source:
     def _forward_call(self, n, members):
         """The product rule: dC = dA B + A dB."""
         e, = members
+        if e.kind == "group":
+            self._loops += 1
+            into = "tg%d" % self._loops
+            self._group_tangent(e, into)
+            self.emit(1, "t%d[:] = %s" % (e.slot, into))
+            return
         (A, B), (tA, tB) = self._operands(e)
-        terms = ([] if tA is None else ["np.dot(%s, %s)" % (tA, B)]) + ([] if tB is None else ["np.dot(%s, %s)" % (A, tB)])
+        terms = (([] if tA is None else ["np.dot(%s, %s)" % (tA, B)])
+                 + ([] if tB is None else ["np.dot(%s, %s)" % (A, tB)]))
         self.emit(1, "t%d[:] = (%s).reshape(-1)" % (e.slot, " + ".join(terms)))
 
     def _reverse_call(self, n, members):
         """dA = G B^T and dB = A^T G, and their tangents: H B^T + G dB^T and A^T H + dA^T G."""
         e, = members
+        if e.kind == "group":
+            return self._reverse_group(e)
         s, (rows, _, cols) = e.slot, e.dims
         if s == self.p.out:
             G, H = "np.ones((%d, %d))" % (rows, cols), None
@@ -562,6 +583,82 @@ class _Source:
                 self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), g))
                 if dh:
                     self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), h))
+
+    # -- logsumexp, softmax, log_softmax between the loops: loops over whole arrays ------
+    def _group_values(self, e):
+        """(x's tangent, its length, the group of each element, the output's value; x's
+        value for logsumexp)."""
+        acc = e.ops[0]
+        n = e.own[0].map.size if e.own[0].map is not None else self.p.sizes[e.own[0].slot]
+        base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+        tx = self._whole(base, acc, n)
+        for slot in ((e.own[0].slot, e.slot) if e.op == _rd.LOGSUMEXP else (e.slot,)):
+            if slot not in self.values:
+                self.values.append(slot)
+        return tx, n, self._idx(e.out_map.map), "v%d" % e.slot, "v%d" % e.own[0].slot
+
+    def _group_tangent(self, e, into):
+        """The output's tangent into the new array ``into``, emitted (see ``_forward_call``)."""
+        tx, n, g, y, x = self._group_values(e)
+        self._loops += 1
+        S = "S%d" % self._loops
+        self.emit(1, "%s = np.zeros(%d)" % (into, e.n))
+        if e.op == _rd.LOGSUMEXP:         # dy = sum p dx, p = exp(x - y)
+            self.emit(1, "for i in range(%d):" % n)
+            self.emit(2, "%s[%s] += exp(%s[i] - %s[%s]) * %s[i]" % (into, g, x, y, g, tx))
+            return tx, n, g, y, x
+        p = "%s[i]" % y if e.op == _rd.SOFTMAX else "exp(%s[i])" % y
+        self.emit(1, "%s = np.zeros(%d)" % (S, e.count))
+        self.emit(1, "for i in range(%d):" % n)
+        self.emit(2, "%s[%s] += %s * %s[i]" % (S, g, p, tx))
+        self.emit(1, "for i in range(%d):" % n)
+        if e.op == _rd.SOFTMAX:         # dy = y (dx - sum y dx)
+            self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s])" % (into, y, tx, S, g))
+        else:                           # dy = dx - sum p dx, p = exp(y)
+            self.emit(2, "%s[i] = %s[i] - %s[%s]" % (into, tx, S, g))
+        return tx, n, g, y, x
+
+    def _reverse_group(self, e):
+        s, acc = e.slot, e.ops[0]
+        if s == self.p.out:
+            G, H = "np.ones(%d)" % e.n, "np.zeros(%d)" % e.n
+        elif s in self.a_arrays:
+            G, H = "ag%d" % s, "ah%d" % s
+        else:
+            return
+        self._loops += 1
+        j = self._loops
+        ty = "ty%d" % j
+        tx, n, g, y, x = self._group_tangent(e, ty)
+        gy, hy, gx, hx = "gy%d" % j, "hy%d" % j, "gx%d" % j, "hx%d" % j
+        self.emit(1, "%s, %s = %s, %s" % (gy, hy, G, H))
+        self.emit(1, "%s, %s = np.empty(%d), np.empty(%d)" % (gx, hx, n, n))
+        if e.op == _rd.LOGSUMEXP:       # dx = gy p, its tangent hy p + gy p (dx - dy)
+            self.emit(1, "for i in range(%d):" % n)
+            self.emit(2, "p = exp(%s[i] - %s[%s])" % (x, y, g))
+            self.emit(2, "%s[i] = %s[%s] * p" % (gx, gy, g))
+            self.emit(2, "%s[i] = %s[%s] * p + %s[%s] * p * (%s[i] - %s[%s])" % (hx, hy, g, gy, g, tx, ty, g))
+        else:
+            S1, S2 = "S%d_1" % j, "S%d_2" % j
+            self.emit(1, "%s, %s = np.zeros(%d), np.zeros(%d)" % (S1, S2, e.count, e.count))
+            self.emit(1, "for i in range(%d):" % n)
+            if e.op == _rd.SOFTMAX:     # dx = y (gy - sum gy y), its tangent by the product rule
+                self.emit(2, "%s[%s] += %s[i] * %s[i]" % (S1, g, gy, y))
+                self.emit(2, "%s[%s] += %s[i] * %s[i] + %s[i] * %s[i]" % (S2, g, hy, y, gy, ty))
+                self.emit(1, "for i in range(%d):" % n)
+                self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s])" % (gx, y, gy, S1, g))
+                self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s]) + %s[i] * (%s[i] - %s[%s])"
+                          % (hx, ty, gy, S1, g, y, hy, S2, g))
+            else:                       # dx = gy - p sum gy, p = exp(y), dp = p dy
+                self.emit(2, "%s[%s] += %s[i]" % (S1, g, gy))
+                self.emit(2, "%s[%s] += %s[i]" % (S2, g, hy))
+                self.emit(1, "for i in range(%d):" % n)
+                self.emit(2, "p = exp(%s[i])" % y)
+                self.emit(2, "%s[i] = %s[i] - p * %s[%s]" % (gx, gy, S1, g))
+                self.emit(2, "%s[i] = %s[i] - p * %s[i] * %s[%s] - p * %s[%s]" % (hx, hy, ty, S1, g, S2, g))
+        self.emit(1, "for i in range(%d):" % n)
+        self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), gx))
+        self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), hx))
 
     def _add(self, e, acc, c0, c1, consts, pre, post):
         """Add ``c0`` (to the adjoint) and ``c1`` (to its tangent) of entry ``e`` into
@@ -632,7 +729,9 @@ def _slot_value(T, ints, flts, s):
                 return None
             return np.array([flts[s, _tp.VAL]])
     if v.dtype != np.float64:
-        return None
+        if v.dtype.kind not in "biu":
+            return None         # (float32 and the like: the NumPy walk)
+        v = v.astype(np.float64)        # a condition (read as 0.0 or 1.0) or an integer operand, exact
     return np.ascontiguousarray(v).reshape(-1)
 
 
