@@ -226,6 +226,41 @@ def test_gathers_softmax_and_masks(compiled):
 
 
 @compiled_code
+def test_concatenations(compiled):
+    """cat and stack: calls between the loops that place each moving input's tangent
+    (a constant piece's is zero)."""
+    C = tg.tensor(RNG.standard_normal(3))
+    _check(lambda w: (tg.cat([w, w.sin()]) ** 2).sum() + tg.stack([w, w * w]).exp().sum(), [RNG.standard_normal(5)])
+    _check(lambda w: (tg.cat([w.reshape(2, 3), C.reshape(1, 3), (w * 2).reshape(2, 3)], 0).tanh().sum(0)
+                      * tg.cat([w.reshape(3, 2), w.reshape(3, 2)[:, :1]], 1).t()[1]).sum(), [RNG.standard_normal(6)])
+    _check(lambda w: tg.cat([w.reshape(2, 3), C.reshape(1, 3).expand(2, 3), w.reshape(2, 3) ** 2], 1)
+           .logsumexp(1).sum(), [RNG.standard_normal(6)])
+
+
+@compiled_code
+def test_variances_and_extrema(compiled):
+    """var, std (0 where std is 0), amax/amin/max(): calls by groups; ties share the
+    adjoint, and amax's NaN sends NaN to its group, as on the NumPy walk."""
+    w = RNG.standard_normal(24)
+    _check(lambda w: w.var() + w.reshape(4, 6).var(1).sin().sum() + w.reshape(4, 6).var(0, unbiased=False).exp().sum(),
+           [w])
+    _check(lambda w: w.std() + (w.reshape(4, 6).std(1) ** 3).sum() + w.reshape(4, 6).std(0, correction=0).log().sum()
+           + (w[:3] * 0.0 + 1.0).std(), [w])
+    _check(lambda w: (w.reshape(4, 6).amax(1) ** 2).sum() + w.max() * w.min() + w.reshape(4, 6).amin(0).exp().sum()
+           + w.reshape(4, 6).max(1).values.sin().sum(), [w])
+    x, v = np.array([0.5, 0.5, -1.0, np.nan, 2.0, 1.0]), RNG.standard_normal(6)
+
+    def ties(x):
+        return (x[:3].amax() ** 2) * x[:3].sum() + x.reshape(3, 2).amax(1).exp().sum() + x[:3].max() * x[1]
+    got, runs = _hvp(ties, [x], [v], "now")
+    want, _ = _hvp(ties, [x], [v], "off")
+    assert runs == 1
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
+    assert np.isnan(got[0][2:4]).all() and not np.isnan(got[0][[0, 1, 4, 5]]).any()     # (the NaN pair)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
+
+
+@compiled_code
 def test_background_compile_switches_over():
     """By default the structure's second walk starts the compile in a thread; the
     program serves once it is ready, with the NumPy walk's values."""

@@ -34,14 +34,14 @@ from ..core.registry import BINARY, BINARY2, LINALG, META_END, REDUCE, SHAPE, UN
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..kernels.codegen import literal as _literal
-from ..ops._record import GATHER, RESHAPE, STRIDED
+from ..ops._record import CAT, GATHER, RESHAPE, STRIDED
 
 COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
 MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the compile grows with the source) ...
 MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one function slowly)
 MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
 
-_GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX)      # reductions by groups, as calls
+_GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM)  # calls by groups
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 
@@ -193,10 +193,10 @@ class _Plan:
                    [int(row[_A]), int(row[_B]), int(row[_C])])
             if not any(i in dep for i in ins if i >= 0):
                 continue
-            if variadic:
-                raise Unsupported("an entry with a list of inputs")
-            dep.add(s)
             fam, k = family(int(row[_OP])), index(int(row[_OP]))
+            if variadic and not (fam == SHAPE and k == CAT):
+                raise Unsupported("entry %d has a list of inputs and is not a concatenation" % s)
+            dep.add(s)
             if fam == SHAPE and k in (RESHAPE, STRIDED, GATHER):       # views and gathers: index maps
                 b, m = self._chase(int(row[_A]))
                 at = int(row[_AUX])
@@ -224,6 +224,8 @@ class _Plan:
         size = self._size
         e = _Entry()
         e.slot, e.baked, e.mean, e.op = s, None, False, None
+        if fam == SHAPE and k == CAT:
+            return self._cat(e, s, row, aux, dep)
         if fam in (UNARY, UNARY2):
             e.kind, e.op, e.n = "unary", _TABLES[fam][k], size(s)
             owns = [(int(row[_A]), np.arange(e.n))]
@@ -299,6 +301,29 @@ class _Plan:
         e.group = self.group_of[s] = g
         if e.kind == "sum":
             self.sums.add(s)
+        return e
+
+    def _cat(self, e, s, row, aux, dep):
+        """A concatenation: a call between the loops that copies each moving input's
+        tangent to its place in the output's (``dims``: each input element's place)."""
+        at = int(row[_AUX])
+        m = int(aux[at])
+        outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
+        e.kind, e.n, e.own, e.ops, e.dims = "cat", self._size(s), [], [], []
+        for j in range(m):
+            o, inner, off = int(aux[at + 1 + j]), int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j])
+            n = outer * inner
+            i = np.arange(n)
+            e.dims.append((i // inner) * total + off + i % inner if inner else i)
+            if o < 0:
+                e.ops.append(None)
+                continue
+            b, mb = self._chase(o)
+            e.ops.append(_Access(b, mb, n, self._size(b)) if b in dep else None)
+        g = len(self.groups)
+        self.groups.append([e.n, [e], True])
+        self.calls.add(s)
+        e.group = self.group_of[s] = g
         return e
 
     def in_register(self, e, acc):
@@ -536,6 +561,15 @@ class _Source:
     def _forward_call(self, n, members):
         """The product rule: dC = dA B + A dB."""
         e, = members
+        if e.kind == "cat":
+            if any(acc is None for acc in e.ops):
+                self.emit(1, "t%d[:] = 0.0" % e.slot)
+            for acc, place in zip(e.ops, e.dims):
+                if acc is not None and place.size:
+                    base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+                    self.emit(1, "for i in range(%d):" % place.size)
+                    self.emit(2, "t%d[%s] = %s[%s]" % (e.slot, self._idx(place), base, self._idx(acc.map)))
+            return
         if e.kind == "group":
             self._loops += 1
             into = "tg%d" % self._loops
@@ -552,6 +586,21 @@ class _Source:
         e, = members
         if e.kind == "group":
             return self._reverse_group(e)
+        if e.kind == "cat":         # (linear: the adjoints' tangents pass as the adjoints do)
+            if e.slot == self.p.out:
+                G, H = "1.0", None
+            elif e.slot in self.a_arrays:
+                G, H = "ag%d[%%s]" % e.slot, "ah%d[%%s]" % e.slot
+            else:
+                return
+            for acc, place in zip(e.ops, e.dims):
+                if acc is not None and place.size:
+                    at, to = self._idx(place), self._idx(acc.map)
+                    self.emit(1, "for i in range(%d):" % place.size)
+                    self.emit(2, "ag%d[%s] += %s" % (acc.slot, to, G % at if H else G))
+                    if H:
+                        self.emit(2, "ah%d[%s] += %s" % (acc.slot, to, H % at))
+            return
         s, (rows, _, cols) = e.slot, e.dims
         if s == self.p.out:
             G, H = "np.ones((%d, %d))" % (rows, cols), None
@@ -584,39 +633,74 @@ class _Source:
                 if dh:
                     self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), h))
 
-    # -- logsumexp, softmax, log_softmax between the loops: loops over whole arrays ------
+    # -- reductions by groups between the loops: loops over the whole arrays ---------------
+    # logsumexp, softmax, log_softmax, var, std and the extremum (amax, max()...), each
+    # as the NumPy walk's rules (ops/reduce.py's forward_mode): its output's tangent,
+    # the adjoint of its input and that adjoint's tangent.
     def _group_values(self, e):
-        """(x's tangent, its length, the group of each element, the output's value; x's
-        value for logsumexp)."""
+        """The names the rules read: x's tangent ``tx``, the group ``g`` of element i,
+        values ``x``, ``y`` (input, output), and per-group statistics."""
         acc = e.ops[0]
         n = e.own[0].map.size if e.own[0].map is not None else self.p.sizes[e.own[0].slot]
         base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
-        tx = self._whole(base, acc, n)
-        for slot in ((e.own[0].slot, e.slot) if e.op == _rd.LOGSUMEXP else (e.slot,)):
+        k = e.op
+        reads = (e.slot,) if k in (_rd.SOFTMAX, _rd.LOG_SOFTMAX) else \
+            (e.own[0].slot,) if k == _rd.VAR else (e.own[0].slot, e.slot)
+        for slot in reads:
             if slot not in self.values:
                 self.values.append(slot)
-        return tx, n, self._idx(e.out_map.map), "v%d" % e.slot, "v%d" % e.own[0].slot
+        self._loops += 1
+        j = self._loops
+        v = {"tx": self._whole(base, acc, n), "n": n, "g": self._idx(e.out_map.map), "j": j,
+             "y": "v%d" % e.slot, "x": "v%d" % e.own[0].slot, "G": e.count, "L": n // max(e.count, 1),
+             "f0": "prm[%d, 0]" % (e.slot - self.p.lo)}
+        loop = "for i in range(%d):" % n
+        if k in (_rd.VAR, _rd.STD):         # c = x - the group's mean, the tangent's mean TM
+            self.emit(1, "M%(j)d, TM%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
+            self.emit(1, loop)
+            self.emit(2, "M%(j)d[%(g)s] += %(x)s[i]" % v)
+            self.emit(2, "TM%(j)d[%(g)s] += %(tx)s[i]" % v)
+            self.emit(1, "M%(j)d /= %(L)d" % v)
+            self.emit(1, "TM%(j)d /= %(L)d" % v)
+            self.emit(1, "D%(j)d = %(L)d - %(f0)s" % v)
+            v["c"] = "(%(x)s[i] - M%(j)d[%(g)s])" % v
+        elif k == _rd.EXTREMUM:             # hits: the elements equal to their group's extremum
+            v["hit"] = "(%(x)s[i] == %(y)s[%(g)s] or (%(x)s[i] != %(x)s[i] and %(y)s[%(g)s] != %(y)s[%(g)s]))" % v
+            v["bad"] = "(%(f0)s != 0.0 and %(y)s[%(g)s] != %(y)s[%(g)s])" % v   # (amax's NaN: NaN to all)
+            self.emit(1, "C%(j)d = np.zeros(%(G)d)" % v)
+            self.emit(1, loop)
+            self.emit(2, "if %(hit)s:" % v)
+            self.emit(3, "C%(j)d[%(g)s] += 1.0" % v)
+            self.emit(1, "for q in range(%(G)d):" % v)
+            self.emit(2, "if C%(j)d[q] == 0.0:" % v)
+            self.emit(3, "C%(j)d[q] = 1.0" % v)
+            v["w"] = "(np.nan if %(bad)s else (1.0 / C%(j)d[%(g)s] if %(hit)s else 0.0))" % v
+        return v
 
     def _group_tangent(self, e, into):
-        """The output's tangent into the new array ``into``, emitted (see ``_forward_call``)."""
-        tx, n, g, y, x = self._group_values(e)
-        self._loops += 1
-        S = "S%d" % self._loops
+        """The output's tangent into the new array ``into``, emitted; returns the names."""
+        v = self._group_values(e)
+        k = e.op
+        v["into"] = into
         self.emit(1, "%s = np.zeros(%d)" % (into, e.n))
-        if e.op == _rd.LOGSUMEXP:         # dy = sum p dx, p = exp(x - y)
-            self.emit(1, "for i in range(%d):" % n)
-            self.emit(2, "%s[%s] += exp(%s[i] - %s[%s]) * %s[i]" % (into, g, x, y, g, tx))
-            return tx, n, g, y, x
-        p = "%s[i]" % y if e.op == _rd.SOFTMAX else "exp(%s[i])" % y
-        self.emit(1, "%s = np.zeros(%d)" % (S, e.count))
-        self.emit(1, "for i in range(%d):" % n)
-        self.emit(2, "%s[%s] += %s * %s[i]" % (S, g, p, tx))
-        self.emit(1, "for i in range(%d):" % n)
-        if e.op == _rd.SOFTMAX:         # dy = y (dx - sum y dx)
-            self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s])" % (into, y, tx, S, g))
+        loop = "for i in range(%(n)d):" % v
+        if k in (_rd.LOGSUMEXP, _rd.VAR, _rd.STD, _rd.EXTREMUM):     # dy = sum of w dx over the group
+            w = {_rd.LOGSUMEXP: "exp(%(x)s[i] - %(y)s[%(g)s])", _rd.VAR: "2.0 * %(c)s / D%(j)d",
+                 _rd.STD: "(%(c)s / (D%(j)d * %(y)s[%(g)s]) if %(y)s[%(g)s] != 0.0 else 0.0)",
+                 _rd.EXTREMUM: "%(w)s"}[k] % v
+            self.emit(1, loop)
+            self.emit(2, "%s[%s] += %s * %s[i]" % (into, v["g"], w, v["tx"]))
+            return v
+        p = "%(y)s[i]" % v if k == _rd.SOFTMAX else "exp(%(y)s[i])" % v
+        self.emit(1, "S%(j)d = np.zeros(%(G)d)" % v)
+        self.emit(1, loop)
+        self.emit(2, "S%s[%s] += %s * %s[i]" % (v["j"], v["g"], p, v["tx"]))
+        self.emit(1, loop)
+        if k == _rd.SOFTMAX:            # dy = y (dx - sum y dx)
+            self.emit(2, "%(into)s[i] = %(y)s[i] * (%(tx)s[i] - S%(j)d[%(g)s])" % v)
         else:                           # dy = dx - sum p dx, p = exp(y)
-            self.emit(2, "%s[i] = %s[i] - %s[%s]" % (into, tx, S, g))
-        return tx, n, g, y, x
+            self.emit(2, "%(into)s[i] = %(tx)s[i] - S%(j)d[%(g)s]" % v)
+        return v
 
     def _reverse_group(self, e):
         s, acc = e.slot, e.ops[0]
@@ -627,38 +711,65 @@ class _Source:
         else:
             return
         self._loops += 1
-        j = self._loops
-        ty = "ty%d" % j
-        tx, n, g, y, x = self._group_tangent(e, ty)
-        gy, hy, gx, hx = "gy%d" % j, "hy%d" % j, "gx%d" % j, "hx%d" % j
-        self.emit(1, "%s, %s = %s, %s" % (gy, hy, G, H))
-        self.emit(1, "%s, %s = np.empty(%d), np.empty(%d)" % (gx, hx, n, n))
-        if e.op == _rd.LOGSUMEXP:       # dx = gy p, its tangent hy p + gy p (dx - dy)
-            self.emit(1, "for i in range(%d):" % n)
-            self.emit(2, "p = exp(%s[i] - %s[%s])" % (x, y, g))
-            self.emit(2, "%s[i] = %s[%s] * p" % (gx, gy, g))
-            self.emit(2, "%s[i] = %s[%s] * p + %s[%s] * p * (%s[i] - %s[%s])" % (hx, hy, g, gy, g, tx, ty, g))
+        v = self._group_tangent(e, "ty%d" % self._loops)
+        v.update(ty=v["into"], gy="gy%(j)d" % v, hy="hy%(j)d" % v, gx="gx%(j)d" % v, hx="hx%(j)d" % v)
+        self.emit(1, "%s, %s = %s, %s" % (v["gy"], v["hy"], G, H))
+        self.emit(1, "%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" % v)
+        loop = "for i in range(%(n)d):" % v
+        k = e.op
+        if k == _rd.LOGSUMEXP:          # dx = gy p, its tangent hy p + gy p (dx - dy)
+            self.emit(1, loop)
+            self.emit(2, "p%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
+            self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * p%(j)d" % v)
+            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * p%(j)d + %(gy)s[%(g)s] * p%(j)d * (%(tx)s[i] - %(ty)s[%(g)s])"
+                      % v)
+        elif k == _rd.VAR:              # dx = gy 2 c / D, its tangent hy 2 c / D + gy 2 (dx - mean dx) / D
+            self.emit(1, loop)
+            self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * 2.0 * %(c)s / D%(j)d" % v)
+            self.emit(2, "%(hx)s[i] = (%(hy)s[%(g)s] * 2.0 * %(c)s"
+                      " + %(gy)s[%(g)s] * 2.0 * (%(tx)s[i] - TM%(j)d[%(g)s])) / D%(j)d" % v)
+        elif k == _rd.STD:              # var's over 2 y, 0 where y is 0
+            self.emit(1, loop)
+            self.emit(2, "if %(y)s[%(g)s] != 0.0:" % v)
+            self.emit(3, "%(gx)s[i] = %(gy)s[%(g)s] * %(c)s / (D%(j)d * %(y)s[%(g)s])" % v)
+            self.emit(3, "%(hx)s[i] = (%(hy)s[%(g)s] * %(c)s / %(y)s[%(g)s]"
+                      " + %(gy)s[%(g)s] * ((%(tx)s[i] - TM%(j)d[%(g)s]) / %(y)s[%(g)s]"
+                      " - %(c)s * %(ty)s[%(g)s] / (%(y)s[%(g)s] * %(y)s[%(g)s]))) / D%(j)d" % v)
+            self.emit(2, "else:")
+            self.emit(3, "%(gx)s[i] = 0.0" % v)
+            self.emit(3, "%(hx)s[i] = 0.0" % v)
+        elif k == _rd.EXTREMUM:         # the ties share the adjoint; no curvature
+            self.emit(1, loop)
+            self.emit(2, "if %(bad)s:" % v)
+            self.emit(3, "%(gx)s[i] = np.nan" % v)
+            self.emit(3, "%(hx)s[i] = np.nan" % v)
+            self.emit(2, "elif %(hit)s:" % v)
+            self.emit(3, "%(gx)s[i] = %(gy)s[%(g)s] / C%(j)d[%(g)s]" % v)
+            self.emit(3, "%(hx)s[i] = %(hy)s[%(g)s] / C%(j)d[%(g)s]" % v)
+            self.emit(2, "else:")
+            self.emit(3, "%(gx)s[i] = 0.0" % v)
+            self.emit(3, "%(hx)s[i] = 0.0" % v)
         else:
-            S1, S2 = "S%d_1" % j, "S%d_2" % j
-            self.emit(1, "%s, %s = np.zeros(%d), np.zeros(%d)" % (S1, S2, e.count, e.count))
-            self.emit(1, "for i in range(%d):" % n)
-            if e.op == _rd.SOFTMAX:     # dx = y (gy - sum gy y), its tangent by the product rule
-                self.emit(2, "%s[%s] += %s[i] * %s[i]" % (S1, g, gy, y))
-                self.emit(2, "%s[%s] += %s[i] * %s[i] + %s[i] * %s[i]" % (S2, g, hy, y, gy, ty))
-                self.emit(1, "for i in range(%d):" % n)
-                self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s])" % (gx, y, gy, S1, g))
-                self.emit(2, "%s[i] = %s[i] * (%s[i] - %s[%s]) + %s[i] * (%s[i] - %s[%s])"
-                          % (hx, ty, gy, S1, g, y, hy, S2, g))
+            self.emit(1, "S%(j)d_1, S%(j)d_2 = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
+            self.emit(1, loop)
+            if k == _rd.SOFTMAX:        # dx = y (gy - sum gy y), its tangent by the product rule
+                self.emit(2, "S%(j)d_1[%(g)s] += %(gy)s[i] * %(y)s[i]" % v)
+                self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i] * %(y)s[i] + %(gy)s[i] * %(ty)s[i]" % v)
+                self.emit(1, loop)
+                self.emit(2, "%(gx)s[i] = %(y)s[i] * (%(gy)s[i] - S%(j)d_1[%(g)s])" % v)
+                self.emit(2, "%(hx)s[i] = %(ty)s[i] * (%(gy)s[i] - S%(j)d_1[%(g)s])"
+                          " + %(y)s[i] * (%(hy)s[i] - S%(j)d_2[%(g)s])" % v)
             else:                       # dx = gy - p sum gy, p = exp(y), dp = p dy
-                self.emit(2, "%s[%s] += %s[i]" % (S1, g, gy))
-                self.emit(2, "%s[%s] += %s[i]" % (S2, g, hy))
-                self.emit(1, "for i in range(%d):" % n)
-                self.emit(2, "p = exp(%s[i])" % y)
-                self.emit(2, "%s[i] = %s[i] - p * %s[%s]" % (gx, gy, S1, g))
-                self.emit(2, "%s[i] = %s[i] - p * %s[i] * %s[%s] - p * %s[%s]" % (hx, hy, ty, S1, g, S2, g))
-        self.emit(1, "for i in range(%d):" % n)
-        self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), gx))
-        self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), hx))
+                self.emit(2, "S%(j)d_1[%(g)s] += %(gy)s[i]" % v)
+                self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i]" % v)
+                self.emit(1, loop)
+                self.emit(2, "p%(j)d = exp(%(y)s[i])" % v)
+                self.emit(2, "%(gx)s[i] = %(gy)s[i] - p%(j)d * S%(j)d_1[%(g)s]" % v)
+                self.emit(2, "%(hx)s[i] = %(hy)s[i] - p%(j)d * %(ty)s[i] * S%(j)d_1[%(g)s]"
+                          " - p%(j)d * S%(j)d_2[%(g)s]" % v)
+        self.emit(1, loop)
+        self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["gx"]))
+        self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["hx"]))
 
     def _add(self, e, acc, c0, c1, consts, pre, post):
         """Add ``c0`` (to the adjoint) and ``c1`` (to its tangent) of entry ``e`` into
