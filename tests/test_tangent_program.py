@@ -260,6 +260,52 @@ def test_variances_and_extrema(compiled):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
 
 
+def _jvp(f, xs, vs, mode):
+    old = TP.MODE[0]
+    TP.MODE[0] = mode
+    try:
+        runs = TP.RUNS[0]
+        _, t = Fn.jvp(f, tuple(tg.tensor(x) for x in xs), tuple(tg.tensor(v) for v in vs))
+        return [a.numpy() for a in (t if isinstance(t, tuple) else (t,))], TP.RUNS[0] - runs
+    finally:
+        TP.MODE[0] = old
+
+
+@compiled_code
+def test_jacobian_vector_products(compiled):
+    """A jvp runs the forward loops alone: functional.jvp, tg.func.jvp and a recorded
+    tape's jvp, with several outputs and outputs that are views (of an entry or of
+    an input), against the NumPy walk and finite differences."""
+    A = tg.tensor(RNG.standard_normal((5, 4)))
+    cases = [
+        (lambda x: 100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2, [RNG.standard_normal(50)]),
+        (lambda x: F.softplus(A @ x) * (A @ x).tanh(), [RNG.standard_normal(4)]),
+        (lambda x, y: ((x * y).sin(), (x / y.exp()).sum()), [RNG.standard_normal(6), RNG.standard_normal(6)]),
+        (lambda x: (x.reshape(2, 3).sin()).t()[1:], [RNG.standard_normal(6)]),
+        (lambda x: (x[1:], x.exp()[::2], (x * x).sum()), [RNG.standard_normal(6)]),
+    ]
+    eps = 1e-6
+    for f, xs in cases:
+        vs = [RNG.standard_normal(x.shape) for x in xs]
+        got, runs = _jvp(f, xs, vs, "now")
+        want, none = _jvp(f, xs, vs, "off")
+        assert runs == 1 and none == 0, [str(v[1]) for v in TP._PROGRAMS.values() if isinstance(v[1], Exception)]
+        plus = f(*[tg.tensor(x + eps * v) for x, v in zip(xs, vs)])
+        minus = f(*[tg.tensor(x - eps * v) for x, v in zip(xs, vs)])
+        plus, minus = (plus, minus) if isinstance(plus, tuple) else ((plus,), (minus,))
+        for g, w, p, m in zip(got, want, plus, minus):
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(g, (p.numpy() - m.numpy()) / (2 * eps), rtol=1e-6, atol=1e-6)
+    x, v = RNG.standard_normal(6), RNG.standard_normal(6)
+    runs = TP.RUNS[0]
+    _, t = tg.func.jvp(lambda a: (a.exp() * a).sum(0), (tg.tensor(x),), (tg.tensor(v),))
+    tape = tg.record(lambda a: (a.exp() * a).sum(0), x)
+    y, t2 = tape.jvp(x, v)
+    assert TP.RUNS[0] == runs + 2
+    want = ((np.exp(x) * (1 + x)) * v).sum()
+    np.testing.assert_allclose([t.item(), float(t2)], [want, want], rtol=1e-13)
+
+
 @compiled_code
 def test_background_compile_switches_over():
     """By default the structure's second walk starts the compile in a thread; the

@@ -271,12 +271,18 @@ def _jvp_on_tape(inputs, outputs, v):
         return None
     if v is None:           # (a single one-element input: its direction is 1)
         v = (Tensor._wrap(np.ones(inputs[0].shape)),)
-    ctx = tape.tangents({i: vi._data.reshape(1, -1).astype(np.float64) for i, vi in enumerate(v)})
+    directions = {i: vi._data.reshape(1, -1).astype(np.float64) for i, vi in enumerate(v)}
+    slots = {tape.ins[i]: d for i, d in directions.items() if tape.ins[i] is not None}
+    outs = sorted({s for kind, s in tape.outs if kind == "slot" and slots and s >= min(slots)})
+    tans = _program.first_order(tape.T, slots, outs) if outs else None     # (compiled: None until ready)
+    ctx = None if tans is not None else tape.tangents(directions)
+    if ctx is not None:
+        tans = ctx.tans
     res = ()
     for out, (kind, s) in zip(outputs, tape.outs):
         t = None
-        if kind == "slot" and ctx is not None:
-            t = ctx.tans.get(s)
+        if kind == "slot" and tans is not None:
+            t = tans.get(s)
         elif kind == "input":
             t = v[s]._data
         res += (_result(np.zeros(out.shape) if t is None else t, out.shape, out.dtype),)

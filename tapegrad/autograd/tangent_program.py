@@ -2,8 +2,8 @@
 
 ``autograd.tangent`` walks a tape in NumPy, a few calls per entry over K directions;
 on vectors of thousands of elements its Python and temporaries are most of the time.
-Here, for one direction (``hvp``, ``vhp``), the two passes are written out for one tape
-as fused loops: views are folded into the index maps of the entries that read them,
+Here, for one direction (``hvp``, ``vhp``; ``jvp``: the forward loops alone,
+``first_order``), the two passes are written out for one tape as fused loops: views are folded into the index maps of the entries that read them,
 and the entries of one size go into one loop (``_Plan``), where each element's
 tangents, then its adjoints and their tangents (the reverse rule once more, plus the
 rule differentiated along the tangents of what it reads: ``dual``) pass in registers;
@@ -16,11 +16,11 @@ entries' integer fields, auxiliary words, the parameters written into the code,
 which slots are seeded and wanted), not by its values, so that each call of a loss
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
-until then), written where the kernels are and cached by Numba on disk.  Matrix
-products are calls between the loops (``np.dot`` on whole arrays, by the product
-rule).  A tape with an entry outside the elementwise ops, sums, means, reshapes,
-strided views and unbatched matrix products keeps the NumPy walk (the reason is
-kept in ``_PROGRAMS``).
+until then), written where the kernels are and cached by Numba on disk.  Gathers
+are index maps too; matrix products (``np.dot``), concatenations and the reductions
+by groups (logsumexp, softmax, log_softmax, var, std, extrema) are calls between the
+loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
+reason is kept in ``_PROGRAMS``).
 """
 import ast
 import hashlib
@@ -173,10 +173,12 @@ class _Plan:
     operands, or the very loop of one it reads element for element, whose values
     then pass in registers."""
 
-    def __init__(self, T, lo, hi, seeds, targets, out):
+    def __init__(self, T, lo, hi, seeds, targets, outs, kind="hvp"):
         ints, flts = T.arrays()
         aux = T.aux_array()
-        self.lo, self.out = lo, out
+        # "hvp": forward over reverse from outs[0] (``out``); "jvp": the tangents of ``outs`` only
+        self.lo, self.kind, self.outs = lo, kind, list(outs)
+        self.out = outs[0] if kind == "hvp" else None
         self.seeds, self.targets = list(seeds), list(targets)
         self.sizes = {}
         size = self._size = lambda s: self.sizes.setdefault(s, int(ints[s, _SIZE]))     # noqa: E731
@@ -207,8 +209,11 @@ class _Plan:
                 self.view[s] = (b, m)
                 continue
             self.entries.append(self._entry(s, row, fam, k, flts, aux, dep))
-        if out not in self.group_of:
-            raise Unsupported("the output is a view, or does not depend on the inputs")
+        for o in outs:          # (a jvp's output may be a view: its base's tangent through the map)
+            b = self.view[o][0] if kind == "jvp" and o in self.view else o
+            if b not in self.group_of and not (kind == "jvp" and b in seeds):
+                raise Unsupported("an output is %s" % ("a view" if o in self.view else
+                                                        "an input, or does not depend on the inputs"))
         if any(t not in seeds for t in targets):
             raise Unsupported("a wanted slot has no direction")
         loops = sum(not call for _, _, call in self.groups)
@@ -350,6 +355,10 @@ class _Source:
                     self.a_arrays.add(acc.slot)
                     if acc.slot not in p.seeds:
                         self.t_arrays.add(acc.slot)
+        if p.kind == "jvp":             # (no reverse: the outputs' tangents are what it returns)
+            self.a_arrays = set()
+            self.t_arrays.update(p.view[o][0] if o in p.view else o for o in p.outs)
+            self.t_arrays -= set(p.seeds)
 
     def emit(self, depth, line):
         self.lines.append("    " * depth + line)
@@ -424,8 +433,12 @@ class _Source:
         for n, members, call in p.groups:
             if any(e.slot in self.t_arrays for e in members):
                 (self._forward_call if call else self._forward)(n, members)
-        for n, members, call in reversed(p.groups):
-            (self._reverse_call if call else self._reverse)(n, members)
+        if p.kind == "hvp":
+            for n, members, call in reversed(p.groups):
+                (self._reverse_call if call else self._reverse)(n, members)
+            ret = "return (%s,)" % ", ".join("ag%d, ah%d" % (t, t) for t in p.targets)
+        else:       # (new arrays: the work array is the next call's)
+            ret = "return (%s,)" % ", ".join([self._jvp_output(o) for o in p.outs])
         self.lines = head = []
         args = (["prm", "work"] + ["v%d" % s for s in self.values] + ["m%d" % j for j in range(len(self.maps))]
                 + ["s%d" % s for s in p.seeds])
@@ -448,8 +461,19 @@ class _Source:
         for e in p.entries:
             if e.kind == "unary" and e.baked is None:
                 self.emit(1, "p%d, q%d = prm[%d, 0], prm[%d, 1]" % (e.slot, e.slot, e.slot - p.lo, e.slot - p.lo))
-        ret = "return (%s,)" % ", ".join("ag%d, ah%d" % (t, t) for t in p.targets)
         return "\n".join(head + body + ["    " + ret]) + "\n"
+
+    def _jvp_output(self, o):
+        """A jvp's output tangent as a new array: its own, or its base's through the map."""
+        b, m = self.p.view.get(o, (o, None))
+        name = "%s%d" % ("s" if b in self.p.seeds else "t", b)
+        if m is None or (m.size == self.p._size(b) and np.array_equal(m, np.arange(m.size))):
+            return "%s.copy()" % name
+        self._loops += 1
+        out = "o%d" % self._loops
+        self.lines += ["    %s = np.empty(%d)" % (out, m.size), "    for i in range(%d):" % m.size,
+                       "        %s[i] = %s[%s]" % (out, name, self._idx(m))]
+        return out
 
     def _forward(self, n, members):
         """The members' tangents, written where a later loop reads them."""
@@ -819,15 +843,16 @@ def _baked_opcodes():
     return _BAKED[0]
 
 
-def _key(T, lo, hi, seeds, targets, ints, flts):
+def _key(T, lo, hi, seeds, targets, outs, ints, flts):
     """The structure of the tape from ``lo`` to ``hi``: its entries' integer fields but
     their versions (absolute: a loss recorded again on a fresh tape finds the same),
     the auxiliary words, the sizes of the slots before ``lo``, the parameters written
-    into the program (``_baked_opcodes``), the seeded and wanted slots."""
+    into the program (``_baked_opcodes``), the seeded, wanted and output slots."""
     ops = ints[lo:hi + 1, _OP]
     baked = np.flatnonzero(_baked_opcodes()[ops])
     return (lo, ints[lo:hi + 1, :_tp.VERSION].tobytes(), T.aux_array().tobytes(), ints[:lo, _SIZE].tobytes(),
-            flts[lo + baked, _tp.F0:_tp.F1 + 1].tobytes() if baked.size else b"", tuple(seeds), tuple(targets))
+            flts[lo + baked, _tp.F0:_tp.F1 + 1].tobytes() if baked.size else b"", tuple(seeds), tuple(targets),
+            tuple(outs))
 
 
 def _slot_value(T, ints, flts, s):
@@ -851,14 +876,26 @@ def second_order(T, seeds, targets, out):
     its derivative ``h`` along the tangents ``seeds`` {slot: (1, n)} (one direction),
     by the tape structure's compiled program; or None while it is not compiled, or
     when it cannot be (the caller then walks the tape in NumPy, ``autograd.tangent``)."""
+    res = _run(T, "hvp", seeds, list(targets), (out,))
+    return None if res is None else {t: (res[2 * i], res[2 * i + 1]) for i, t in enumerate(targets)}
+
+
+def first_order(T, seeds, outs):
+    """{output slot: its tangent (flat)} along the tangents ``seeds`` {slot: (1, n)} (a
+    Jacobian-vector product: the forward loops alone), or None as ``second_order``."""
+    res = _run(T, "jvp", seeds, [], tuple(outs))
+    return None if res is None else dict(zip(outs, res))
+
+
+def _run(T, kind, seeds, targets, outs):
     from . import engine
-    if MODE[0] == "off" or engine.INTERPRET[0] == "always":
+    if MODE[0] == "off" or engine.INTERPRET[0] == "always" or not outs:
         return None
-    lo, hi = min(seeds), out
+    lo, hi = min(seeds), max(outs)
     if hi - lo >= MAX_ENTRIES or hi < lo or any(d.shape[0] != 1 for d in seeds.values()):
         return None
     ints, flts = T.arrays()
-    key = _key(T, lo, hi, seeds, targets, ints, flts)
+    key = (kind,) + _key(T, lo, hi, seeds, targets, outs, ints, flts)
     got = _PROGRAMS.get(key)
     if got is None:
         got = _PROGRAMS[key] = [0, None, None]
@@ -867,7 +904,7 @@ def second_order(T, seeds, targets, out):
     if run is None:
         if plan is None and got[0] >= COMPILE_AFTER:
             try:
-                plan = got[1] = _Plan(T, lo, hi, sorted(seeds), list(targets), out)
+                plan = got[1] = _Plan(T, lo, hi, sorted(seeds), targets, outs, kind)
             except Unsupported as e:
                 plan = got[1] = e.with_traceback(None)      # (its frames would hold the tape)
             if type(plan) is _Plan:
@@ -887,11 +924,10 @@ def second_order(T, seeds, targets, out):
     prm = np.ascontiguousarray(flts[lo:hi + 1, _tp.F0:_tp.F1 + 1])
     tans = [np.ascontiguousarray(seeds[s][0], np.float64) for s in plan.seeds]
     work = _tp.take_spare(plan.spare, 0, np.empty, plan.work)
-    with np.errstate(all="ignore"):
-        res = run(prm, work, *vals, *plan.maps, *tans)
+    res = run(prm, work, *vals, *plan.maps, *tans)      # (compiled: NumPy's error state plays no part)
     plan.spare[0] = work
     RUNS[0] += 1
-    return {t: (res[2 * i], res[2 * i + 1]) for i, t in enumerate(targets)}
+    return res
 
 
 def _compile(got):

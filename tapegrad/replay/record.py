@@ -197,10 +197,14 @@ class RecordedTape:
         """(output, Jacobian-vector product): ``tangents`` one array per differentiated
         argument (one bare array for one), pushed forward through the tape in one pass."""
         from ..autograd import tangent as TG
+        from ..autograd import tangent_program as TP
         picked, single, arrays, T, s, y, ins = self._walkable(args, argnums)
         vs = self._directions(tangents, picked, arrays, single, "jvp")
         seeds = {sl: v for sl, v in zip(ins, vs) if sl is not None}
-        t = TG.tangents(T, seeds, s).tans.get(s) if seeds and min(seeds) <= s else None
+        t = None
+        if seeds and min(seeds) <= s:
+            got = TP.first_order(T, seeds, (s,))       # (compiled: None until ready)
+            t = got[s] if got is not None else TG.tangents(T, seeds, s).tans.get(s)
         return y, (np.zeros(y.shape) if t is None else t.reshape(y.shape)).astype(np.result_type(y.dtype, np.float32))
 
     def _second(self, args, directions, argnums, what):
