@@ -1004,7 +1004,7 @@ def test_fuzz_forward_mode(data):
     vs = [rng.standard_normal(tuple(x.shape)) for x in xs]
     fresh = tuple(x.detach().requires_grad_(True) for x in xs)
     out = b.f(*fresh)
-    jv = Fn._on_tape(Fn._jvp_on_tape, fresh, (out,), tuple(tg.tensor(v) for v in vs))
+    jv = _hvp_long(Fn._on_tape, Fn._jvp_on_tape, fresh, (out,), tuple(tg.tensor(v) for v in vs))
     if jv is None:
         return          # (an op without a forward-mode rule: functional takes the reverse-mode path)
     jv = _a(jv[0])
@@ -1033,9 +1033,9 @@ def test_fuzz_forward_mode(data):
 
 
 def _hvp_long(hvp, *args):
-    """``hvp(*args)``; in the long profile through the tape structure's compiled program
-    (``autograd.tangent_program``) when it covers the tape: compiled at the first walk,
-    in the caller (about a second per program, too slow for CI's examples)."""
+    """``hvp(*args)`` (or a jvp); in the long profile through the tape structure's compiled
+    program (``autograd.tangent_program``) when it covers the tape: compiled at the first
+    walk, in the caller (about a second per program, too slow for CI's examples)."""
     if not LONG:
         return hvp(*args)
     from tapegrad.autograd import tangent_program as tp

@@ -307,6 +307,29 @@ def test_jacobian_vector_products(compiled):
 
 
 @compiled_code
+def test_regression_a_call_names_no_parameter(compiled):
+    """(Found by the long fuzz: logsumexp's reverse called its weight ``p<n>``, the name
+    of entry n's unary parameter, when the counters met.)"""
+    c5, c7, c10 = tg.tensor([0.67, 0.91, -0.46]), tg.tensor(0.28), tg.tensor(-0.09)
+
+    def f(x0, x1):      # (the fuzzer's program, its unused entries kept: they number the slots)
+        v2 = tg.neg(x1)
+        tg.sub(x0, tg.tanh(x0), alpha=0.5)
+        v6 = tg.exp(x0 + -1)
+        tg.neg(x0), x0.exp()
+        v9 = tg.neg(v2)
+        -x0, x0.expm1()
+        v12 = tg.sub(v6, v6, alpha=2.0)
+        tg.permute(x1, ())
+        v14 = tg.logsumexp(v2, -1, keepdim=False)
+        v6[tg.tensor([2])], x1.tanh()
+        v17 = v9.softmax(dim=0)
+        x1.sin(), tg.neg(x0), tg.exp(x0), tg.expm1(x0)
+        return 0 + (v12 * c5).sum() + (v14 * c7).sum() + (v17 * c10).sum() + (x1 * 0).sum()
+    _check(f, [np.array([1.436, 0.871, -1.464]), np.array(-1.397)])
+
+
+@compiled_code
 def test_background_compile_switches_over():
     """By default the structure's second walk starts the compile in a thread; the
     program serves once it is ready, with the NumPy walk's values."""

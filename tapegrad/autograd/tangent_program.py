@@ -743,9 +743,9 @@ class _Source:
         k = e.op
         if k == _rd.LOGSUMEXP:          # dx = gy p, its tangent hy p + gy p (dx - dy)
             self.emit(1, loop)
-            self.emit(2, "p%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
-            self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * p%(j)d" % v)
-            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * p%(j)d + %(gy)s[%(g)s] * p%(j)d * (%(tx)s[i] - %(ty)s[%(g)s])"
+            self.emit(2, "pe%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
+            self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * pe%(j)d" % v)
+            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * pe%(j)d + %(gy)s[%(g)s] * pe%(j)d * (%(tx)s[i] - %(ty)s[%(g)s])"
                       % v)
         elif k == _rd.VAR:              # dx = gy 2 c / D, its tangent hy 2 c / D + gy 2 (dx - mean dx) / D
             self.emit(1, loop)
@@ -787,10 +787,10 @@ class _Source:
                 self.emit(2, "S%(j)d_1[%(g)s] += %(gy)s[i]" % v)
                 self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i]" % v)
                 self.emit(1, loop)
-                self.emit(2, "p%(j)d = exp(%(y)s[i])" % v)
-                self.emit(2, "%(gx)s[i] = %(gy)s[i] - p%(j)d * S%(j)d_1[%(g)s]" % v)
-                self.emit(2, "%(hx)s[i] = %(hy)s[i] - p%(j)d * %(ty)s[i] * S%(j)d_1[%(g)s]"
-                          " - p%(j)d * S%(j)d_2[%(g)s]" % v)
+                self.emit(2, "pe%(j)d = exp(%(y)s[i])" % v)
+                self.emit(2, "%(gx)s[i] = %(gy)s[i] - pe%(j)d * S%(j)d_1[%(g)s]" % v)
+                self.emit(2, "%(hx)s[i] = %(hy)s[i] - pe%(j)d * %(ty)s[i] * S%(j)d_1[%(g)s]"
+                          " - pe%(j)d * S%(j)d_2[%(g)s]" % v)
         self.emit(1, loop)
         self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["gx"]))
         self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["hx"]))
