@@ -307,6 +307,14 @@ def test_jacobian_vector_products(compiled):
 
 
 @compiled_code
+def test_cumulative_sums(compiled):
+    """cumsum: running sums along each row forward, from each row's end in reverse."""
+    _check(lambda w: w.cumsum(0).sin().sum() + (w.reshape(4, 6).cumsum(1) ** 2).sum()
+           + w.reshape(4, 6).cumsum(0).exp().sum() + w.reshape(4, 6).t().cumsum(1)[1].tanh().sum()
+           + (w[3].cumsum(0) * w).sum(), [RNG.standard_normal(24)])
+
+
+@compiled_code
 def test_regression_a_call_names_no_parameter(compiled):
     """(Found by the long fuzz: logsumexp's reverse called its weight ``p<n>``, the name
     of entry n's unary parameter, when the counters met.)"""

@@ -18,8 +18,8 @@ that records the same tape again finds it.  It is compiled in a background threa
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
 until then), written where the kernels are and cached by Numba on disk.  Gathers
 are index maps too; matrix products (``np.dot``), concatenations and the reductions
-by groups (logsumexp, softmax, log_softmax, var, std, extrema) are calls between the
-loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
+and scans by groups (logsumexp, softmax, log_softmax, var, std, extrema, cumsum) are
+calls between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
 reason is kept in ``_PROGRAMS``).
 """
 import ast
@@ -41,7 +41,8 @@ MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the co
 MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one function slowly)
 MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
 
-_GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM)  # calls by groups
+_GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM,   # calls by groups
+                _rd.CUMSUM)
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 
@@ -668,7 +669,7 @@ class _Source:
         n = e.own[0].map.size if e.own[0].map is not None else self.p.sizes[e.own[0].slot]
         base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
         k = e.op
-        reads = (e.slot,) if k in (_rd.SOFTMAX, _rd.LOG_SOFTMAX) else \
+        reads = (e.slot,) if k in (_rd.SOFTMAX, _rd.LOG_SOFTMAX) else () if k == _rd.CUMSUM else \
             (e.own[0].slot,) if k == _rd.VAR else (e.own[0].slot, e.slot)
         for slot in reads:
             if slot not in self.values:
@@ -708,6 +709,12 @@ class _Source:
         v["into"] = into
         self.emit(1, "%s = np.zeros(%d)" % (into, e.n))
         loop = "for i in range(%(n)d):" % v
+        if k == _rd.CUMSUM:             # a running sum along each row (its elements in flat order)
+            self.emit(1, "R%(j)d = np.zeros(%(G)d)" % v)
+            self.emit(1, loop)
+            self.emit(2, "R%(j)d[%(g)s] += %(tx)s[i]" % v)
+            self.emit(2, "%(into)s[i] = R%(j)d[%(g)s]" % v)
+            return v
         if k in (_rd.LOGSUMEXP, _rd.VAR, _rd.STD, _rd.EXTREMUM):     # dy = sum of w dx over the group
             w = {_rd.LOGSUMEXP: "exp(%(x)s[i] - %(y)s[%(g)s])", _rd.VAR: "2.0 * %(c)s / D%(j)d",
                  _rd.STD: "(%(c)s / (D%(j)d * %(y)s[%(g)s]) if %(y)s[%(g)s] != 0.0 else 0.0)",
@@ -741,7 +748,14 @@ class _Source:
         self.emit(1, "%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" % v)
         loop = "for i in range(%(n)d):" % v
         k = e.op
-        if k == _rd.LOGSUMEXP:          # dx = gy p, its tangent hy p + gy p (dx - dy)
+        if k == _rd.CUMSUM:             # linear: the running sums from each row's end
+            self.emit(1, "RG%(j)d, RH%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
+            self.emit(1, "for i in range(%(n)d - 1, -1, -1):" % v)
+            self.emit(2, "RG%(j)d[%(g)s] += %(gy)s[i]" % v)
+            self.emit(2, "RH%(j)d[%(g)s] += %(hy)s[i]" % v)
+            self.emit(2, "%(gx)s[i] = RG%(j)d[%(g)s]" % v)
+            self.emit(2, "%(hx)s[i] = RH%(j)d[%(g)s]" % v)
+        elif k == _rd.LOGSUMEXP:        # dx = gy p, its tangent hy p + gy p (dx - dy)
             self.emit(1, loop)
             self.emit(2, "pe%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
             self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * pe%(j)d" % v)
