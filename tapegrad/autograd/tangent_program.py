@@ -741,8 +741,12 @@ class _Source:
             G, H = "ag%d" % s, "ah%d" % s
         else:
             return
-        self._loops += 1
-        v = self._group_tangent(e, "ty%d" % self._loops)
+        if s in self.t_arrays:          # (its tangent is already written: the forward loops' t<s>)
+            v = self._group_values(e)
+            v["into"] = "t%d" % s
+        else:
+            self._loops += 1
+            v = self._group_tangent(e, "ty%d" % self._loops)
         v.update(ty=v["into"], gy="gy%(j)d" % v, hy="hy%(j)d" % v, gx="gx%(j)d" % v, hx="hx%(j)d" % v)
         self.emit(1, "%s, %s = %s, %s" % (v["gy"], v["hy"], G, H))
         self.emit(1, "%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" % v)
