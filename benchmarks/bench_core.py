@@ -70,6 +70,21 @@ class HVP:
         hvp(tg, self.inputs)
 
 
+class CreateGraphHistory:
+    """grad(create_graph=True) in a loop with no plain backward (which would start a new
+    tape): each call resumes the one tape, which grows with the calls before it; a call
+    should cost what its own graph does, not the history's."""
+    def setup(self):
+        self.x = np.random.default_rng(0).uniform(-2.0, 2.0, 10)
+        for _ in range(2000):
+            self.time_create_graph_grad()
+
+    def time_create_graph_grad(self):
+        x = tg.tensor(self.x, requires_grad=True)
+        head = x[:-1]
+        tg.autograd.grad((100 * (x[1:] - head ** 2) ** 2 + (1 - head) ** 2).sum(), x, create_graph=True)
+
+
 class LennardJones:
     """384 atoms, all pairs by broadcasting (compare.py's lj)."""
     def setup(self):

@@ -614,3 +614,45 @@ def test_one_element_adjoint_of_a_full_sum_is_expanded_where_needed():
     np.testing.assert_allclose(ref[1], base[1], rtol=1e-12)
     x, c = tg.tensor(xv, requires_grad=True), tg.tensor(cv, requires_grad=True)
     assert tg.autograd.gradgradcheck(f, (x, c))
+
+
+def test_mark_stops_at_the_lowest_target_with_the_same_result():
+    """A loop of create_graph grads resumes one tape, which grows with history; the mark
+    of each grad stops at its lowest target (or EXT entry) and must find what the mark of
+    the whole tape finds: the same entries to process, reached and kept."""
+    from tapegrad.autograd import walk
+    from tapegrad.kernels import sweep as K
+    x0 = np.linspace(-1, 1, 6)
+    older = tg.tensor(x0, requires_grad=True) * 2.0          # (a tensor of an older tape: EXT entries)
+    seen = []
+    orig = K.mark.py_func
+
+    def both(ints, aux, saves, freed, roots, targets, use_targets, ext_leads, lo):
+        got = orig(ints, aux, saves, freed, roots, targets, use_targets, ext_leads, lo)
+        full = orig(ints, aux, saves, freed, roots, targets, use_targets, ext_leads, 0)
+        seen.append(lo)
+        for a, b in zip(got, full):
+            np.testing.assert_array_equal(a, b)
+        return got
+    old = K.mark
+    K.mark = type("M", (), {"py_func": staticmethod(both), "__call__": staticmethod(both)})()
+    try:
+        for i in range(6):
+            x = tg.tensor(x0 + i, requires_grad=True)
+            y = (x.sin() * older).sum() + (x ** 3).sum()
+            u = x.cos()                                       # (recorded before h, leads to x)
+            h = x * 1.5                                       # an intermediate target
+            z = (h.exp() * u).sum()
+            g, = grad(y, x, create_graph=True)
+            gh, gx = grad(z, [h, x], create_graph=True)
+            go, = grad(y, [older], create_graph=True)          # through an EXT entry
+            (g * gx).sum().backward(retain_graph=True)       # (older's graph serves every round)
+            np.testing.assert_allclose(g.detach().numpy(), np.cos(x0 + i) * older.detach().numpy()
+                                       + 3 * (x0 + i) ** 2, rtol=1e-12)
+            np.testing.assert_allclose(gh.detach().numpy(), np.exp(1.5 * (x0 + i)) * np.cos(x0 + i), rtol=1e-12)
+            xi = x0 + i     # (x's gradient counts the path through h too, as PyTorch's)
+            np.testing.assert_allclose(gx.detach().numpy(), np.exp(1.5 * xi) * (1.5 * np.cos(xi) - np.sin(xi)),
+                                       rtol=1e-12)
+    finally:
+        K.mark = old
+    assert max(seen) > 0            # (the bound was used, not only lo = 0)

@@ -118,15 +118,24 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
             if t._tape is T:
                 tslots.setdefault(t._slot, []).append(t)
             elif t._tape is None:
+                if t._tape_id == T.id and T.leaves.get(t._slot) is t:      # (its latest slot: most often)
+                    tslots.setdefault(t._slot, []).append(t)
+                    continue
                 for s, leaf in T.leaves.items():
                     if leaf is t:
                         tslots.setdefault(s, []).append(t)
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
+    # below the lowest target (or EXT entry, when gradient may leave through one) nothing leads
+    lo = 0
+    if tgt_ids is not None:
+        lo = min(tslots) if tslots else n
+        if ext_leads and T.ext:
+            lo = min(lo, min(T.ext))
 
     # (the bookkeeping kernels run as Python until the compiled kernels are loaded)
     k = K.mark if _jit.READY[0] else K.mark.py_func
     process, reach, needval, err, fams = k(ints, aux_array(T), K.SAVES_TABLE, freed, roots, targets,
-                                           tgt_ids is not None, ext_leads)
+                                           tgt_ids is not None, ext_leads, lo)
     if err >= 0:
         raise RuntimeError(SECOND_TIME)
     if _tp.inplace_counter[0] != T.inplace_mark:

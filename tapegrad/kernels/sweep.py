@@ -166,19 +166,21 @@ def address(a):
 
 
 @jit
-def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
-    """Returns (process, reach, needval, error entry or -1, mask of the processed
+def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads, lo):
+    """``lo``: no entry below it leads to a target (with targets; else 0).  Returns (process, reach, needval, error entry or -1, mask of the processed
     entries' families: bit ``op >> FAMILY_SHIFT``, see ``run_for``)."""
     n = ints.shape[0]
     reach = np.zeros(n, np.uint8)
     process = np.zeros(n, np.uint8)
     needval = np.zeros(n, np.uint8)
     leads = np.ones(n, np.uint8)
+    # (both loops stop at ``lo``: a tape long with history, as a loop of create_graph grads
+    # makes by resuming one tape, costs what the graph between the targets and the roots does)
     if use_targets:                 # leads[s]: s is, or depends on, a target
         leads[:] = 0
         for t in targets:
             leads[t] = 1
-        for e in range(n):
+        for e in range(lo, n):
             if leads[e]:
                 continue
             op = ints[e, OP]
@@ -203,7 +205,7 @@ def mark(ints, aux, saves, freed, roots, targets, use_targets, ext_leads):
         reach[r] = 1
         if r > hi:
             hi = r
-    for e in range(hi, -1, -1):
+    for e in range(hi, lo - 1, -1):
         if not reach[e]:
             continue
         op = ints[e, OP]
