@@ -393,7 +393,11 @@ class _Source:
             return None
         if self.p.in_register(e, acc):
             return "%s%d" % (self._dp, acc.slot)
-        return "%s%d[%s]" % ("s" if acc.slot in self.p.seeds else "t", acc.slot, self._idx(acc.map))
+        return "%s[%s]" % (self._tangents_of(acc.slot), self._idx(acc.map))
+
+    def _tangents_of(self, slot):
+        """The name of the array of ``slot``'s tangents: a seed's argument, or its ``t`` array."""
+        return "%s%d" % ("s" if slot in self.p.seeds else "t", slot)
 
     def _unary_env(self, e, tangents=False):
         if e.baked is None:
@@ -467,7 +471,7 @@ class _Source:
     def _jvp_output(self, o):
         """A jvp's output tangent as a new array: its own, or its base's through the map."""
         b, m = self.p.view.get(o, (o, None))
-        name = "%s%d" % ("s" if b in self.p.seeds else "t", b)
+        name = self._tangents_of(b)
         if m is None or (m.size == self.p._size(b) and np.array_equal(m, np.arange(m.size))):
             return "%s.copy()" % name
         self._loops += 1
@@ -579,7 +583,7 @@ class _Source:
             if acc is None:
                 tans.append(None)
                 continue
-            base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+            base = self._tangents_of(acc.slot)
             tans.append("%s.reshape%r" % (self._whole(base, acc, shape[0] * shape[1]), shape))
         return vals, tans
 
@@ -591,7 +595,7 @@ class _Source:
                 self.emit(1, "t%d[:] = 0.0" % e.slot)
             for acc, place in zip(e.ops, e.dims):
                 if acc is not None and place.size:
-                    base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+                    base = self._tangents_of(acc.slot)
                     self.emit(1, "for i in range(%d):" % place.size)
                     self.emit(2, "t%d[%s] = %s[%s]" % (e.slot, self._idx(place), base, self._idx(acc.map)))
             return
@@ -667,7 +671,7 @@ class _Source:
         values ``x``, ``y`` (input, output), and per-group statistics."""
         acc = e.ops[0]
         n = e.own[0].map.size if e.own[0].map is not None else self.p.sizes[e.own[0].slot]
-        base = "%s%d" % ("s" if acc.slot in self.p.seeds else "t", acc.slot)
+        base = self._tangents_of(acc.slot)
         k = e.op
         reads = (e.slot,) if k in (_rd.SOFTMAX, _rd.LOG_SOFTMAX) else () if k == _rd.CUMSUM else \
             (e.own[0].slot,) if k == _rd.VAR else (e.own[0].slot, e.slot)
