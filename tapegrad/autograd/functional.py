@@ -33,6 +33,7 @@ from ..ops.shape import stack
 from ..core.tensor import Tensor
 from . import tangent as _tangent
 from . import tangent_program as _program
+from . import walk as _walk
 from .api import grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
@@ -231,6 +232,8 @@ class _Tape:
                 return None     # (a view of an input not yet on the tape...)
             else:
                 outs.append(("const", None))
+        if T is not None and _tp.inplace_counter[0] != T.inplace_mark:
+            _check_saved(T, inputs, outs)
         self = _Tape()
         self.T, self.ins, self.outs = T, ins, outs
         self.hi = max([s for kind, s in outs if kind == "slot"] + [-1])
@@ -243,6 +246,15 @@ class _Tape:
         if not slots or self.hi < 0 or min(slots) > self.hi:
             return None
         return _tangent.tangents(self.T, slots, self.hi)
+
+
+def _check_saved(T, inputs, outs):
+    """Raise as a backward from the outputs to the inputs would (PyTorch's path raises
+    there) when a value it needs was changed in place after an op saved it: the
+    tangent walks and programs read the values the tape saved."""
+    roots = {s: None for kind, s in outs if kind == "slot"}
+    if roots:
+        _walk.mark(T, T.arrays()[0], roots, {id(x): x for x in inputs}, False)
 
 
 def _imports(T, inputs):
