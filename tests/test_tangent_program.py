@@ -315,6 +315,51 @@ def test_cumulative_sums(compiled):
 
 
 @compiled_code
+def test_setitem_and_scatters(compiled):
+    """Writes and scatters: calls that place each moving input's tangent (a setitem:
+    the last write of a repeated index wins; index_add and diag: added), for hvp and
+    jvp, against the NumPy walk and finite differences."""
+    A = tg.tensor(RNG.standard_normal((4, 4)))
+
+    def residual(x):            # a residual assembled by slices, as numeric scripts write them
+        r = tg.zeros(6)
+        r[1:] = x[:-1] * x[1:]
+        r[0] = x[2] ** 3
+        return r.sin() * r
+
+    def writes(x):
+        y = x * 3.0 - 1.0                       # (saves nothing that the writes change)
+        y[[0, 2, 0]] = x[1:4] * 2.0             # a repeated index: the last write wins
+        z = x * 1.0
+        z[1:3].mul_(x[:2])                      # in place on a view (CopySlices)
+        return (y * z).tanh()
+
+    def scatters(x):
+        s = tg.zeros(4).index_add(0, tg.tensor([3, 0, 3, 1, 2, 0]), x)     # adds up repeats
+        d = tg.diag(x[:4].sin())                # zeros with a diagonal: a strided scatter
+        return (d @ A).tanh().sum(0) * s + x[2:]
+
+    def scatter_in_place(x):
+        y = x + 0.5
+        y.index_add_(0, tg.tensor([1, 1, 4]), x[:3] ** 2)
+        return y * x
+
+    cases = [residual, writes, scatters, scatter_in_place]
+    for f in cases:
+        _check(lambda x: (f(x) ** 2).sum() + f(x).sum(), [RNG.standard_normal(6)])
+    eps = 1e-6
+    for f in cases:
+        x, v = RNG.standard_normal(6), RNG.standard_normal(6)
+        got, runs = _jvp(f, [x], [v], "now")
+        want, none = _jvp(f, [x], [v], "off")
+        assert runs == 1 and none == 0, [str(e[1]) for e in TP._PROGRAMS.values() if isinstance(e[1], Exception)]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
+        fd = (f(tg.tensor(x + eps * v)).numpy() - f(tg.tensor(x - eps * v)).numpy()) / (2 * eps)
+        np.testing.assert_allclose(got[0], fd, rtol=1e-6, atol=1e-6)
+        assert np.abs(want[0]).max() > 0.1
+
+
+@compiled_code
 def test_regression_a_call_names_no_parameter(compiled):
     """(Found by the long fuzz: logsumexp's reverse called its weight ``p<n>``, the name
     of entry n's unary parameter, when the counters met.)"""

@@ -17,8 +17,8 @@ which slots are seeded and wanted), not by its values, so that each call of a lo
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
 until then), written where the kernels are and cached by Numba on disk.  Gathers
-are index maps too; matrix products (``np.dot``), concatenations and the reductions
-and scans by groups (logsumexp, softmax, log_softmax, var, std, extrema, cumsum) are
+are index maps too; matrix products (``np.dot``), concatenations, writes and scatters
+(setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by groups (logsumexp, softmax, log_softmax, var, std, extrema, cumsum) are
 calls between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
 reason is kept in ``_PROGRAMS``).
 """
@@ -34,7 +34,7 @@ from ..core.registry import BINARY, BINARY2, LINALG, META_END, REDUCE, SHAPE, UN
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..kernels.codegen import literal as _literal
-from ..ops._record import CAT, GATHER, RESHAPE, STRIDED
+from ..ops._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER
 
 COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
 MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the compile grows with the source) ...
@@ -164,7 +164,7 @@ class _Entry:
     the loops, not a member of one), its loop size ``n``, and per operand the
     access to its base (``ops``: tangents, adjoints; None for an operand that depends
     on no seeded slot) and to its own slot (``own``: values, as the tape saved them)."""
-    __slots__ = ("slot", "kind", "op", "n", "ops", "own", "baked", "mean", "count", "out_map", "group", "dims")
+    __slots__ = ("slot", "kind", "op", "n", "ops", "own", "baked", "mean", "count", "out_map", "group", "dims", "add")
 
 
 class _Plan:
@@ -232,6 +232,8 @@ class _Plan:
         e.slot, e.baked, e.mean, e.op = s, None, False, None
         if fam == SHAPE and k == CAT:
             return self._cat(e, s, row, aux, dep)
+        if fam == SHAPE and k in (SETITEM, SCATTER_ADD, STRIDED_SCATTER):
+            return self._scatter(e, s, row, aux, k, dep)
         if fam in (UNARY, UNARY2):
             e.kind, e.op, e.n = "unary", _TABLES[fam][k], size(s)
             owns = [(int(row[_A]), np.arange(e.n))]
@@ -310,22 +312,43 @@ class _Plan:
         return e
 
     def _cat(self, e, s, row, aux, dep):
-        """A concatenation: a call between the loops that copies each moving input's
-        tangent to its place in the output's (``dims``: each input element's place)."""
+        """A concatenation: each input's elements go to their places in the output."""
         at = int(row[_AUX])
         m = int(aux[at])
         outer, total = int(aux[at + 1 + m]), int(aux[at + 2 + m])
-        e.kind, e.n, e.own, e.ops, e.dims = "cat", self._size(s), [], [], []
+        pieces = []
         for j in range(m):
             o, inner, off = int(aux[at + 1 + j]), int(aux[at + 3 + m + 2 * j]), int(aux[at + 4 + m + 2 * j])
-            n = outer * inner
-            i = np.arange(n)
-            e.dims.append((i // inner) * total + off + i % inner if inner else i)
+            i = np.arange(outer * inner)
+            pieces.append((o, i, (i // inner) * total + off + i % inner if inner else i))
+        return self._placement(e, s, pieces, False, dep)
+
+    def _scatter(self, e, s, row, aux, k, dep):
+        """A setitem (``y`` where it is not written, ``v``'s elements ``vmap`` at ``lin``,
+        in order: the last write wins), or a scatter (SCATTER_ADD, STRIDED_SCATTER: the
+        transposes of a gather and of a strided view, which add into their places)."""
+        n, a, at = self._size(s), int(row[_A]), int(row[_AUX])
+        if k == SETITEM:
+            r = int(aux[at])
+            lin, vmap = aux[at + 1:at + 1 + r], aux[at + 1 + r:at + 1 + 2 * r]
+            keep = np.setdiff1d(np.arange(n), lin)
+            return self._placement(e, s, [(a, keep, keep), (int(row[_B]), vmap, lin)], False, dep)
+        na = self._size(a)
+        place = strided_map_np(aux, at) if k == STRIDED_SCATTER else aux[at:at + na]
+        return self._placement(e, s, [(a, np.arange(na), place)], True, dep)
+
+    def _placement(self, e, s, pieces, add, dep):
+        """A call between the loops, linear: for each (input, its elements, their places in
+        the output), the input's tangents copied (``add``: added) to those places of the
+        output's; in reverse, the adjoints read back from them (``dims``: the places)."""
+        e.kind, e.n, e.own, e.ops, e.dims, e.add = "cat", self._size(s), [], [], [], add
+        for o, elems, place in pieces:
+            e.dims.append(np.asarray(place, np.int64))
             if o < 0:
                 e.ops.append(None)
                 continue
             b, mb = self._chase(o)
-            e.ops.append(_Access(b, mb, n, self._size(b)) if b in dep else None)
+            e.ops.append(_Access(b, mb[elems], len(elems), self._size(b)) if b in dep else None)
         g = len(self.groups)
         self.groups.append([e.n, [e], True])
         self.calls.add(s)
@@ -591,13 +614,14 @@ class _Source:
         """The product rule: dC = dA B + A dB."""
         e, = members
         if e.kind == "cat":
-            if any(acc is None for acc in e.ops):
+            if e.add or any(acc is None for acc in e.ops):
                 self.emit(1, "t%d[:] = 0.0" % e.slot)
             for acc, place in zip(e.ops, e.dims):
                 if acc is not None and place.size:
                     base = self._tangents_of(acc.slot)
                     self.emit(1, "for i in range(%d):" % place.size)
-                    self.emit(2, "t%d[%s] = %s[%s]" % (e.slot, self._idx(place), base, self._idx(acc.map)))
+                    self.emit(2, "t%d[%s] %s= %s[%s]" % (e.slot, self._idx(place), "+" if e.add else "", base,
+                                                        self._idx(acc.map)))
             return
         if e.kind == "group":
             self._loops += 1
