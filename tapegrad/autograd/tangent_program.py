@@ -17,7 +17,7 @@ which slots are seeded and wanted), not by its values, so that each call of a lo
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
 until then), written where the kernels are and cached by Numba on disk.  Gathers
-are index maps too; matrix products (``np.dot``), concatenations, writes and scatters
+are index maps too; matrix products (``np.dot``, per batch), concatenations, writes and scatters
 (setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by groups (logsumexp, softmax, log_softmax, var, std, extrema, cumsum) are
 calls between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
 reason is kept in ``_PROGRAMS``).
@@ -160,7 +160,7 @@ class _Access:
 
 class _Entry:
     """An entry the program computes: ``kind`` "unary", "binary", "sum" (a sum or mean,
-    over all or over groups: ``out_map``) or "matmul" (``dims`` n, k, m: a call between
+    over all or over groups: ``out_map``) or "matmul" (``dims`` n, k, m, batches: a call between
     the loops, not a member of one), its loop size ``n``, and per operand the
     access to its base (``ops``: tangents, adjoints; None for an operand that depends
     on no seeded slot) and to its own slot (``own``: values, as the tape saved them)."""
@@ -273,10 +273,11 @@ class _Plan:
         elif fam == LINALG and k == 0:          # matmul
             at = int(row[_AUX])
             nb, n, kk, m = (int(v) for v in aux[at:at + 4])
-            if nb != 1:
-                raise Unsupported("entry %d is a batched matrix product" % s)
-            e.kind, e.n, e.dims = "matmul", size(s), (n, kk, m)
-            owns = [(int(row[_A]), np.arange(n * kk)), (int(row[_B]), np.arange(kk * m))]
+            ia, ib = aux[at + 4:at + 4 + 2 * nb:2], aux[at + 5:at + 5 + 2 * nb:2]
+            e.kind, e.n, e.dims = "matmul", size(s), (n, kk, m, nb)
+            # each operand read batch by batch, as the products use them (a broadcast batch again)
+            owns = [(int(row[_A]), (ia[:, None] * (n * kk) + np.arange(n * kk)).ravel()),
+                    (int(row[_B]), (ib[:, None] * (kk * m) + np.arange(kk * m)).ravel())]
         else:
             raise Unsupported("entry %d (family %d, kernel %d) has no compiled forward-mode rule" % (s, fam, k))
         e.own, e.ops = [], []
@@ -590,25 +591,42 @@ class _Source:
         return tmp
 
     def _operands(self, e):
-        """The matrix product ``e``'s operands as 2-D values and tangents (None where an
-        operand depends on no seeded slot)."""
-        n, kk, m = e.dims
+        """The matrix product ``e``'s operands as 2-D values and tangents, indexed by
+        batch ``q`` when it has several (None where an operand depends on no seeded slot)."""
+        n, kk, m, nb = e.dims
         vals, tans = [], []
+        q = "" if nb == 1 else "[q]"
         for j, shape in ((0, (n, kk)), (1, (kk, m))):
+            if nb > 1:
+                shape = (nb,) + shape
+            size = int(np.prod(shape))
             own = e.own[j]
             if e.ops[1 - j] is None:
                 vals.append(None)       # (only the other operand's rules read it: the tape kept it only then)
             else:
                 if own.slot not in self.values:
                     self.values.append(own.slot)
-                vals.append("v%d.reshape%r" % (own.slot, shape))
+                vals.append("%s.reshape%r%s" % (self._whole("v%d" % own.slot, own, size), shape, q))
             acc = e.ops[j]
             if acc is None:
                 tans.append(None)
                 continue
             base = self._tangents_of(acc.slot)
-            tans.append("%s.reshape%r" % (self._whole(base, acc, shape[0] * shape[1]), shape))
+            tans.append("%s.reshape%r%s" % (self._whole(base, acc, size), shape, q))
         return vals, tans
+
+    def _per_batch(self, e, into, size, expr, new=True):
+        """``into`` (a new array of ``size``, else an existing one) = ``expr`` flattened,
+        written batch by batch (``q``) when the product has several."""
+        nb = e.dims[3]
+        if nb == 1:
+            self.emit(1, "%s%s = (%s).reshape(-1)" % (into, "" if new else "[:]", expr))
+            return
+        if new:
+            self.emit(1, "%s = np.empty(%d)" % (into, size))
+        per = size // nb
+        self.emit(1, "for q in range(%d):" % nb)
+        self.emit(2, "%s[q * %d:(q + 1) * %d] = (%s).reshape(-1)" % (into, per, per, expr))
 
     def _forward_call(self, n, members):
         """The product rule: dC = dA B + A dB."""
@@ -632,7 +650,7 @@ class _Source:
         (A, B), (tA, tB) = self._operands(e)
         terms = (([] if tA is None else ["np.dot(%s, %s)" % (tA, B)])
                  + ([] if tB is None else ["np.dot(%s, %s)" % (A, tB)]))
-        self.emit(1, "t%d[:] = (%s).reshape(-1)" % (e.slot, " + ".join(terms)))
+        self._per_batch(e, "t%d" % e.slot, e.n, " + ".join(terms), new=False)
 
     def _reverse_call(self, n, members):
         """dA = G B^T and dB = A^T G, and their tangents: H B^T + G dB^T and A^T H + dA^T G."""
@@ -654,11 +672,12 @@ class _Source:
                     if H:
                         self.emit(2, "ah%d[%s] += %s" % (acc.slot, to, H % at))
             return
-        s, (rows, _, cols) = e.slot, e.dims
+        s, (rows, inner, cols, nb) = e.slot, e.dims
+        shape, q = ((rows, cols), "") if nb == 1 else ((nb, rows, cols), "[q]")
         if s == self.p.out:
-            G, H = "np.ones((%d, %d))" % (rows, cols), None
+            G, H = "np.ones(%r)%s" % (shape, q), None
         elif s in self.a_arrays:
-            G, H = "ag%d.reshape(%d, %d)" % (s, rows, cols), "ah%d.reshape(%d, %d)" % (s, rows, cols)
+            G, H = "ag%d.reshape%r%s" % (s, shape, q), "ah%d.reshape%r%s" % (s, shape, q)
         else:
             return              # (it reaches no output: no adjoint)
         (A, B), (tA, tB) = self._operands(e)
@@ -673,9 +692,10 @@ class _Source:
             self._loops += 1
             g, h = "cg%d" % self._loops, "ch%d" % self._loops
             dh = " + ".join(t for t in (dh, curvature) if t is not None)     # (empty: no tangent to add)
-            self.emit(1, "%s = (%s).reshape(-1)" % (g, dg))
+            size = nb * (rows * inner if j == 0 else inner * cols)
+            self._per_batch(e, g, size, dg)
             if dh:
-                self.emit(1, "%s = (%s).reshape(-1)" % (h, dh))
+                self._per_batch(e, h, size, dh)
             if acc.map is None:
                 self.emit(1, "ag%d += %s" % (acc.slot, g))
                 if dh:
