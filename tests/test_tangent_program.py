@@ -364,6 +364,36 @@ def test_setitem_and_scatters(compiled):
 
 
 @compiled_code
+def test_products(compiled):
+    """prod, of everything and along dims: the product of the others (result / input
+    without zeros), and its tangent for groups with no zero, one, two (the curvature
+    pairs them) and three."""
+    x = RNG.standard_normal(12)
+    _check(lambda w: w.prod() + (w.reshape(3, 4).prod(1) ** 2).sum() + w.reshape(3, 4).prod(0).sin().sum(), [x])
+    z = x.copy()
+    z[[1, 5, 6, 9, 10, 11]] = 0.0       # rows of (3, 4): one, two and three zeros; so are the columns
+    weights = tg.tensor([1.0, -2.0, 3.0])
+    got, vs = _check(lambda w: (w.reshape(3, 4).prod(1) * weights).sum() + w.reshape(3, 4).t().prod(1).sum()
+                     + (w[:4] * w[4:8]).prod(), [z])
+    one = x.copy()
+    one[4] = 0.0
+    _check(lambda w: w.prod() * w.sum(), [one])
+    got, vs = _check(lambda w: w.prod(), [one])
+    # by hand: d2/dx4 dxj = the product of all but x4 and xj; any other pair keeps the zero
+    pair = np.array([np.prod(np.delete(one, [4, j])) if j != 4 else 0.0 for j in range(12)])
+    want = vs[0][4] * pair
+    want[4] = (vs[0] * pair).sum()
+    np.testing.assert_allclose(got[0], want, rtol=1e-11, atol=1e-12)
+    two = x.copy()
+    two[[2, 7]] = 0.0
+    got, vs = _check(lambda w: w.prod(), [two])
+    others = np.prod(np.delete(two, [2, 7]))
+    want = np.zeros(12)
+    want[2], want[7] = others * vs[0][7], others * vs[0][2]
+    np.testing.assert_allclose(got[0], want, rtol=1e-12, atol=1e-12)
+
+
+@compiled_code
 def test_regression_a_call_names_no_parameter(compiled):
     """(Found by the long fuzz: logsumexp's reverse called its weight ``p<n>``, the name
     of entry n's unary parameter, when the counters met.)"""
@@ -407,7 +437,7 @@ def test_what_it_cannot_compile_keeps_the_numpy_walk(compiled):
     x, v = RNG.standard_normal(4), RNG.standard_normal(4)
 
     def f(x):
-        return F.softplus(tg.tensor(A) @ x).prod()     # a product of all elements: no compiled rule
+        return F.softplus(tg.tensor(A) @ x).cumprod(0).sum()    # a running product: no compiled rule
     got, runs = _hvp(f, [x], [v], "now")
     assert runs == 0
     for g, w in zip(got, _fd_hvp(f, [x], [v])):

@@ -17,9 +17,10 @@ which slots are seeded and wanted), not by its values, so that each call of a lo
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
 until then), written where the kernels are and cached by Numba on disk.  Gathers
-are index maps too; matrix products (``np.dot``, per batch), concatenations, writes and scatters
-(setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by groups (logsumexp, softmax, log_softmax, var, std, extrema, cumsum) are
-calls between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
+are index maps too; matrix products (``np.dot``, per batch), concatenations, writes
+and scatters (setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by
+groups (logsumexp, softmax, log_softmax, var, std, extrema, prod, cumsum) are calls
+between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
 reason is kept in ``_PROGRAMS``).
 """
 import ast
@@ -42,7 +43,7 @@ MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one functi
 MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
 
 _GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM,   # calls by groups
-                _rd.CUMSUM)
+                _rd.CUMSUM, _rd.PROD)
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 
@@ -718,7 +719,7 @@ class _Source:
         base = self._tangents_of(acc.slot)
         k = e.op
         reads = (e.slot,) if k in (_rd.SOFTMAX, _rd.LOG_SOFTMAX) else () if k == _rd.CUMSUM else \
-            (e.own[0].slot,) if k == _rd.VAR else (e.own[0].slot, e.slot)
+            (e.own[0].slot,) if k in (_rd.VAR, _rd.PROD) else (e.own[0].slot, e.slot)
         for slot in reads:
             if slot not in self.values:
                 self.values.append(slot)
@@ -748,6 +749,20 @@ class _Source:
             self.emit(2, "if C%(j)d[q] == 0.0:" % v)
             self.emit(3, "C%(j)d[q] = 1.0" % v)
             v["w"] = "(np.nan if %(bad)s else (1.0 / C%(j)d[%(g)s] if %(hit)s else 0.0))" % v
+        elif k == _rd.PROD:     # per group: zeros Z, the product of the others P, sum t/x over them, t over zeros
+            self.emit(1, "Z%(j)d, P%(j)d, ST%(j)d, TZ%(j)d = np.zeros(%(G)d), np.ones(%(G)d), np.zeros(%(G)d), "
+                         "np.zeros(%(G)d)" % v)
+            self.emit(1, loop)
+            self.emit(2, "if %(x)s[i] == 0.0:" % v)
+            self.emit(3, "Z%(j)d[%(g)s] += 1.0" % v)
+            self.emit(3, "TZ%(j)d[%(g)s] += %(tx)s[i]" % v)
+            self.emit(2, "else:")
+            self.emit(3, "P%(j)d[%(g)s] *= %(x)s[i]" % v)
+            self.emit(3, "ST%(j)d[%(g)s] += %(tx)s[i] / %(x)s[i]" % v)
+            # the product of the others (PyTorch's result / input without zeros; with one, the
+            # zero's is the product of the rest, 0 elsewhere; with more, 0)
+            v["w"] = ("(P%(j)d[%(g)s] / %(x)s[i] if Z%(j)d[%(g)s] == 0.0 else "
+                      "(P%(j)d[%(g)s] if Z%(j)d[%(g)s] == 1.0 and %(x)s[i] == 0.0 else 0.0))" % v)
         return v
 
     def _group_tangent(self, e, into):
@@ -763,10 +778,10 @@ class _Source:
             self.emit(2, "R%(j)d[%(g)s] += %(tx)s[i]" % v)
             self.emit(2, "%(into)s[i] = R%(j)d[%(g)s]" % v)
             return v
-        if k in (_rd.LOGSUMEXP, _rd.VAR, _rd.STD, _rd.EXTREMUM):     # dy = sum of w dx over the group
+        if k in (_rd.LOGSUMEXP, _rd.VAR, _rd.STD, _rd.EXTREMUM, _rd.PROD):     # dy = sum of w dx over the group
             w = {_rd.LOGSUMEXP: "exp(%(x)s[i] - %(y)s[%(g)s])", _rd.VAR: "2.0 * %(c)s / D%(j)d",
                  _rd.STD: "(%(c)s / (D%(j)d * %(y)s[%(g)s]) if %(y)s[%(g)s] != 0.0 else 0.0)",
-                 _rd.EXTREMUM: "%(w)s"}[k] % v
+                 _rd.EXTREMUM: "%(w)s", _rd.PROD: "%(w)s"}[k] % v
             self.emit(1, loop)
             self.emit(2, "%s[%s] += %s * %s[i]" % (into, v["g"], w, v["tx"]))
             return v
@@ -828,6 +843,20 @@ class _Source:
             self.emit(2, "else:")
             self.emit(3, "%(gx)s[i] = 0.0" % v)
             self.emit(3, "%(hx)s[i] = 0.0" % v)
+        elif k == _rd.PROD:             # dx = gy w, its tangent hy w + gy dw (dw: the others' tangent)
+            self.emit(1, loop)
+            self.emit(2, "w%(j)d = %(w)s" % v)
+            self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * w%(j)d" % v)
+            self.emit(2, "if Z%(j)d[%(g)s] == 0.0:" % v)
+            self.emit(3, "dw%(j)d = w%(j)d * (ST%(j)d[%(g)s] - %(tx)s[i] / %(x)s[i])" % v)
+            self.emit(2, "elif Z%(j)d[%(g)s] == 1.0:" % v)     # (only the zero's t moves a non-zero's others)
+            self.emit(3, "dw%(j)d = TZ%(j)d[%(g)s] * P%(j)d[%(g)s] / %(x)s[i] if %(x)s[i] != 0.0 else "
+                         "P%(j)d[%(g)s] * ST%(j)d[%(g)s]" % v)
+            self.emit(2, "elif Z%(j)d[%(g)s] == 2.0 and %(x)s[i] == 0.0:" % v)     # (the other zero's t)
+            self.emit(3, "dw%(j)d = (TZ%(j)d[%(g)s] - %(tx)s[i]) * P%(j)d[%(g)s]" % v)
+            self.emit(2, "else:")
+            self.emit(3, "dw%(j)d = 0.0" % v)
+            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * w%(j)d + %(gy)s[%(g)s] * dw%(j)d" % v)
         elif k == _rd.EXTREMUM:         # the ties share the adjoint; no curvature
             self.emit(1, loop)
             self.emit(2, "if %(bad)s:" % v)
