@@ -171,7 +171,33 @@ def _solve_rev(xs, X, g, ints, f, needs):
     return [-F.matmul(gB, _mT(X)) if needs[0] else None, gB]
 
 
-_SOLVE = _h.host_op("linalg_solve", "LinalgSolveExBackward0", _solve_fwd, _solve_rev, _h.SAVE_A | _h.SAVE_OUT)
+def _T(a):
+    return np.swapaxes(a, -1, -2)
+
+
+# forward mode: dX = A^-1 (dB - dA X); the adjoints gB = A^-T g, gA = -gB X^T move with
+# d(A^-T) = -A^-T dA^T A^-T and dX
+def _solve_tangent(xs, X, ts, ints, f):
+    (A, _), (tA, tB) = xs, ts
+    rhs = (0.0 if tB is None else tB) - (0.0 if tA is None else tA @ X)
+    return np.linalg.solve(A, rhs)
+
+
+def _solve_batched_reverse(xs, X, G, ints, f, needs):
+    gB = np.linalg.solve(_T(xs[0]), G)
+    return [-gB @ _T(X) if needs[0] else None, gB]
+
+
+def _solve_curvature(xs, X, ts, tX, g, ints, f, needs):
+    (A, _), (tA, _) = xs, ts
+    gB = np.linalg.solve(_T(A), g)
+    dgB = None if tA is None else -np.linalg.solve(_T(A), _T(tA) @ gB)
+    dgA = -gB @ _T(tX) - (0.0 if dgB is None else dgB @ _T(X))
+    return [dgA, dgB]
+
+
+_SOLVE = _h.host_op("linalg_solve", "LinalgSolveExBackward0", _solve_fwd, _solve_rev, _h.SAVE_A | _h.SAVE_OUT,
+                    forward_mode=(_solve_tangent, _solve_batched_reverse, _solve_curvature))
 
 
 def _solve(A, B):
@@ -222,7 +248,11 @@ def _inv_rev(xs, Y, g, ints, f, needs):
     return [-F.matmul(F.matmul(Yt, g), Yt)]
 
 
-_INV = _h.host_op("linalg_inv", "LinalgInvExBackward0", _inv_fwd, _inv_rev, _h.SAVE_OUT)
+# forward mode: dY = -Y dA Y; the adjoint -Y^T g Y^T moves with Y
+_INV = _h.host_op("linalg_inv", "LinalgInvExBackward0", _inv_fwd, _inv_rev, _h.SAVE_OUT, forward_mode=(
+    lambda xs, Y, ts, ints, f: -Y @ ts[0] @ Y,
+    lambda xs, Y, G, ints, f, needs: [-_T(Y) @ G @ _T(Y)],
+    lambda xs, Y, ts, tY, g, ints, f, needs: [-_T(tY) @ g @ _T(Y) - _T(Y) @ g @ _T(tY)]))
 
 
 def inv(A, *, out=None):
@@ -276,7 +306,25 @@ def _slogdet_rev(xs, y, g, ints, f, needs):
     return [F.unsqueeze(F.unsqueeze(gl, -1), -1) * _mT(inv(A))]
 
 
-_SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, _slogdet_rev, _h.SAVE_A)
+# forward mode: d logabsdet = tr(A^-1 dA), the sign does not move; the adjoint gl A^-T
+# moves with d(A^-T) = -(A^-1 dA A^-1)^T
+def _slogdet_tangent(xs, y, ts, ints, f):
+    dl = np.einsum("...ij,...ji->...", np.linalg.inv(xs[0]), ts[0]).reshape(len(ts[0]), -1)
+    return np.concatenate([np.zeros_like(dl), dl], axis=1)
+
+
+def _logabsdet_adjoint(A, g):
+    """The logabsdet half of the adjoint ``g`` (leading axes kept), shaped to scale A's matrices."""
+    nb = int(np.prod(A.shape[:-2], dtype=np.int64))
+    return g.reshape(g.shape[:g.ndim - 1] + (2, nb))[..., 1, :].reshape(g.shape[:g.ndim - 1] + A.shape[:-2] + (1, 1))
+
+
+_SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, _slogdet_rev, _h.SAVE_A,
+                      forward_mode=(
+    _slogdet_tangent,
+    lambda xs, y, G, ints, f, needs: [_logabsdet_adjoint(xs[0], G) * _T(np.linalg.inv(xs[0]))],
+    lambda xs, y, ts, ty, g, ints, f, needs: [
+        -_logabsdet_adjoint(xs[0], g) * _T(np.linalg.inv(xs[0]) @ ts[0] @ np.linalg.inv(xs[0]))]))
 
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 

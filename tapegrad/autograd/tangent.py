@@ -85,8 +85,7 @@ def _rules(row, what):
 def no_forward_message(row):
     op = row[_OP]
     name = GRAD_FN_NAMES[row[_NAME]] if row[_NAME] >= 0 else OP_NAMES.get(op, FAMILY_NAMES[op >> 6])
-    return ("Trying to use forward AD with %s that does not support it because it has not been implemented yet."
-            % name)
+    return str(NoForwardRule.named(name))
 
 
 def tangents(T, seeds, hi):

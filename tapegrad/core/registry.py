@@ -93,6 +93,12 @@ class NoForwardRule(NotImplementedError):
     """An entry of a tape has no forward-mode rule (``FamilyRules.tangent``...); the
     functional API falls back to its reverse-mode path."""
 
+    @classmethod
+    def named(cls, name):
+        """PyTorch's message for the op ``name`` (its grad_fn's name)."""
+        return cls("Trying to use forward AD with %s that does not support it because it has not been "
+                   "implemented yet." % name)
+
 
 class OpDefinitionError(Exception):
     """An op's record lacks a piece or names something unknown (raised at import,

@@ -20,8 +20,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..core import tape as _tp
-from ..core.registry import (HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, FamilyRules, OpDefinitionError, define,
-                             name_id, register_family)
+from ..core.registry import (GRAD_FN_NAMES, HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, FamilyRules,
+                             NoForwardRule, OpDefinitionError, define, name_id, register_family)
 from ..core.tensor import Tensor
 from .shape import VARIADIC     # (an entry whose input slots are listed in aux)
 
@@ -45,6 +45,14 @@ class HostOp(NamedTuple):
     # the reverse also gets ``entry=(tape, slot)`` and ``tie(j, value)``: input j's (-1:
     # the output's) value as a flat tensor standing for its slot (tg.autograd.Function)
     entry: bool = False
+    # forward mode (autograd/tangent.py) on real NumPy arrays (an op with a complex value
+    # has none), K directions on a leading axis, or None (functional then takes the
+    # reverse-mode path):
+    #   tangent(xs, y, ts, ints, floats)             -> the output's (K, *shape) tangent
+    #   batched_reverse(xs, y, G, ints, floats, needs) -> per input its (B, *shape) adjoints
+    #   curvature(xs, y, ts, ty, g, ints, floats, needs) -> per input the (K, *shape)
+    #     derivative of its adjoint for ``g`` as the values read move along ts and ty
+    forward_mode: tuple = None
 
 
 HOST_OPS = {}       # kernel index -> HostOp
@@ -52,13 +60,15 @@ BY_NAME = {}        # op name -> HostOp
 _SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
 
 
-def host_op(name, grad_fn, forward, reverse, saves, entry=False):
+def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=None):
     """Define the host op ``name`` (an opcode of the HOST family)."""
     if not callable(forward) or not callable(reverse):
         raise OpDefinitionError("host op %r: its forward and its reverse rule must be functions" % name)
+    if forward_mode is not None and (len(forward_mode) != 3 or not all(map(callable, forward_mode))):
+        raise OpDefinitionError("host op %r: forward_mode is (tangent, batched_reverse, curvature)" % name)
     k = len(HOST_OPS)
     code = define(HOST, k, name, saves=saves)
-    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry)
+    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry, forward_mode)
     return op
 
 
@@ -164,5 +174,53 @@ def _compiled_forward(k, ints, e, sizes, aux, live):
     return False        # (the replay calls the NumPy forward)
 
 
+# -- forward mode (autograd/tangent.py): each op's own rules, on shaped arrays ----------------
+def _forward_entry(ctx, s, k, row):
+    """(op, input slots, ints, input shapes, output shape, input values, output value)
+    of host entry ``s``; NoForwardRule for an op without forward-mode rules."""
+    op = HOST_OPS[k]
+    if op.forward_mode is None:
+        raise NoForwardRule.named(GRAD_FN_NAMES[row[_tp.NAME]])
+    slots, at = _slots_and_meta(ctx.aux, row)
+    ints, shapes, oshape = decode(ctx.aux, at)
+    slots = slots[:len(shapes)]
+    xs = [ctx.val(i).reshape(sh) if j < 3 and op.saves & _SAVE_BITS[j] else None
+          for j, (i, sh) in enumerate(zip(slots, shapes))]
+    y = ctx.val(s).reshape(oshape) if op.saves & SAVE_OUT else None
+    return op, slots, ints, shapes, oshape, xs, y
+
+
+def _input_tangents(ctx, slots, shapes):
+    return [None if ctx.tan(i) is None else ctx.tan(i).reshape((ctx.K,) + sh) for i, sh in zip(slots, shapes)]
+
+
+def tangent(ctx, s, k, row, f0, f1):
+    op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
+    t = op.forward_mode[0](xs, y, _input_tangents(ctx, slots, shapes), ints, (f0, f1))
+    return None if t is None else np.asarray(t, np.float64).reshape(ctx.K, -1)
+
+
+def batched_reverse(ctx, s, k, row, f0, f1, G):
+    op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
+    needs = [ctx.needs(i) for i in slots]
+    grads = op.forward_mode[1](xs, y, G.reshape((G.shape[0],) + oshape), ints, (f0, f1), needs)
+    return [(i, np.asarray(r, np.float64).reshape(G.shape[0], -1))
+            for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
+
+
+def curvature(ctx, s, k, row, f0, f1, g):
+    op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
+    ts = _input_tangents(ctx, slots, shapes)
+    if all(t is None for t in ts):
+        return []
+    ty = ctx.tan(s)
+    ty = None if ty is None else ty.reshape((ctx.K,) + oshape)
+    needs = [ctx.needs(i) for i in slots]
+    ds = op.forward_mode[2](xs, y, ts, ty, np.asarray(g, np.float64).reshape(oshape), ints, (f0, f1), needs)
+    return [(i, np.asarray(d, np.float64).reshape(ctx.K, -1))
+            for i, d, nd in zip(slots, ds, needs) if nd and d is not None]
+
+
 register_family(HOST, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
-                                  scalar_replay=frozenset(), compiled_forward=_compiled_forward))
+                                  scalar_replay=frozenset(), compiled_forward=_compiled_forward,
+                                  tangent=tangent, batched_reverse=batched_reverse, curvature=curvature))
