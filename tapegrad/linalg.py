@@ -362,7 +362,46 @@ def _chol_rev(xs, L, gL, ints, f, needs):
     return [solve_triangular(L, gA, upper=False, left=False)]
 
 
-_CHOLESKY = _h.host_op("linalg_cholesky", "LinalgCholeskyExBackward0", _chol_fwd, _chol_rev, _h.SAVE_OUT)
+# forward mode, consistent with the reverse rule's symmetric gradient: dL = L phi(L^-1 sym(dA)
+# L^-T), phi the lower triangle with half the diagonal; the adjoint Li^T S Li (Li = L^-1, S from
+# P = tril(L^T gL)) moves with L
+def _lower(L, t, ints):
+    return (_T(L), None if t is None else _T(t)) if ints[0] else (L, t)
+
+
+def _phi(M):
+    return np.tril(M) - 0.5 * np.eye(M.shape[-1]) * M
+
+
+def _chol_tangent(xs, L, ts, ints, f):
+    L, _ = _lower(L, None, ints)
+    Li = np.linalg.inv(L)
+    dL = L @ _phi(Li @ (0.5 * (ts[0] + _T(ts[0]))) @ _T(Li))
+    return _T(dL) if ints[0] else dL
+
+
+def _chol_adjoint(L, gL):
+    P = np.tril(_T(L) @ gL)
+    S = 0.5 * (P + _T(np.tril(P, -1)))
+    Li = np.linalg.inv(L)
+    return Li, S, _T(Li) @ S @ Li
+
+
+def _chol_curvature(xs, L, ts, tL, g, ints, f, needs):
+    L, dL = _lower(L, tL, ints)
+    gL = _T(g) if ints[0] else g
+    Li, S, _ = _chol_adjoint(L, gL)
+    dP = np.tril(_T(dL) @ gL)
+    dS = 0.5 * (dP + _T(np.tril(dP, -1)))
+    dLi = -Li @ dL @ Li
+    return [_T(dLi) @ S @ Li + _T(Li) @ dS @ Li + _T(Li) @ S @ dLi]
+
+
+_CHOLESKY = _h.host_op("linalg_cholesky", "LinalgCholeskyExBackward0", _chol_fwd, _chol_rev, _h.SAVE_OUT,
+                       forward_mode=(_chol_tangent,
+                                     lambda xs, L, G, ints, f, needs: [_chol_adjoint(
+                                         _lower(L, None, ints)[0], _T(G) if ints[0] else G)[2]],
+                                     _chol_curvature))
 
 
 def cholesky(A, *, upper=False, out=None):
@@ -421,8 +460,44 @@ def _st_rev(xs, X, g, ints, f, needs):
     return [gA, gB]
 
 
+# forward mode: the triangle the forward reads (its diagonal 1 with unitriangular) as a
+# matrix: left, dX = A^-1 (dB - dA X); right (X A = B), dX = (dB - X dA) A^-1
+def _triangle(M, ints, unit_diagonal):
+    upper, _, unit = ints
+    T = np.triu(M, unit) if upper else np.tril(M, -unit)
+    return T + np.eye(M.shape[-1]) if unit and unit_diagonal else T
+
+
+def _st_tangent(xs, X, ts, ints, f):
+    A, left = _triangle(xs[0], ints, True), ints[1]
+    tA, tB = ts
+    rhs = (0.0 if tB is None else tB) - (0.0 if tA is None else
+                                          (_triangle(tA, ints, False) @ X if left else X @ _triangle(tA, ints, False)))
+    return np.linalg.solve(A, rhs) if left else _T(np.linalg.solve(_T(A), _T(rhs)))
+
+
+def _st_adjoints(A, X, G, ints):
+    gB = np.linalg.solve(_T(A), G) if ints[1] else _T(np.linalg.solve(A, _T(G)))
+    return gB, -_triangle(gB @ _T(X) if ints[1] else _T(X) @ gB, ints, False)
+
+
+def _st_curvature(xs, X, ts, tX, g, ints, f, needs):
+    A, left = _triangle(xs[0], ints, True), ints[1]
+    tA = None if ts[0] is None else _triangle(ts[0], ints, False)
+    gB, _ = _st_adjoints(A, X, g, ints)
+    d = gB @ _T(tX) if left else _T(tX) @ gB
+    dgB = None
+    if tA is not None:
+        dgB = -np.linalg.solve(_T(A), _T(tA) @ gB) if left else -_T(np.linalg.solve(A, _T(gB @ _T(tA))))
+        d = d + (dgB @ _T(X) if left else _T(X) @ dgB)
+    return [-_triangle(d, ints, False), dgB]
+
+
 _SOLVE_TRIANGULAR = _h.host_op("linalg_solve_triangular", "LinalgSolveTriangularBackward0", _st_fwd, _st_rev,
-                               _h.SAVE_A | _h.SAVE_OUT)
+                               _h.SAVE_A | _h.SAVE_OUT, forward_mode=(
+    _st_tangent,
+    lambda xs, X, G, ints, f, needs: _st_adjoints(_triangle(xs[0], ints, True), X, G, ints)[::-1],
+    _st_curvature))
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
@@ -462,8 +537,51 @@ def _cs_rev(xs, X, g, ints, f, needs):
     return [gB, gL]
 
 
+# forward mode, with A = L L^T (U^T U): dX = A^-1 (dB - dA X); the adjoints gB = A^-1 g and
+# gL = -C L (-L C), C = gB X^T + X gB^T, move with A, X and L
+def _cs_matrix(L, upper):
+    return _T(L) @ L if upper else L @ _T(L)
+
+
+def _cs_dmatrix(L, dL, upper):
+    return _T(dL) @ L + _T(L) @ dL if upper else dL @ _T(L) + L @ _T(dL)
+
+
+def _cs_tangent(xs, X, ts, ints, f):
+    (_, L), (tB, tL) = xs, ts
+    upper = bool(ints[0])
+    rhs = (0.0 if tB is None else tB) - (0.0 if tL is None else _cs_dmatrix(L, tL, upper) @ X)
+    return np.linalg.solve(_cs_matrix(L, upper), rhs)
+
+
+def _cs_batched_reverse(xs, X, G, ints, f, needs):
+    L, upper = xs[1], bool(ints[0])
+    gB = np.linalg.solve(_cs_matrix(L, upper), G)
+    C = gB @ _T(X) + X @ _T(gB)
+    return [gB, -(L @ C if upper else C @ L)]
+
+
+def _cs_curvature(xs, X, ts, tX, g, ints, f, needs):
+    (_, L), (_, tL) = xs, ts
+    upper = bool(ints[0])
+    A = _cs_matrix(L, upper)
+    gB = np.linalg.solve(A, g)
+    C = gB @ _T(X) + X @ _T(gB)
+    dC = gB @ _T(tX)
+    dgB = None
+    if tL is not None:
+        dgB = -np.linalg.solve(A, _cs_dmatrix(L, tL, upper) @ gB)
+        dC = dC + dgB @ _T(X)
+    dC = dC + _T(dC)
+    dgL = -(L @ dC if upper else dC @ L)
+    if tL is not None:
+        dgL = dgL - (tL @ C if upper else C @ tL)
+    return [dgB, dgL]
+
+
 _CHOLESKY_SOLVE = _h.host_op("cholesky_solve", "CholeskySolveBackward0", _cs_fwd, _cs_rev,
-                             _h.SAVE_B | _h.SAVE_OUT)
+                             _h.SAVE_B | _h.SAVE_OUT,
+                             forward_mode=(_cs_tangent, _cs_batched_reverse, _cs_curvature))
 
 
 def _cholesky_solve(input, input2, upper=False, *, out=None):

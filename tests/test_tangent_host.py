@@ -1,4 +1,5 @@
-"""Forward-mode rules of the linear-algebra host ops (solve, inv, slogdet; tapegrad/linalg.py):
+"""Forward-mode rules of the linear-algebra host ops (solve, inv, slogdet, cholesky,
+solve_triangular, cholesky_solve; tapegrad/linalg.py):
 each op's tangent against central differences and against its reverse (u . J v == J^T u . v),
 its curvature through H v against differences of the gradient and against the double
 backward, with batches and broadcasting; checked to run on the forward path (not the
@@ -76,6 +77,22 @@ CASES = {
     "inv batched": (lambda A: LA.inv(A) @ A.sin(), [_well_conditioned(2, 3, 3)]),
     "slogdet": (lambda A: LA.slogdet(A)[1] * LA.slogdet(A)[0], [_well_conditioned(4, 4)]),
     "slogdet batched": (lambda A: LA.slogdet(A @ A.mT + tg.eye(3))[1], [RNG.standard_normal((2, 3, 3))]),
+    "cholesky": (lambda M: LA.cholesky(M @ M.mT + tg.eye(3)).sin(), [RNG.standard_normal((3, 3))]),
+    "cholesky upper, batched": (lambda M: LA.cholesky(M @ M.mT + tg.eye(3), upper=True) ** 2,
+                                [RNG.standard_normal((2, 3, 3))]),
+    "solve_triangular": (lambda M, B: LA.solve_triangular(M.tril() + 3 * tg.eye(3), B, upper=False),
+                         [RNG.standard_normal((3, 3)), RNG.standard_normal((3, 2))]),
+    "solve_triangular upper, right, unit": (
+        lambda M, B: LA.solve_triangular(M, B, upper=True, left=False, unitriangular=True).tanh(),
+        [RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 2, 3))]),
+    "solve_triangular A only": (lambda M, B=tg.tensor(RNG.standard_normal((3, 2))): LA.solve_triangular(
+        M.triu() + 3 * tg.eye(3), B, upper=True), [RNG.standard_normal((3, 3))]),
+    "cholesky_solve": (lambda M, B: tg.cholesky_solve(B, LA.cholesky(M @ M.mT + tg.eye(3))),
+                       [RNG.standard_normal((3, 3)), RNG.standard_normal((3, 2))]),
+    "cholesky_solve upper, B only": (lambda B, U=LA.cholesky(tg.tensor(_well_conditioned(3, 3) @ _well_conditioned(
+        3, 3).T), upper=True): tg.cholesky_solve(B, U, upper=True).sin(), [RNG.standard_normal((3, 2))]),
+    "cholesky_solve L only": (lambda M, B=tg.tensor(RNG.standard_normal((3, 2))): tg.cholesky_solve(
+        B, LA.cholesky(M @ M.mT + tg.eye(3)), upper=False).exp(), [RNG.standard_normal((3, 3))]),
     "logdet and solve": (lambda x: LA.slogdet(tg.eye(3) + x.reshape(3, 3) @ x.reshape(3, 3).t())[1]
                          + LA.solve(tg.eye(3) * 2 + x.reshape(3, 3), x[:3]).sum(), [RNG.standard_normal(9)]),
 }
@@ -107,15 +124,29 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_an_op_without_rules_takes_the_reverse_path():
-    """cholesky has no forward-mode rule: the functional API falls back to the reverse-mode
+    """qr has no forward-mode rule: the functional API falls back to the reverse-mode
     path, with the right values."""
     x0 = RNG.standard_normal(3)
 
     def chol(x):
-        return LA.cholesky(tg.eye(3) * 2 + tg.outer(x, x)).sum()
+        return LA.qr(tg.eye(3) * 2 + tg.outer(x, x))[1].sum()
     for f in (chol,):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
         fd = (_grad(f, [x0 + EPS])[0] - _grad(f, [x0 - EPS])[0]) / (2 * EPS)
         np.testing.assert_allclose(hv.numpy(), fd, rtol=1e-4, atol=1e-5)
+
+
+def test_cholesky_tangent_of_a_nonsymmetric_direction_matches_its_reverse():
+    """The reverse rule's gradient is symmetric (PyTorch's): the tangent takes a direction's
+    symmetric part, so that u . J v == J^T u . v for any v, not only symmetric ones."""
+    M = RNG.standard_normal((3, 3))
+    A0, V = M @ M.T + np.eye(3), RNG.standard_normal((3, 3))
+    assert np.abs(V - V.T).max() > 0.1
+    _, (jv,) = _forward_path(Fn._jvp_on_tape, lambda A: LA.cholesky(A), [A0], [V])
+    u = RNG.standard_normal((3, 3))
+    _, vj = Fn.vjp(lambda A: LA.cholesky(A), tg.tensor(A0), tg.tensor(u))
+    np.testing.assert_allclose(float((u * jv.numpy()).sum()), float((vj.numpy() * V).sum()), rtol=1e-12)
+    _, (jv_sym,) = _forward_path(Fn._jvp_on_tape, lambda A: LA.cholesky(A), [A0], [(V + V.T) / 2])
+    np.testing.assert_allclose(jv.numpy(), jv_sym.numpy(), rtol=1e-13, atol=1e-13)
