@@ -8,8 +8,8 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import _jit
 
-from .compare import (chain, chain_inputs, hvp, hvp_inputs, lattice_inputs, lj, logreg, logreg_inputs, mlp, mlp_inputs,
-                      rosen, rosen_inputs)
+from .compare import (chain, chain_inputs, hessian_gp, hessian_gp_inputs, hvp, hvp_inputs, lattice_inputs, lj, logreg,
+                      logreg_inputs, mlp, mlp_inputs, rosen, rosen_inputs)
 
 # asv's default is 60 s per benchmark, setup included: a setup that compiles kernels
 # (empty or invalidated Numba cache) can take longer
@@ -68,6 +68,16 @@ class HVP:
 
     def time_hvp(self, n):
         hvp(tg, self.inputs)
+
+
+class HessianGP:
+    """Dense Hessian of a Gaussian-process objective: host ops (slogdet, solve) in forward mode."""
+    def setup(self):
+        self.inputs = _inputs(hessian_gp_inputs)
+        hessian_gp(tg, self.inputs)
+
+    def time_hessian_gp(self):
+        hessian_gp(tg, self.inputs)
 
 
 class CreateGraphHistory:

@@ -177,6 +177,36 @@ def hessian_limit(_, inp):
     return np.array(loss), [(A.T * (s * (1 - s))) @ A + np.eye(x.size)]
 
 
+def hessian_gp_inputs(rng, m=30, n=20):
+    return {"A": rng.standard_normal((m, n)), "y": rng.standard_normal(m), "x": 0.1 * rng.standard_normal(n)}
+
+
+def hessian_gp(lib, inp):
+    """Dense Hessian of a Gaussian-process objective in 20 log-scales, logdet(K) + y K^-1 y with
+    K = A diag(e^x) A^T + I, 30 x 30: host ops (slogdet, solve) on the tape."""
+    A, y = lib.tensor(inp["A"]), lib.tensor(inp["y"])
+
+    def f(x):
+        K = (A * x.exp()) @ A.T + lib.eye(A.shape[0], dtype=x.dtype)
+        return lib.linalg.slogdet(K)[1] + y @ lib.linalg.solve(K, y)
+    x = lib.tensor(inp["x"])
+    kw = {} if lib.__name__ == "tapegrad" else {"vectorize": True}
+    return f(x), [_Result(lib.autograd.functional.hessian(f, x, **kw))]
+
+
+def hessian_gp_limit(_, inp):
+    """By hand: with B = A^T K^-1 A, c = A^T K^-1 y, e = e^x, dK/dx_i = e_i a_i a_i^T,
+    H = diag(e (diag B - c^2)) - E (B o B) E + 2 E (c c^T o B) E."""
+    A, y, x = inp["A"], inp["y"], inp["x"]
+    e = np.exp(x)
+    K = (A * e) @ A.T + np.eye(A.shape[0])
+    Ki = np.linalg.inv(K)
+    B, c = A.T @ Ki @ A, A.T @ (Ki @ y)
+    loss = np.linalg.slogdet(K)[1] + y @ Ki @ y
+    H = np.diag(e * (np.diag(B) - c * c)) + np.outer(e, e) * (2 * np.outer(c, c) * B - B * B)
+    return np.array(loss), [H]
+
+
 def hvp_softplus_inputs(rng):
     inp = hessian_inputs(rng)
     inp["v"] = rng.standard_normal(inp["x"].size)
@@ -729,6 +759,7 @@ WORKLOADS = {
                              limit_fn=hvp_softplus_limit, jax_fn=_jax_jitted("hvp_softplus", _jax_hvp_softplus)),
     "hessian": Workload(hessian_inputs, hessian, hessian, target=0.5,
                         limit_fn=hessian_limit, jax_fn=_jax_jitted("hessian", _jax_hessian)),
+    "hessian_gp": Workload(hessian_gp_inputs, hessian_gp, hessian_gp, target=1.0, limit_fn=hessian_gp_limit),
     "jacobian": Workload(jacobian_inputs, jacobian, jacobian, target=0.5,
                          limit_fn=jacobian_limit, jax_fn=_jax_jitted("jacobian", _jax_jacobian)),
     "jvp_chain": Workload(chain_inputs, jvp_chain, jvp_chain, target=0.1,
