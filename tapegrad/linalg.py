@@ -16,6 +16,7 @@ import numpy as np
 
 from . import functions as F
 from .core.dtypes import torch_name
+from .core.registry import NoForwardRule
 from .core.tensor import Tensor
 from .ops import host as _h
 from .ops.compose import cross as _cross
@@ -991,8 +992,42 @@ def _vnorm_rev(xs, y, g, ints, f, needs):
     return [x * F.pow(ax, p - 2) * F.where(at0, zero, g / F.pow(ysafe, p - 1))]
 
 
+# forward mode of the 2-norm (other orders: the reverse-mode path): dy = sum(x dx) / y; the
+# adjoint x g / y moves with x and y; 0 where y is 0, as the reverse rule's
+def _vnorm_parts(x, y, ints, f):
+    """``y`` kept over the reduced axes, and where it is 0 replaced by 1 (and the mask)."""
+    if f[0] != 2.0:
+        raise NoForwardRule.named("LinalgVectorNormBackward0")
+    axes = tuple(sorted(ints[1:]))
+    if not ints[0]:
+        y = np.expand_dims(y, axes)
+    at0 = y == 0
+    return axes, np.where(at0, 1.0, y), at0
+
+
+def _vnorm_tangent(xs, y, ts, ints, f):
+    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
+    dy = np.where(at0, 0.0, (xs[0] * ts[0]).sum(axis=tuple(a + 1 for a in axes), keepdims=True) / ys)
+    return dy if ints[0] else np.squeeze(dy, tuple(a + 1 for a in axes))
+
+
+def _vnorm_batched_reverse(xs, y, G, ints, f, needs):
+    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
+    if not ints[0]:
+        G = np.expand_dims(G, tuple(a + 1 for a in axes))
+    return [xs[0] * np.where(at0, 0.0, G / ys)]
+
+
+def _vnorm_curvature(xs, y, ts, ty, g, ints, f, needs):
+    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
+    if not ints[0]:
+        g, ty = np.expand_dims(g, axes), np.expand_dims(ty, tuple(a + 1 for a in axes))
+    return [np.where(at0, 0.0, ts[0] * (g / ys) - xs[0] * g * ty / (ys * ys))]
+
+
 _VECTOR_NORM = _h.host_op("linalg_vector_norm", "LinalgVectorNormBackward0", _vnorm_fwd, _vnorm_rev,
-                          _h.SAVE_A | _h.SAVE_OUT)
+                          _h.SAVE_A | _h.SAVE_OUT,
+                          forward_mode=(_vnorm_tangent, _vnorm_batched_reverse, _vnorm_curvature))
 
 
 def _dims(dim, ndim, fname):

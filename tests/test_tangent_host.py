@@ -1,5 +1,5 @@
 """Forward-mode rules of the linear-algebra host ops (solve, inv, slogdet, cholesky,
-solve_triangular, cholesky_solve; tapegrad/linalg.py):
+solve_triangular, cholesky_solve, the 2-norm of vector_norm; tapegrad/linalg.py):
 each op's tangent against central differences and against its reverse (u . J v == J^T u . v),
 its curvature through H v against differences of the gradient and against the double
 backward, with batches and broadcasting; checked to run on the forward path (not the
@@ -93,6 +93,11 @@ CASES = {
         3, 3).T), upper=True): tg.cholesky_solve(B, U, upper=True).sin(), [RNG.standard_normal((3, 2))]),
     "cholesky_solve L only": (lambda M, B=tg.tensor(RNG.standard_normal((3, 2))): tg.cholesky_solve(
         B, LA.cholesky(M @ M.mT + tg.eye(3)), upper=False).exp(), [RNG.standard_normal((3, 3))]),
+    "vector_norm": (lambda x: LA.vector_norm(x) * x, [RNG.standard_normal(4)]),
+    "vector_norm over a dim, keepdim": (lambda x: LA.vector_norm(x, dim=1, keepdim=True) * x,
+                                        [RNG.standard_normal((3, 4))]),
+    "linalg.norm of rows, matrix_norm": (lambda x: LA.norm(x, dim=0).exp() + LA.matrix_norm(x.sin()).sum(),
+                                         [RNG.standard_normal((2, 3, 4))]),
     "logdet and solve": (lambda x: LA.slogdet(tg.eye(3) + x.reshape(3, 3) @ x.reshape(3, 3).t())[1]
                          + LA.solve(tg.eye(3) * 2 + x.reshape(3, 3), x[:3]).sum(), [RNG.standard_normal(9)]),
 }
@@ -123,14 +128,17 @@ def test_gaussian_process_objective_hessian():
     np.testing.assert_allclose(H, want, rtol=1e-10, atol=1e-12)
 
 
-def test_an_op_without_rules_takes_the_reverse_path():
-    """qr has no forward-mode rule: the functional API falls back to the reverse-mode
-    path, with the right values."""
+def test_ops_without_rules_take_the_reverse_path():
+    """qr has no forward-mode rule, nor vector_norm of another order than 2: the functional
+    API falls back to the reverse-mode path, with the right values."""
     x0 = RNG.standard_normal(3)
 
-    def chol(x):
+    def qr(x):
         return LA.qr(tg.eye(3) * 2 + tg.outer(x, x))[1].sum()
-    for f in (chol,):
+
+    def norm3(x):
+        return LA.vector_norm(x, 3) * x.sum()
+    for f in (qr, norm3):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
