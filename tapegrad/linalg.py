@@ -176,6 +176,11 @@ def _T(a):
     return np.swapaxes(a, -1, -2)
 
 
+def _sandwich(Ai, t):
+    """``Ai t Ai``: how ``A^-1`` moves along ``t``, up to its sign."""
+    return Ai @ t @ Ai
+
+
 # forward mode: dX = A^-1 (dB - dA X); the adjoints gB = A^-T g, gA = -gB X^T move with
 # d(A^-T) = -A^-T dA^T A^-T and dX
 def _solve_tangent(xs, X, ts, ints, f):
@@ -251,7 +256,7 @@ def _inv_rev(xs, Y, g, ints, f, needs):
 
 # forward mode: dY = -Y dA Y; the adjoint -Y^T g Y^T moves with Y
 _INV = _h.host_op("linalg_inv", "LinalgInvExBackward0", _inv_fwd, _inv_rev, _h.SAVE_OUT, forward_mode=(
-    lambda xs, Y, ts, ints, f: -Y @ ts[0] @ Y,
+    lambda xs, Y, ts, ints, f: -_sandwich(Y, ts[0]),
     lambda xs, Y, G, ints, f, needs: [-_T(Y) @ G @ _T(Y)],
     lambda xs, Y, ts, tY, g, ints, f, needs: [-_T(tY) @ g @ _T(Y) - _T(Y) @ g @ _T(tY)]))
 
@@ -325,7 +330,8 @@ _SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, 
     _slogdet_tangent,
     lambda xs, y, G, ints, f, needs: [_logabsdet_adjoint(xs[0], G) * _T(np.linalg.inv(xs[0]))],
     lambda xs, y, ts, ty, g, ints, f, needs: [
-        -_logabsdet_adjoint(xs[0], g) * _T(np.linalg.inv(xs[0]) @ ts[0] @ np.linalg.inv(xs[0]))]))
+        -_logabsdet_adjoint(xs[0], g) * _T(_sandwich(np.linalg.inv(xs[0]), ts[0]))]))
+
 
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 
@@ -382,26 +388,29 @@ def _chol_tangent(xs, L, ts, ints, f):
 
 
 def _chol_adjoint(L, gL):
+    """(L^-1, S): the reverse rule's adjoint of A is L^-T S L^-1."""
     P = np.tril(_T(L) @ gL)
-    S = 0.5 * (P + _T(np.tril(P, -1)))
-    Li = np.linalg.inv(L)
-    return Li, S, _T(Li) @ S @ Li
+    return np.linalg.inv(L), 0.5 * (P + _T(np.tril(P, -1)))
+
+
+def _chol_batched_reverse(xs, L, G, ints, f, needs):
+    Li, S = _chol_adjoint(_lower(L, None, ints)[0], _T(G) if ints[0] else G)
+    return [_T(Li) @ S @ Li]
 
 
 def _chol_curvature(xs, L, ts, tL, g, ints, f, needs):
     L, dL = _lower(L, tL, ints)
     gL = _T(g) if ints[0] else g
-    Li, S, _ = _chol_adjoint(L, gL)
+    Li, S = _chol_adjoint(L, gL)
     dP = np.tril(_T(dL) @ gL)
     dS = 0.5 * (dP + _T(np.tril(dP, -1)))
-    dLi = -Li @ dL @ Li
+    dLi = -_sandwich(Li, dL)
     return [_T(dLi) @ S @ Li + _T(Li) @ dS @ Li + _T(Li) @ S @ dLi]
 
 
 _CHOLESKY = _h.host_op("linalg_cholesky", "LinalgCholeskyExBackward0", _chol_fwd, _chol_rev, _h.SAVE_OUT,
                        forward_mode=(_chol_tangent,
-                                     lambda xs, L, G, ints, f, needs: [_chol_adjoint(
-                                         _lower(L, None, ints)[0], _T(G) if ints[0] else G)[2]],
+                                     _chol_batched_reverse,
                                      _chol_curvature))
 
 
