@@ -44,6 +44,7 @@ MODE = ["auto"]         # "auto" (background compile), "now" (compile in the cal
 
 _GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM,   # calls by groups
                 _rd.CUMSUM, _rd.PROD)
+_REVERSE_READS_TY = (_rd.LOGSUMEXP, _rd.STD, _rd.SOFTMAX, _rd.LOG_SOFTMAX)     # (the others' curvature needs no dy)
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 
@@ -804,9 +805,9 @@ class _Source:
             G, H = "ag%d" % s, "ah%d" % s
         else:
             return
-        if s in self.t_arrays:          # (its tangent is already written: the forward loops' t<s>)
+        if s in self.t_arrays or e.op not in _REVERSE_READS_TY:     # (written by the forward loops, or not read)
             v = self._group_values(e)
-            v["into"] = "t%d" % s
+            v["into"] = "t%d" % s if s in self.t_arrays else None
         else:
             self._loops += 1
             v = self._group_tangent(e, "ty%d" % self._loops)
