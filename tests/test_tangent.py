@@ -328,6 +328,81 @@ def test_recorded_tape_jvp_hvp_jacobian_hessian():
         R2.hessian((x0, v))
 
 
+def test_recorded_tape_of_an_op_without_a_forward_rule_takes_reverse_passes():
+    """det, eigvalsh and rfft have no forward-mode rule: a recorded tape's jvp, hvp,
+    jacobian and hessian take reverse passes over the replay, with the same values
+    as functional's (checked against differences), at another point than the
+    recording's, for one argument and for several, and with argnums."""
+    x0, x1 = RNG.standard_normal(9), RNG.standard_normal(9)
+    w0, v, u = RNG.standard_normal(9), RNG.standard_normal(9), RNG.standard_normal(9)
+
+    def f(x, w):
+        A = x.reshape(3, 3)
+        S = A @ A.T + tg.diag(w[:3].exp())
+        return tg.linalg.det(A) ** 2 + (tg.linalg.eigvalsh(S) ** 3).sum() + (tg.fft.rfft(x * w).abs() ** 3).sum()
+    R = tg.record(f, x0, w0)
+
+    def fx(x):
+        return f(x, tg.tensor(w0))
+    y, hv = R.hvp((x1, w0), (v, u))
+    assert y == pytest.approx(float(f(tg.tensor(x1), tg.tensor(w0))))
+    for got, want in zip(hv, _fd_hvp(f, [x1, w0], [v, u])):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    _, hvx = R.hvp((x1, w0), v, argnums=0)
+    np.testing.assert_allclose(hvx, _fd_hvp(fx, [x1], [v])[0], rtol=1e-5, atol=1e-5)
+    H = R.hessian((x1, w0), argnums=0)
+    np.testing.assert_allclose(H, _hessian_fd(fx, x1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(H @ v, hvx, rtol=1e-10, atol=1e-10)
+    Hs = R.hessian((x1, w0))
+    assert [[b.shape for b in row] for row in Hs] == [[(9, 9)] * 2] * 2
+    np.testing.assert_allclose(Hs[0][0], H, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Hs[0][1] @ u + Hs[0][0] @ v, hv[0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(Hs[1][0], Hs[0][1].T, rtol=1e-9, atol=1e-9)
+    y, jv = R.jvp((x1, w0), (v, u))
+    np.testing.assert_allclose(jv, _fd_jvp(f, [x1, w0], [v, u]), rtol=1e-6, atol=1e-6)
+
+    def g(x):
+        return tg.fft.rfft(x).abs() * tg.linalg.det(x.reshape(3, 3))
+    Rg = tg.record(g, x0)
+    J = Rg.jacobian(x1)
+    cols = np.stack([_fd_jvp(g, [x1], [np.eye(9)[j]]) for j in range(9)], 1)
+    assert J.shape == (5, 9)
+    np.testing.assert_allclose(J, cols, rtol=1e-6, atol=1e-6)
+    _, jv = Rg.jvp(x1, v)
+    np.testing.assert_allclose(jv, J @ v, rtol=1e-10, atol=1e-10)
+    # the tape's ops after a fallback record on a new, short tape
+    t = tg.tensor(x1, requires_grad=True)
+    (t * 2).sum().backward()
+    assert t.grad.tolist() == [2.0] * 9
+
+
+def test_a_tape_from_a_file_takes_numpys_walks_for_second_order(tmp_path, monkeypatch):
+    """An untrusted tape file (``load_tape``) replays with bounds-checked NumPy: its
+    jvp, hvp, hessian and jacobian, with and without forward-mode rules (det has none),
+    use neither a compiled tangent program nor the compiled reverse sweep."""
+    from tapegrad.autograd import engine, tangent_program as TP
+    x0, x1, v = RNG.standard_normal(9), RNG.standard_normal(9), RNG.standard_normal(9)
+    fns = [lambda x: (x.sin() ** 2 * x).sum(), lambda x: tg.linalg.det(x.reshape(3, 3)) ** 2 + (x ** 3).sum()]
+    want = []
+    for i, f in enumerate(fns):
+        R = tg.record(f, x0)
+        R.save(str(tmp_path / ("t%d.npz" % i)))
+        want.append((R.hvp(x1, v)[1], R.hessian(x1), R.jvp(x1, v)[1], R.jacobian(x1), _fd_hvp(f, [x1], [v])[0]))
+
+    def compiled(*a, **k):
+        raise AssertionError("a compiled path on an untrusted tape")
+    for name in ("first_order", "second_order"):
+        monkeypatch.setattr(TP, name, compiled)
+    monkeypatch.setattr(engine, "run_backward", compiled)
+    for i, f in enumerate(fns):
+        L = tg.load_tape(str(tmp_path / ("t%d.npz" % i)))
+        got = (L.hvp(x1, v)[1], L.hessian(x1), L.jvp(x1, v)[1], L.jacobian(x1))
+        for a, b in zip(got, want[i]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[1] @ v, got[0], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(got[0], want[i][4], rtol=1e-5, atol=1e-5)
+
+
 def test_func_transforms_walk_the_tape_outside_other_transforms(fast_only):
     x0 = RNG.standard_normal(5)
 

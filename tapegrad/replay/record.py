@@ -4,6 +4,8 @@ import numpy as np
 
 from .. import _version
 from ..autograd import engine as _engine
+from ..core import tape as _tp
+from ..core.registry import NoForwardRule
 from ..core.tensor import Tensor
 from . import tapefile
 from .compile import _check_fuse, _show
@@ -168,6 +170,11 @@ class RecordedTape:
         return self._differentiate(args, cotangent, argnums)
 
     # -- forward mode and second order (autograd.tangent), on the replayed tape --
+    @property
+    def _checked(self):
+        # a tape from a file (``load_tape``): NumPy's bounds-checked walks, no compiled program
+        return getattr(self._R, "checked", False)
+
     def _walkable(self, args, argnums):
         """(picked argument indices, whether one is returned bare, the arrays, the tape, the
         output's slot and value, each picked argument's leaf slot or None)."""
@@ -203,8 +210,11 @@ class RecordedTape:
         seeds = {sl: v for sl, v in zip(ins, vs) if sl is not None}
         t = None
         if seeds and min(seeds) <= s:
-            got = TP.first_order(T, seeds, (s,))       # (compiled: None until ready)
-            t = got[s] if got is not None else TG.tangents(T, seeds, s).tans.get(s)
+            try:
+                got = None if self._checked else TP.first_order(T, seeds, (s,))    # (compiled: None until ready)
+                t = got[s] if got is not None else TG.tangents(T, seeds, s).tans.get(s)
+            except NoForwardRule:
+                t = _reverse_jvp(T, s, y, ins, vs, self._checked)
         return y, (np.zeros(y.shape) if t is None else t.reshape(y.shape)).astype(np.result_type(y.dtype, np.float32))
 
     def _second(self, args, directions, argnums, what):
@@ -220,11 +230,14 @@ class RecordedTape:
         seeds = {sl: d for sl, d in zip(ins, dirs) if sl is not None}
         got = {}
         if seeds and min(seeds) <= s:
-            res = TP.second_order(T, seeds, list(seeds), s)     # (one direction, compiled: None until ready)
-            if res is None:
-                seed = np.zeros((1 + K, 1))
-                seed[0] = 1.0
-                res = TG.reverse(TG.tangents(T, seeds, s), {s: seed}, list(seeds), second=True)
+            try:
+                res = None if self._checked else TP.second_order(T, seeds, list(seeds), s)  # (None until compiled)
+                if res is None:
+                    seed = np.zeros((1 + K, 1))
+                    seed[0] = 1.0
+                    res = TG.reverse(TG.tangents(T, seeds, s), {s: seed}, list(seeds), second=True)
+            except NoForwardRule:
+                res = _reverse_second(T, s, y, seeds, self._checked)
             got = {j: res[sl] for j, sl in enumerate(ins) if sl is not None and res.get(sl) is not None}
         return float(y.reshape(-1)[0]), picked, single, arrays, got
 
@@ -266,7 +279,12 @@ class RecordedTape:
         off = np.cumsum([0] + sizes)
         eye = np.eye(int(off[-1]))
         seeds = {sl: eye[:, off[j]:off[j + 1]] for j, sl in enumerate(ins) if sl is not None and sizes[j]}
-        t = TG.tangents(T, seeds, s).tans.get(s) if seeds and min(seeds) <= s else None
+        t = None
+        if seeds and min(seeds) <= s:
+            try:
+                t = TG.tangents(T, seeds, s).tans.get(s)
+            except NoForwardRule:
+                t = _reverse_jacobian(T, s, y, seeds, self._checked)
         out = [(np.zeros((y.size, sizes[j])) if t is None else t[off[j]:off[j + 1]].T).reshape(y.shape
                                                                                              + arrays[i].shape)
                for j, i in enumerate(picked)]
@@ -288,6 +306,87 @@ class RecordedTape:
         if v != FORMAT_VERSION:
             raise ValueError("this tape was pickled in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
         self._R = st["recording"]
+
+
+# -- the reverse-mode paths of a tape with an op without a forward-mode rule ----------
+# (det, eigh, svd, fft, a tg.autograd.Function, ...): the same results from reverse
+# passes over the replayed tape, as ``functional`` does on a live one: slower (a
+# differentiable reverse, or one reverse pass per output element), never refused.
+def _reverse_passes(T, s, y, slots, work, checked):
+    """``work(out, leaves, grad)`` with the output of slot ``s`` as a tensor on ``T`` and
+    the leaf tensors at ``slots``; the next operations record on a new tape after.
+    ``checked`` (a tape from a file): every pass is the differentiable walk, whose
+    indexing is NumPy's, bounds-checked, rather than the compiled sweep."""
+    from ..autograd.api import grad as _grad
+    grad = _grad if not checked else lambda *a, **k: _grad(*a, **dict(k, create_graph=True))
+    out = Tensor._recorded(y, T, s, T.versions[s])
+    try:
+        return work(out, [T.leaves[sl] for sl in slots], grad)
+    finally:
+        _tp.rotate()
+
+
+def _flat(g, n):
+    return np.zeros(n) if g is None else np.asarray(g._data, np.float64).reshape(-1)
+
+
+def _reverse_jvp(T, s, y, ins, vs, checked):
+    """J v by the double-vjp trick: the vjp with a cotangent u that requires grad is
+    linear in u, and its vjp with v is (J v) . u's gradient."""
+    pairs = [(sl, v) for sl, v in zip(ins, vs) if sl is not None]
+
+    def work(out, leaves, grad):
+        u = Tensor._wrap(np.zeros(y.shape))
+        u._requires_grad = True
+        gs = grad(out, leaves, grad_outputs=u, create_graph=True, allow_unused=True)
+        used = [(g, Tensor._wrap(v.reshape(g.shape))) for g, (_, v) in zip(gs, pairs)
+                if g is not None and g.requires_grad]
+        if not used:
+            return None
+        jv, = grad([g for g, _ in used], u, grad_outputs=[v for _, v in used], allow_unused=True)
+        return None if jv is None else jv._data
+    return _reverse_passes(T, s, y, [sl for sl, _ in pairs], work, checked)
+
+
+def _reverse_second(T, s, y, seeds, checked):
+    """{slot: (1 + K, n)}: the gradient in row 0 and H times each of the K directions
+    ``seeds`` holds (by slot) after it, by double backward: the gradient recorded once,
+    then one reverse pass through it per direction."""
+    slots = list(seeds)
+    K = next(iter(seeds.values())).shape[0]
+
+    def work(out, leaves, grad):
+        gs = grad(out, leaves, create_graph=True, allow_unused=True)
+        res = {sl: np.zeros((1 + K, leaf.numel())) for sl, leaf in zip(slots, leaves)}
+        for sl, leaf, g in zip(slots, leaves, gs):
+            res[sl][0] = _flat(g, leaf.numel())
+        used = [(sl, g) for sl, g in zip(slots, gs) if g is not None and g.requires_grad]
+        for k in range(K if used else 0):
+            hv = grad([g for _, g in used], leaves,
+                      grad_outputs=[Tensor._wrap(seeds[sl][k].reshape(g.shape)) for sl, g in used],
+                      retain_graph=k < K - 1, allow_unused=True)
+            for sl, leaf, h in zip(slots, leaves, hv):
+                res[sl][1 + k] = _flat(h, leaf.numel())
+        return res
+    return _reverse_passes(T, s, y, slots, work, checked)
+
+
+def _reverse_jacobian(T, s, y, seeds, checked):
+    """The (K, y.size) tangent of the output for the unit directions ``seeds`` holds:
+    the Jacobian's transpose, one reverse pass per output element."""
+    slots = list(seeds)
+
+    def work(out, leaves, grad):
+        rows = []
+        for k in range(y.size):
+            e = np.zeros(y.size)
+            e[k] = 1.0
+            gs = grad(out, leaves, grad_outputs=Tensor._wrap(e.reshape(y.shape)),
+                      retain_graph=k < y.size - 1, allow_unused=True)
+            # (the seeds are unit directions: each slot's block of the tangent is this row)
+            rows.append(sum(seeds[sl] @ _flat(g, leaf.numel()) for sl, leaf, g in zip(slots, leaves, gs)))
+        return np.array(rows).T.reshape(-1, y.size) if rows else None
+    return _reverse_passes(T, s, y, slots, work, checked)
 
 
 def load_tape(path, trusted=False):
