@@ -836,7 +836,18 @@ def _abs_rev(xs, y, g, ints, f, needs):
     return [xs[0] * F.unsqueeze(g / safe, -1)]
 
 
-_ABS = _h.host_op("complex_abs", "AbsBackward0", _abs_fwd, _abs_rev, _h.SAVE_A | _h.SAVE_OUT)
+def _over(v, d):
+    """``v / d``, zero where ``d`` is (the gradients' zero at 0, as PyTorch)."""
+    return np.divide(v, d, out=np.zeros(np.broadcast_shapes(np.shape(v), np.shape(d))), where=d != 0)
+
+
+# forward mode: d|z| = (a da + b db) / |z|; the adjoint g (a, b) / |z| moves with
+# d((a, b) / |z|) = (da, db) / |z| - (a, b) d|z| / |z|^2
+_ABS = _h.host_op("complex_abs", "AbsBackward0", _abs_fwd, _abs_rev, _h.SAVE_A | _h.SAVE_OUT, forward_mode=(
+    lambda xs, y, ts, ints, f: (_over(xs[0], y[..., None]) * ts[0]).sum(-1),
+    lambda xs, y, G, ints, f, needs: [_over(xs[0], y[..., None]) * G[..., None]],
+    lambda xs, y, ts, ty, g, ints, f, needs: [g[..., None] * (
+        _over(ts[0], y[..., None]) - _over(xs[0] * ty[..., None], (y * y)[..., None]))]))
 
 
 def abs(input):
@@ -859,11 +870,31 @@ def _angle_rev(xs, y, g, ints, f, needs):
     return [F.stack([-im * q, re * q], -1)]
 
 
-_ANGLE = _h.host_op("complex_angle", "AngleBackward0", _angle_fwd, _angle_rev, _h.SAVE_A)
+def _angle_direction(x):
+    """(-b, a) / (a^2 + b^2): the gradient of atan2(b, a), zero at 0."""
+    return _over(np.stack([-x[..., 1], x[..., 0]], -1), (x * x).sum(-1)[..., None])
+
+
+def _angle_curvature(xs, y, ts, ty, g, ints, f, needs):
+    x, t = xs[0], ts[0]
+    s = (x * x).sum(-1)[..., None]
+    turned = np.stack([-t[..., 1], t[..., 0]], -1)
+    return [g[..., None] * (_over(turned, s) - _angle_direction(x) * _over(2 * (x * t).sum(-1)[..., None], s))]
+
+
+# forward mode: d angle = (a db - b da) / (a^2 + b^2); the adjoint is g times that gradient
+_ANGLE = _h.host_op("complex_angle", "AngleBackward0", _angle_fwd, _angle_rev, _h.SAVE_A, forward_mode=(
+    lambda xs, y, ts, ints, f: (_angle_direction(xs[0]) * ts[0]).sum(-1),
+    lambda xs, y, G, ints, f, needs: [_angle_direction(xs[0]) * G[..., None]],
+    _angle_curvature))
 
 
 _REAL_ANGLE = _h.host_op("real_angle", "AngleBackward0", lambda xs, ints, f: np.angle(xs[0]).astype(xs[0].dtype),
-                         lambda xs, y, g, ints, f, needs: [Tensor._const(np.zeros(g.shape, g.dtype))], 0)
+                         lambda xs, y, g, ints, f, needs: [Tensor._const(np.zeros(g.shape, g.dtype))], 0,
+                         forward_mode=(      # (piecewise constant: no tangent, zero gradient)
+    lambda xs, y, ts, ints, f: None,
+    lambda xs, y, G, ints, f, needs: [np.zeros(G.shape)],
+    lambda xs, y, ts, ty, g, ints, f, needs: [None]))
 
 
 def angle(input):

@@ -67,7 +67,27 @@ def _c2c_rev(xs, y, g, ints, f, needs):
     return [_c2c(g, dims, _DUAL[norm], not ints[-1])]
 
 
-_C2C = _h.host_op("fft_c2c", "FftC2CBackward0", _c2c_fwd, _c2c_rev, 0)
+# forward mode (each transform is linear): a tangent is transformed as the value is, K
+# cotangents as the reverse transforms one, and the curvature is zero.  The rules see
+# arrays with a leading K axis, so the transforms' dims move up by one.
+def _after_k(ints, dims, norm=None):
+    """``ints`` for arrays with a leading K axis (and ``norm`` instead of the entry's)."""
+    return ((ints[0] if norm is None else norm, len(dims)) + tuple(d + 1 for d in dims)
+            + tuple(ints[2 + len(dims):]))
+
+
+def _linear(tangent, batched_reverse):
+    return tangent, batched_reverse, lambda xs, y, ts, ty, g, ints, f, needs: [None]
+
+
+def _c2c_batched_reverse(xs, y, G, ints, f, needs):
+    norm, dims = _params(ints)
+    back = _after_k(ints, dims, _DUAL[norm])[:-1] + (1 - ints[-1],)
+    return [_c2c_fwd([G], back, f)]
+
+
+_C2C = _h.host_op("fft_c2c", "FftC2CBackward0", _c2c_fwd, _c2c_rev, 0, forward_mode=_linear(
+    lambda xs, y, ts, ints, f: _c2c_fwd([ts[0]], _after_k(ints, _params(ints)[1]), f), _c2c_batched_reverse))
 
 
 def _c2c(pair, dims, norm, inverse):
@@ -89,7 +109,20 @@ def _r2c_rev(xs, y, g, ints, f, needs):
     return [_c2c(gc, dims, _DUAL[norm], True)[..., 0]]
 
 
-_R2C = _h.host_op("fft_r2c", "FftR2CBackward0", _r2c_fwd, _r2c_rev, 0)
+def _r2c_batched_reverse(xs, y, G, ints, f, needs):
+    norm, dims = _params(ints)
+    n, last = ints[2 + len(dims)], dims[-1] + 1
+    full = list(G.shape)
+    full[last] = n
+    gc = np.zeros(full, G.dtype)                # the half spectrum's cotangents, zero beyond it
+    m = min(n, G.shape[last])
+    gc[(slice(None),) * last + (slice(0, m),)] = G[(slice(None),) * last + (slice(0, m),)]
+    z = np.fft.ifftn(_as_complex(gc), axes=[d + 1 for d in dims], norm=_NORMS[_DUAL[norm]])
+    return [z.real]
+
+
+_R2C = _h.host_op("fft_r2c", "FftR2CBackward0", _r2c_fwd, _r2c_rev, 0, forward_mode=_linear(
+    lambda xs, y, ts, ints, f: _r2c_fwd([ts[0]], _after_k(ints, _params(ints)[1]), f), _r2c_batched_reverse))
 
 
 def _r2c(x, dims, norm):
@@ -117,7 +150,20 @@ def _c2r_rev(xs, y, g, ints, f, needs):
     return [gi * Tensor._const(w.reshape(shape))]
 
 
-_C2R = _h.host_op("fft_c2r", "FftC2RBackward0", _c2r_fwd, _c2r_rev, 0)
+def _c2r_batched_reverse(xs, y, G, ints, f, needs):
+    norm, dims = _params(ints)
+    n = ints[2 + len(dims)]
+    gi = _r2c_fwd([G], _after_k(ints, dims, _DUAL[norm]), f)      # (K, ..., n // 2 + 1, 2)
+    m = n // 2 + 1
+    w = np.ones(m, G.dtype)
+    w[1:n - m + 1] = 2.0
+    shape = [1] * gi.ndim
+    shape[dims[-1] + 1] = m
+    return [gi * w.reshape(shape)]
+
+
+_C2R = _h.host_op("fft_c2r", "FftC2RBackward0", _c2r_fwd, _c2r_rev, 0, forward_mode=_linear(
+    lambda xs, y, ts, ints, f: _c2r_fwd([ts[0]], _after_k(ints, _params(ints)[1]), f), _c2r_batched_reverse))
 
 
 def _c2r(pair, dims, norm, n):

@@ -329,7 +329,7 @@ def test_recorded_tape_jvp_hvp_jacobian_hessian():
 
 
 def test_recorded_tape_of_an_op_without_a_forward_rule_takes_reverse_passes():
-    """det, eigvalsh and rfft have no forward-mode rule: a recorded tape's jvp, hvp,
+    """det and eigvalsh have no forward-mode rule: a recorded tape's jvp, hvp,
     jacobian and hessian take reverse passes over the replay, with the same values
     as functional's (checked against differences), at another point than the
     recording's, for one argument and for several, and with argnums."""

@@ -1,5 +1,6 @@
-"""Forward-mode rules of the linear-algebra host ops (solve, inv, slogdet, cholesky,
-solve_triangular, cholesky_solve, the 2-norm of vector_norm; tapegrad/linalg.py):
+"""Forward-mode rules of the host ops: linear algebra (solve, inv, slogdet, cholesky,
+solve_triangular, cholesky_solve, the 2-norm of vector_norm; tapegrad/linalg.py), the
+fft transforms (tapegrad/fft.py) and a complex tensor's abs and angle (complex_tensor.py):
 each op's tangent against central differences and against its reverse (u . J v == J^T u . v),
 its curvature through H v against differences of the gradient and against the double
 backward, with batches and broadcasting; checked to run on the forward path (not the
@@ -100,6 +101,18 @@ CASES = {
                                          [RNG.standard_normal((2, 3, 4))]),
     "logdet and solve": (lambda x: LA.slogdet(tg.eye(3) + x.reshape(3, 3) @ x.reshape(3, 3).t())[1]
                          + LA.solve(tg.eye(3) * 2 + x.reshape(3, 3), x[:3]).sum(), [RNG.standard_normal(9)]),
+    # the fft transforms (linear: no curvature of their own) and complex abs and angle
+    "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
+    "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
+    "fft of a real input, padded": (lambda x: tg.fft.fft(x.exp(), n=7).abs(), [RNG.standard_normal(5)]),
+    "fftn forward norm, real part": (lambda x: tg.fft.fftn(x.tanh(), s=(3, 5), norm="forward").real * x[:3, :1],
+                                     [RNG.standard_normal((4, 5))]),
+    "ifft2 of complex, imag": (lambda a, b: tg.fft.ifft2(tg.complex(a, b.sin())).imag ** 2, [
+        RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))]),
+    "irfft over dim 0": (lambda x: tg.fft.irfft(tg.fft.rfft(x, dim=0), n=6, dim=0) ** 3, [RNG.standard_normal((5, 2))]),
+    "irfftn, hfft, ihfft": (lambda x: tg.fft.irfftn(tg.fft.rfftn(x.sin()), s=(3, 4)).exp()
+                            + tg.fft.hfft(tg.fft.ihfft(x[0]), n=4)[None], [RNG.standard_normal((3, 4))]),
+    "real angle": (lambda x: tg.angle(x) * x, [RNG.standard_normal(5)]),
 }
 
 
@@ -107,6 +120,24 @@ CASES = {
 def test_host_op_forward_rules(name):
     f, xs = CASES[name]
     _check(f, xs)
+
+
+@pytest.mark.parametrize("name", ["rfft, abs", "rfft2 ortho, angle", "irfft over dim 0", "ifft2 of complex, imag",
+                                  "slogdet batched", "cholesky"])
+def test_jacobian_by_batched_reverse(name):
+    """The Jacobian with every output row at once (each op's batched reverse) and with
+    every input direction at once (its tangent), against central differences."""
+    f, xs = CASES[name]
+    f1 = (lambda x: f(x)) if len(xs) == 1 else (lambda x, rest=[tg.tensor(v) for v in xs[1:]]: f(x, *rest))
+    x0 = xs[0]
+    ins = (tg.tensor(x0, requires_grad=True),)
+    for forward in (False, True):
+        J = Fn._on_tape(Fn._jacobian_on_tape, ins, (f1(*ins),), forward)
+        assert J is not None, "took the reverse-mode fallback"
+        J = J[0][0].numpy().reshape(-1, x0.size)
+        fd = np.stack([(f1(tg.tensor(x0 + EPS * e)).numpy() - f1(tg.tensor(x0 - EPS * e)).numpy()).reshape(-1)
+                       / (2 * EPS) for e in np.eye(x0.size).reshape((x0.size,) + x0.shape)], 1)
+        np.testing.assert_allclose(J, fd, rtol=1e-5, atol=1e-6)
 
 
 def test_gaussian_process_objective_hessian():
@@ -158,3 +189,34 @@ def test_cholesky_tangent_of_a_nonsymmetric_direction_matches_its_reverse():
     np.testing.assert_allclose(float((u * jv.numpy()).sum()), float((vj.numpy() * V).sum()), rtol=1e-12)
     _, (jv_sym,) = _forward_path(Fn._jvp_on_tape, lambda A: LA.cholesky(A), [A0], [(V + V.T) / 2])
     np.testing.assert_allclose(jv.numpy(), jv_sym.numpy(), rtol=1e-13, atol=1e-13)
+
+
+def test_spectral_objective_hessian_against_pytorch():
+    """A spectral objective (rfft, abs, angle, irfft): the Hessian by the forward path,
+    against PyTorch's, and at a point where a bin is exactly zero (abs and angle have
+    PyTorch's zero gradient there) against the double backward."""
+    torch = pytest.importorskip("torch")
+    w = RNG.standard_normal(5)
+
+    def f(x, lib=tg):
+        z = lib.fft.rfft(x * x.sin(), norm="ortho")
+        return (z.abs() ** 3 * lib.tensor(w)).sum() + (z.angle() * lib.tensor(w)).sum() \
+            + (lib.fft.irfft(z * z, n=8) ** 2).sum()
+    x0 = RNG.standard_normal(8)
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._hessian_on_tape, ins, f(*ins)) is not None
+    H = Fn.hessian(f, tg.tensor(x0)).numpy()
+    want = torch.autograd.functional.hessian(lambda x: f(x, torch), torch.tensor(x0)).numpy()
+    np.testing.assert_allclose(H, want, rtol=1e-9, atol=1e-10)
+
+    def at_zero(a, b):      # bin 0 is exactly 0 + 0i
+        z = tg.complex(a * tg.tensor([0.0, 1, 1]), b * tg.tensor([0.0, 1, 1]))
+        return (z.abs() ** 3).sum() + (z.angle() * a).sum()
+    a0, b0, va, vb = (RNG.standard_normal(3) for _ in range(4))
+    _, hv = _forward_path(Fn._hvp_on_tape, at_zero, [a0, b0], [va, vb])
+    zs = [tg.tensor(a0, requires_grad=True), tg.tensor(b0, requires_grad=True)]
+    g = tg.autograd.grad(at_zero(*zs), zs, create_graph=True)
+    dd = tg.autograd.grad(g, zs, grad_outputs=[tg.tensor(va), tg.tensor(vb)])
+    for h, d in zip(hv, dd):
+        assert np.isfinite(h.numpy()).all()
+        np.testing.assert_allclose(h.numpy(), d.numpy(), rtol=1e-12, atol=1e-12)
