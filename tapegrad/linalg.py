@@ -290,7 +290,29 @@ def _cofactors(A, g):
     return F.matmul(U * F.unsqueeze(D, -2), Vh)
 
 
-_DET = _h.host_op("linalg_det", "LinalgDetBackward0", _det_fwd, _det_rev, _h.SAVE_A | _h.SAVE_OUT)
+def _det_inverse(A, d):
+    """A^-1 for the forward-mode rules; a singular A (det 0, where the reverse takes
+    cofactors from an SVD) sends the walk to the reverse-mode path."""
+    if not np.all(d != 0):
+        raise NoForwardRule.named("LinalgDetBackward0")
+    return np.linalg.inv(A)
+
+
+def _det_tangent(xs, d, ts, ints, f):
+    return d * np.einsum("...ij,...ji->...", _det_inverse(xs[0], d), ts[0])
+
+
+def _det_curvature(xs, d, ts, td, g, ints, f, needs):
+    Ai = _det_inverse(xs[0], d)
+    return [(g * td)[..., None, None] * _T(Ai) - (g * d)[..., None, None] * _T(_sandwich(Ai, ts[0]))]
+
+
+# forward mode: d det = det tr(A^-1 dA); the adjoint g det A^-T moves with d det and
+# d(A^-T) = -(A^-1 dA A^-1)^T
+_DET = _h.host_op("linalg_det", "LinalgDetBackward0", _det_fwd, _det_rev, _h.SAVE_A | _h.SAVE_OUT, forward_mode=(
+    _det_tangent,
+    lambda xs, d, G, ints, f, needs: [(G * d)[..., None, None] * _T(_det_inverse(xs[0], d))],
+    _det_curvature))
 
 
 def det(A, *, out=None):
@@ -639,7 +661,64 @@ def _eigh_rev(xs, y, g, ints, f, needs):
     return [F.matmul(V, F.matmul(inner, _mT(V)))]
 
 
-_EIGH = _h.host_op("linalg_eigh", "LinalgEighBackward0", _eigh_fwd, _eigh_rev, _h.SAVE_OUT)
+# forward mode, on the direction's symmetric part S (the reverse gives a symmetric
+# gradient, as PyTorch's): with M = V^T S V, dL = diag(M) and dV = V (F o M), F_ij =
+# 1 / (L_j - L_i) off the diagonal (0 for equal eigenvalues, whose vectors are not
+# determined).  The adjoint V (diag(gL) + (W - W^T) o F / 2) V^T, W = V^T gV, moves
+# with dL (through F) and dV.
+def _eigh_split(y, ints, lead=()):
+    A_shape = tuple(ints[1:])
+    n_l = int(np.prod(A_shape[:-1], dtype=np.int64))
+    return (y[..., :n_l].reshape(lead + A_shape[:-1]), y[..., n_l:].reshape(lead + A_shape))
+
+
+def _gaps(L):
+    """F_ij = 1 / (L_j - L_i), 0 on the diagonal and between equal eigenvalues."""
+    E = L[..., None, :] - L[..., :, None]
+    return np.divide(1.0, E, out=np.zeros(E.shape), where=E != 0)
+
+
+def _eigh_tangent(xs, y, ts, ints, f):
+    L, V = _eigh_split(y, ints)
+    S = ts[0] + _T(ts[0])
+    M = _T(V) @ (0.5 * S) @ V
+    dL = np.diagonal(M, 0, -2, -1)
+    dV = V @ (_gaps(L) * M)
+    K = len(ts[0])
+    return np.concatenate([dL.reshape(K, -1), dV.reshape(K, -1)], 1)
+
+
+def _eigh_inner(L, V, gL, gV):
+    inner = gL[..., None] * np.eye(L.shape[-1])
+    if np.any(gV):
+        W = _T(V) @ gV
+        inner = inner + 0.5 * (W - _T(W)) * _gaps(L)
+    return inner
+
+
+def _eigh_batched_reverse(xs, y, G, ints, f, needs):
+    L, V = _eigh_split(y, ints)
+    gL, gV = _eigh_split(G, ints, (len(G),))
+    return [V @ _eigh_inner(L, V, gL, gV) @ _T(V)]
+
+
+def _eigh_curvature(xs, y, ts, ty, g, ints, f, needs):
+    L, V = _eigh_split(y, ints)
+    gL, gV = _eigh_split(g, ints)
+    dL, dV = _eigh_split(ty, ints, (len(ty),))
+    inner = _eigh_inner(L, V, gL, gV)
+    d = dV @ inner @ _T(V)
+    d = d + _T(d)
+    if np.any(gV):
+        Fg = _gaps(L)
+        W, dW = _T(V) @ gV, _T(dV) @ gV
+        dF = -(dL[..., None, :] - dL[..., :, None]) * Fg * Fg
+        d = d + V @ (0.5 * ((dW - _T(dW)) * Fg + (W - _T(W)) * dF)) @ _T(V)
+    return [d]
+
+
+_EIGH = _h.host_op("linalg_eigh", "LinalgEighBackward0", _eigh_fwd, _eigh_rev, _h.SAVE_OUT,
+                   forward_mode=(_eigh_tangent, _eigh_batched_reverse, _eigh_curvature))
 
 EighResult = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
 

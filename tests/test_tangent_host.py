@@ -1,5 +1,5 @@
-"""Forward-mode rules of the host ops: linear algebra (solve, inv, slogdet, cholesky,
-solve_triangular, cholesky_solve, the 2-norm of vector_norm; tapegrad/linalg.py), the
+"""Forward-mode rules of the host ops: linear algebra (solve, inv, det, slogdet, cholesky,
+solve_triangular, cholesky_solve, eigh, the 2-norm of vector_norm; tapegrad/linalg.py), the
 fft transforms (tapegrad/fft.py) and a complex tensor's abs and angle (complex_tensor.py):
 each op's tangent against central differences and against its reverse (u . J v == J^T u . v),
 its curvature through H v against differences of the gradient and against the double
@@ -101,6 +101,13 @@ CASES = {
                                          [RNG.standard_normal((2, 3, 4))]),
     "logdet and solve": (lambda x: LA.slogdet(tg.eye(3) + x.reshape(3, 3) @ x.reshape(3, 3).t())[1]
                          + LA.solve(tg.eye(3) * 2 + x.reshape(3, 3), x[:3]).sum(), [RNG.standard_normal(9)]),
+    "det": (lambda A: LA.det(A) * A.sum(), [_well_conditioned(3, 3)]),
+    "det batched, squared": (lambda A: LA.det(A.sin() + 2 * tg.eye(3)) ** 2, [RNG.standard_normal((2, 3, 3))]),
+    "eigvalsh": (lambda M: LA.eigvalsh(M @ M.mT) ** 2, [RNG.standard_normal((4, 4))]),
+    "eigh, vectors and values": (lambda M: (LA.eigh(M + M.mT)[1] ** 2) * LA.eigh(M + M.mT)[0][..., None, :],
+                                 [RNG.standard_normal((2, 3, 3))]),
+    "eigh UPLO=U": (lambda M: LA.eigh(M + M.mT, UPLO="U")[1] ** 2 + LA.eigh(M + M.mT, UPLO="U")[0].exp(),
+                    [RNG.standard_normal((4, 4))]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -123,7 +130,7 @@ def test_host_op_forward_rules(name):
 
 
 @pytest.mark.parametrize("name", ["rfft, abs", "rfft2 ortho, angle", "irfft over dim 0", "ifft2 of complex, imag",
-                                  "slogdet batched", "cholesky"])
+                                  "slogdet batched", "cholesky", "det batched, squared", "eigh, vectors and values"])
 def test_jacobian_by_batched_reverse(name):
     """The Jacobian with every output row at once (each op's batched reverse) and with
     every input direction at once (its tangent), against central differences."""
@@ -177,17 +184,20 @@ def test_ops_without_rules_take_the_reverse_path():
         np.testing.assert_allclose(hv.numpy(), fd, rtol=1e-4, atol=1e-5)
 
 
-def test_cholesky_tangent_of_a_nonsymmetric_direction_matches_its_reverse():
+@pytest.mark.parametrize("op", ["cholesky", "eigh"])
+def test_tangent_of_a_nonsymmetric_direction_matches_its_reverse(op):
     """The reverse rule's gradient is symmetric (PyTorch's): the tangent takes a direction's
     symmetric part, so that u . J v == J^T u . v for any v, not only symmetric ones."""
+    def f(A):
+        return LA.cholesky(A) if op == "cholesky" else LA.eigh(A)[1] * LA.eigh(A)[0]
     M = RNG.standard_normal((3, 3))
     A0, V = M @ M.T + np.eye(3), RNG.standard_normal((3, 3))
     assert np.abs(V - V.T).max() > 0.1
-    _, (jv,) = _forward_path(Fn._jvp_on_tape, lambda A: LA.cholesky(A), [A0], [V])
+    _, (jv,) = _forward_path(Fn._jvp_on_tape, f, [A0], [V])
     u = RNG.standard_normal((3, 3))
-    _, vj = Fn.vjp(lambda A: LA.cholesky(A), tg.tensor(A0), tg.tensor(u))
+    _, vj = Fn.vjp(f, tg.tensor(A0), tg.tensor(u))
     np.testing.assert_allclose(float((u * jv.numpy()).sum()), float((vj.numpy() * V).sum()), rtol=1e-12)
-    _, (jv_sym,) = _forward_path(Fn._jvp_on_tape, lambda A: LA.cholesky(A), [A0], [(V + V.T) / 2])
+    _, (jv_sym,) = _forward_path(Fn._jvp_on_tape, f, [A0], [(V + V.T) / 2])
     np.testing.assert_allclose(jv.numpy(), jv_sym.numpy(), rtol=1e-13, atol=1e-13)
 
 
@@ -220,3 +230,39 @@ def test_spectral_objective_hessian_against_pytorch():
     for h, d in zip(hv, dd):
         assert np.isfinite(h.numpy()).all()
         np.testing.assert_allclose(h.numpy(), d.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_det_of_a_singular_matrix_takes_the_reverse_path():
+    """det's forward-mode rules need A^-1: at a singular A the walk takes the reverse-mode
+    path (the reverse's cofactors from an SVD), with the double backward's values."""
+    def f(x):
+        A = x.reshape(3, 3) * tg.tensor([[1.0, 1, 1], [1, 1, 1], [0, 0, 0]])     # a zero row
+        return LA.det(A + tg.diag(tg.tensor([0.0, 0, 0]))) * x.sum() + (x ** 3).sum()
+    x0, v = RNG.standard_normal(9), RNG.standard_normal(9)
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(v),)) is None
+    _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(v))
+    z = tg.tensor(x0, requires_grad=True)
+    g, = tg.autograd.grad(f(z), z, create_graph=True)
+    want, = tg.autograd.grad(g, z, grad_outputs=tg.tensor(v))
+    np.testing.assert_allclose(hv.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    fd = (_grad(f, [x0 + EPS * v])[0] - _grad(f, [x0 - EPS * v])[0]) / (2 * EPS)
+    np.testing.assert_allclose(hv.numpy(), fd, rtol=1e-4, atol=1e-5)
+
+
+def test_eigh_and_det_hessian_against_pytorch():
+    """The Hessian of an objective of eigenvalues, eigenvectors and a determinant by
+    the forward path, against PyTorch's."""
+    torch = pytest.importorskip("torch")
+    M = RNG.standard_normal((4, 4))
+    A0, B0, u = M + M.T, _well_conditioned(4, 4), RNG.standard_normal(4)
+
+    def f(x, lib=tg):
+        L, V = lib.linalg.eigh(lib.tensor(A0) + lib.diag(x.sin()))
+        return (L ** 3).sum() + ((V ** 2) @ lib.tensor(u)).sum() * L[0] + lib.linalg.det(lib.tensor(B0) + lib.diag(x))
+    x0 = RNG.standard_normal(4) * 0.5
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._hessian_on_tape, ins, f(*ins)) is not None
+    H = Fn.hessian(f, tg.tensor(x0)).numpy()
+    want = torch.autograd.functional.hessian(lambda x: f(x, torch), torch.tensor(x0), vectorize=True).numpy()
+    np.testing.assert_allclose(H, want, rtol=1e-9, atol=1e-10)
