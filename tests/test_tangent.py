@@ -389,7 +389,8 @@ def test_a_tape_from_a_file_takes_numpys_walks_for_second_order(tmp_path, monkey
     use neither a compiled tangent program nor the compiled reverse sweep."""
     from tapegrad.autograd import engine, tangent_program as TP
     x0, x1, v = RNG.standard_normal(9), RNG.standard_normal(9), RNG.standard_normal(9)
-    fns = [lambda x: (x.sin() ** 2 * x).sum(), lambda x: (tg.linalg.svdvals(x.reshape(3, 3)) ** 3).sum() + (x ** 3).sum()]
+    fns = [lambda x: (x.sin() ** 2 * x).sum(),
+           lambda x: (tg.linalg.svdvals(x.reshape(3, 3)) ** 3).sum() + (x ** 3).sum()]
     want = []
     for i, f in enumerate(fns):
         R = tg.record(f, x0)
