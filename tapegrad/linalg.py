@@ -1080,37 +1080,62 @@ def _vnorm_rev(xs, y, g, ints, f, needs):
     return [x * F.pow(ax, p - 2) * F.where(at0, zero, g / F.pow(ysafe, p - 1))]
 
 
-# forward mode of the 2-norm (other orders: the reverse-mode path): dy = sum(x dx) / y; the
-# adjoint x g / y moves with x and y; 0 where y is 0, as the reverse rule's
+# forward mode: dy = sum(w dx) over the reduced axes, with w = dy/dx the reverse rule's
+# weights (x / y for the 2-norm, sign(x) |x|^(p-1) y^(1-p) for order p; sign(x) for 1, the
+# extrema shared among ties for +-inf, 0 for 0; 0 where y is 0 as in the reverse rule).  The
+# adjoint w g moves with x and y for finite p other than 0 and 1; w is piecewise constant else.
 def _vnorm_parts(x, y, ints, f):
-    """``y`` kept over the reduced axes, and where it is 0 replaced by 1 (and the mask)."""
-    if f[0] != 2.0:
-        raise NoForwardRule.named("LinalgVectorNormBackward0")
+    """(axes, y kept over them, the weights w, p): as the reverse rule."""
+    p = f[0]
     axes = tuple(sorted(ints[1:]))
     if not ints[0]:
         y = np.expand_dims(y, axes)
     at0 = y == 0
-    return axes, np.where(at0, 1.0, y), at0
+    ys = np.where(at0, 1.0, y)
+    ax = np.abs(x)
+    with np.errstate(all="ignore"):
+        if p == 0:
+            w = np.zeros(x.shape)
+        elif p == 1:
+            w = np.sign(x)
+        elif p == 2:
+            w = np.where(at0, 0.0, x / ys)
+        elif math.isinf(p):
+            mask = ax == y
+            w = np.sign(x) * mask / mask.sum(axis=axes, keepdims=True)
+        else:
+            w = np.where(at0 | (x == 0), 0.0, np.sign(x) * ax ** (p - 1) * ys ** (1 - p))
+    return axes, y, ys, at0, w, p
 
 
 def _vnorm_tangent(xs, y, ts, ints, f):
-    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
-    dy = np.where(at0, 0.0, (xs[0] * ts[0]).sum(axis=tuple(a + 1 for a in axes), keepdims=True) / ys)
+    axes, _, _, _, w, _ = _vnorm_parts(xs[0], y, ints, f)
+    dy = (w * ts[0]).sum(axis=tuple(a + 1 for a in axes), keepdims=True)
     return dy if ints[0] else np.squeeze(dy, tuple(a + 1 for a in axes))
 
 
 def _vnorm_batched_reverse(xs, y, G, ints, f, needs):
-    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
+    axes, _, _, _, w, _ = _vnorm_parts(xs[0], y, ints, f)
     if not ints[0]:
         G = np.expand_dims(G, tuple(a + 1 for a in axes))
-    return [xs[0] * np.where(at0, 0.0, G / ys)]
+    return [w * G]
 
 
 def _vnorm_curvature(xs, y, ts, ty, g, ints, f, needs):
-    axes, ys, at0 = _vnorm_parts(xs[0], y, ints, f)
+    axes, y, ys, at0, w, p = _vnorm_parts(xs[0], y, ints, f)
+    if p in (0, 1) or math.isinf(p):
+        return [None]
     if not ints[0]:
         g, ty = np.expand_dims(g, axes), np.expand_dims(ty, tuple(a + 1 for a in axes))
-    return [np.where(at0, 0.0, ts[0] * (g / ys) - xs[0] * g * ty / (ys * ys))]
+    x, t = xs[0], ts[0]
+    with np.errstate(all="ignore"):
+        if p == 2:
+            d = t / ys - x * ty / (ys * ys)
+        else:       # d(sign(x) |x|^(p-1) y^(1-p)): |x|^(p-2) is infinite at 0 for p < 2, as in the double backward
+            d = (p - 1) * np.abs(x) ** (p - 2) * t / ys ** (p - 1) - (p - 1) * w * ty / ys
+            if p < 1:
+                d = np.where(x == 0, 0.0, d)
+    return [np.where(at0, 0.0, g * d)]
 
 
 _VECTOR_NORM = _h.host_op("linalg_vector_norm", "LinalgVectorNormBackward0", _vnorm_fwd, _vnorm_rev,

@@ -1,5 +1,5 @@
 """Forward-mode rules of the host ops: linear algebra (solve, inv, det, slogdet, cholesky,
-solve_triangular, cholesky_solve, eigh, the 2-norm of vector_norm; tapegrad/linalg.py), the
+solve_triangular, cholesky_solve, eigh, vector_norm; tapegrad/linalg.py), the
 fft transforms (tapegrad/fft.py) and a complex tensor's abs and angle (complex_tensor.py):
 each op's tangent against central differences and against its reverse (u . J v == J^T u . v),
 its curvature through H v against differences of the gradient and against the double
@@ -108,6 +108,16 @@ CASES = {
                                  [RNG.standard_normal((2, 3, 3))]),
     "eigh UPLO=U": (lambda M: LA.eigh(M + M.mT, UPLO="U")[1] ** 2 + LA.eigh(M + M.mT, UPLO="U")[0].exp(),
                     [RNG.standard_normal((4, 4))]),
+    "vector_norm order 3 over a dim": (lambda x: LA.vector_norm(x, 3, dim=0) * x, [RNG.standard_normal((3, 4))]),
+    "vector_norm order 1.5, keepdim": (lambda x: LA.vector_norm(x, 1.5, dim=1, keepdim=True) ** 2 * x,
+                                       [RNG.standard_normal((3, 4))]),
+    "vector_norm order 0.5 and -1": (lambda x: LA.vector_norm(x, 0.5) * x + LA.vector_norm(x.exp(), -1) * x.sin(),
+                                     [RNG.standard_normal(5)]),
+    "vector_norm orders 1, inf, -inf, 0": (
+        lambda x: sum(LA.vector_norm(x, p, dim=-1) for p in (1, float("inf"), -float("inf"), 0))[..., None] * x.sin(),
+        [RNG.standard_normal((2, 5))]),
+    "x.norm(p=1) of a matrix, norm(ord=inf) of a vector": (
+        lambda x: x.norm(p=1) * x + LA.norm(x[0], float("inf")) * x ** 2, [RNG.standard_normal((2, 3))]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -119,7 +129,7 @@ CASES = {
     "irfft over dim 0": (lambda x: tg.fft.irfft(tg.fft.rfft(x, dim=0), n=6, dim=0) ** 3, [RNG.standard_normal((5, 2))]),
     "irfftn, hfft, ihfft": (lambda x: tg.fft.irfftn(tg.fft.rfftn(x.sin()), s=(3, 4)).exp()
                             + tg.fft.hfft(tg.fft.ihfft(x[0]), n=4)[None], [RNG.standard_normal((3, 4))]),
-    "real angle": (lambda x: tg.angle(x) * x, [RNG.standard_normal(5)]),
+    "real angle": (lambda x: tg.angle(x) * x, [np.array([-1.2, 0.7, -0.3, 2.0, 0.4])]),
 }
 
 
@@ -167,16 +177,16 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_ops_without_rules_take_the_reverse_path():
-    """qr has no forward-mode rule, nor vector_norm of another order than 2: the functional
-    API falls back to the reverse-mode path, with the right values."""
+    """qr and pinv have no forward-mode rule: the functional API falls back to the
+    reverse-mode path, with the right values."""
     x0 = RNG.standard_normal(3)
 
     def qr(x):
         return LA.qr(tg.eye(3) * 2 + tg.outer(x, x))[1].sum()
 
-    def norm3(x):
-        return LA.vector_norm(x, 3) * x.sum()
-    for f in (qr, norm3):
+    def pinv(x):
+        return LA.pinv(tg.eye(3) * 2 + tg.outer(x, x.sin())).sum() * x.sum()
+    for f in (qr, pinv):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
@@ -266,3 +276,23 @@ def test_eigh_and_det_hessian_against_pytorch():
     H = Fn.hessian(f, tg.tensor(x0)).numpy()
     want = torch.autograd.functional.hessian(lambda x: f(x, torch), torch.tensor(x0), vectorize=True).numpy()
     np.testing.assert_allclose(H, want, rtol=1e-9, atol=1e-10)
+
+
+def test_norms_at_zeros_and_ties_agree_with_the_reverse():
+    """At exact zeros (orders 0.5, 1, 3) and ties of the extrema (+-inf share among
+    them), the forward rules give the reverse rule's gradient and the double
+    backward's H v."""
+    x0 = np.array([2.0, -2.0, 0.0, 1.0, -0.5])
+    v = RNG.standard_normal(5)
+
+    def f(x):
+        return (LA.vector_norm(x, 0.5) * x[3] + LA.vector_norm(x, 1) * x[4] + LA.vector_norm(x, 3) ** 2
+                + LA.vector_norm(x, float("inf")) * x.sum() + LA.vector_norm(x, -float("inf")) * x[0])
+    z = tg.tensor(x0, requires_grad=True)
+    g, = tg.autograd.grad(f(z), z, create_graph=True)
+    want, = tg.autograd.grad(g, z, grad_outputs=tg.tensor(v))
+    _, (jv,) = _forward_path(Fn._jvp_on_tape, f, [x0], [v])
+    np.testing.assert_allclose(float(jv.numpy()), float(g.detach().numpy() @ v), rtol=1e-12)
+    _, (hv,) = _forward_path(Fn._hvp_on_tape, f, [x0], [v])
+    assert np.isfinite(hv.numpy()).all()
+    np.testing.assert_allclose(hv.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
