@@ -802,7 +802,81 @@ def _svd_rev(xs, y, g, ints, f, needs):
     return [gA]
 
 
-_SVD = _h.host_op("linalg_svd", "LinalgSvdBackward0", _svd_fwd, _svd_rev, _h.SAVE_OUT)
+# forward mode (reduced, or full of a square A; PyTorch has none for full_matrices of another
+# shape: the reverse-mode path): with P = U^T dA V, dS = diag(P), F_ij = 1 / (s_j^2 - s_i^2) off
+# the diagonal (0 between equal values),
+#   dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
+#   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
+# The curvature is written for adjoints of S alone (svdvals, the nuclear and spectral norms):
+# U diag(gS) V^T moves with dU and dV; with adjoints of U or Vh, the reverse-mode path.
+def _svd_split(y, ints, lead=()):
+    full, shape = bool(ints[0]), tuple(ints[1:])
+    if full and shape[-1] != shape[-2]:
+        raise NoForwardRule.named("LinalgSvdBackward0")
+    parts, at = [], 0
+    for sh in _svd_shapes(shape, full):
+        size = int(np.prod(sh, dtype=np.int64))
+        parts.append(y[..., at:at + size].reshape(lead + sh))
+        at += size
+    return parts
+
+
+def _svd_tangent(xs, y, ts, ints, f):
+    U, S, Vh = _svd_split(y, ints)
+    dA, V = ts[0], _T(Vh)
+    P = _T(U) @ dA @ V
+    Sd = S[..., None, :]                         # (scales columns; S[..., :, None] scales rows)
+    Fg = _gaps(S * S)
+    Sinv = np.divide(1.0, S, out=np.full(S.shape, np.inf), where=S != 0)[..., None, :]
+    dU = U @ (Fg * (P * Sd + S[..., :, None] * _T(P)))
+    dV = V @ (Fg * (S[..., :, None] * P + _T(P) * Sd))
+    m, n = dA.shape[-2:]
+    if m > n:
+        dU = dU + (dA @ V - U @ (_T(U) @ dA @ V)) * Sinv
+    elif n > m:
+        dV = dV + (_T(dA) @ U - V @ (_T(V) @ _T(dA) @ U)) * Sinv
+    K = len(dA)
+    return np.concatenate([dU.reshape(K, -1), np.diagonal(P, 0, -2, -1).reshape(K, -1), _T(dV).reshape(K, -1)], 1)
+
+
+def _svd_batched_reverse(xs, y, G, ints, f, needs):
+    """The reverse rule (``_svd_rev``) on K cotangents."""
+    U, S, Vh = _svd_split(y, ints)
+    gU, gS, gVh = _svd_split(G, ints, (len(G),))
+    du, dv = bool(np.any(gU)), bool(np.any(gVh))
+    if not du and not dv:
+        return [(U * gS[..., None, :]) @ Vh]
+    V, gV = _T(Vh), _T(gVh)
+    Fg, Sr, Sc = _gaps(S * S), S[..., None, :], S[..., :, None]
+    core = gS[..., None] * np.eye(S.shape[-1])
+    if du:
+        W = _T(U) @ gU
+        core = core + (W - _T(W)) * Sr * Fg
+    if dv:
+        W = _T(V) @ gV
+        core = core + Sc * (W - _T(W)) * Fg
+    m, n = ints[-2:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if m > n and du:
+            gUS = gU / Sr
+            return [(U @ core + gUS - U @ (_T(U) @ gUS)) @ Vh]
+        if m < n and dv:
+            gVS = gV / Sr
+            return [U @ (core @ Vh + _T(gVS) - (_T(gVS) @ V) @ Vh)]
+    return [U @ core @ Vh]
+
+
+def _svd_curvature(xs, y, ts, ty, g, ints, f, needs):
+    U, S, Vh = _svd_split(y, ints)
+    gU, gS, gVh = _svd_split(g, ints)
+    if np.any(gU) or np.any(gVh):
+        raise NoForwardRule.named("LinalgSvdBackward0")
+    dU, _, dVh = _svd_split(ty, ints, (len(ty),))
+    return [(dU * gS[..., None, :]) @ Vh + (U * gS[..., None, :]) @ dVh]
+
+
+_SVD = _h.host_op("linalg_svd", "LinalgSvdBackward0", _svd_fwd, _svd_rev, _h.SAVE_OUT,
+                  forward_mode=(_svd_tangent, _svd_batched_reverse, _svd_curvature))
 
 SvdResult = collections.namedtuple("svd", ["U", "S", "Vh"])
 

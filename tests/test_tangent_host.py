@@ -118,6 +118,11 @@ CASES = {
         [RNG.standard_normal((2, 5))]),
     "x.norm(p=1) of a matrix, norm(ord=inf) of a vector": (
         lambda x: x.norm(p=1) * x + LA.norm(x[0], float("inf")) * x ** 2, [RNG.standard_normal((2, 3))]),
+    "svdvals of a tall matrix": (lambda A: LA.svdvals(A.sin()) ** 3, [RNG.standard_normal((5, 3))]),
+    "svdvals of wide matrices": (lambda A: LA.svdvals(A) * A.sum((-1, -2))[..., None], [RNG.standard_normal((2, 3, 5))]),
+    "nuclear and spectral norms, square": (lambda A: LA.matrix_norm(A, "nuc") * A + LA.matrix_norm(A.exp(), 2),
+                                           [RNG.standard_normal((4, 4))]),
+    "svd full_matrices of a square matrix, S": (lambda A: LA.svd(A)[1].exp(), [RNG.standard_normal((3, 3))]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -139,12 +144,47 @@ def test_host_op_forward_rules(name):
     _check(f, xs)
 
 
+# svd's U and Vh (sign-invariant uses): first order by the forward rules (tangent, batched
+# reverse); second order with adjoints of U or Vh takes the reverse-mode path
+FIRST_ORDER = {
+    "svd vectors, tall": (lambda A: (LA.svd(A, full_matrices=False)[0] ** 2) * LA.svd(A, full_matrices=False)[1],
+                          [RNG.standard_normal((5, 3))]),
+    "svd vectors, wide": (lambda A: (LA.svd(A, full_matrices=False)[2] ** 2).sum(-2) * A[..., 0, :],
+                          [RNG.standard_normal((2, 3, 5))]),
+    "svd vectors, square full": (lambda A: LA.svd(A)[0] ** 2 + LA.svd(A)[2].mT ** 2, [RNG.standard_normal((3, 3))]),
+}
+CASES_FIRST = dict(CASES, **FIRST_ORDER)
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ORDER))
+def test_svd_vectors_first_order_forward_second_order_reverse(name):
+    f, xs = FIRST_ORDER[name]
+    x0 = xs[0]
+    v = RNG.standard_normal(x0.shape)
+    out, (jv,) = _forward_path(Fn._jvp_on_tape, f, [x0], [v])
+    fd = (f(tg.tensor(x0 + EPS * v)).numpy() - f(tg.tensor(x0 - EPS * v)).numpy()) / (2 * EPS)
+    np.testing.assert_allclose(jv.numpy(), fd, rtol=1e-5, atol=1e-6)
+    u = RNG.standard_normal(out.shape)
+    _, vj = Fn.vjp(f, tg.tensor(x0), tg.tensor(u))
+    np.testing.assert_allclose(float((u * jv.numpy()).sum()), float((vj.numpy() * v).sum()), rtol=1e-9)
+
+    def scalar(A):
+        return (f(A) ** 2).sum()
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._hvp_on_tape, ins, (scalar(*ins),), (tg.tensor(v),)) is None
+    _, hv = Fn.hvp(scalar, tg.tensor(x0), tg.tensor(v))
+    hfd = (_grad(scalar, [x0 + EPS * v])[0] - _grad(scalar, [x0 - EPS * v])[0]) / (2 * EPS)
+    np.testing.assert_allclose(hv.numpy(), hfd, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["rfft, abs", "rfft2 ortho, angle", "irfft over dim 0", "ifft2 of complex, imag",
-                                  "slogdet batched", "cholesky", "det batched, squared", "eigh, vectors and values"])
+                                  "slogdet batched", "cholesky", "det batched, squared", "eigh, vectors and values",
+                                  "svdvals of a tall matrix", "svd vectors, tall", "svd vectors, wide",
+                                  "svd vectors, square full"])
 def test_jacobian_by_batched_reverse(name):
     """The Jacobian with every output row at once (each op's batched reverse) and with
     every input direction at once (its tangent), against central differences."""
-    f, xs = CASES[name]
+    f, xs = CASES_FIRST[name]
     f1 = (lambda x: f(x)) if len(xs) == 1 else (lambda x, rest=[tg.tensor(v) for v in xs[1:]]: f(x, *rest))
     x0 = xs[0]
     ins = (tg.tensor(x0, requires_grad=True),)
@@ -177,8 +217,9 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_ops_without_rules_take_the_reverse_path():
-    """qr and pinv have no forward-mode rule: the functional API falls back to the
-    reverse-mode path, with the right values."""
+    """qr and pinv have no forward-mode rule, nor svd with full_matrices of a matrix that
+    is not square (as in PyTorch): the functional API falls back to the reverse-mode path,
+    with the right values."""
     x0 = RNG.standard_normal(3)
 
     def qr(x):
@@ -186,7 +227,10 @@ def test_ops_without_rules_take_the_reverse_path():
 
     def pinv(x):
         return LA.pinv(tg.eye(3) * 2 + tg.outer(x, x.sin())).sum() * x.sum()
-    for f in (qr, pinv):
+
+    def svd_full(x):
+        return (LA.svd(tg.outer(x, x[:2].exp()) + tg.ones(3, 2))[1] ** 3).sum()
+    for f in (qr, pinv, svd_full):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
