@@ -119,7 +119,8 @@ CASES = {
     "x.norm(p=1) of a matrix, norm(ord=inf) of a vector": (
         lambda x: x.norm(p=1) * x + LA.norm(x[0], float("inf")) * x ** 2, [RNG.standard_normal((2, 3))]),
     "svdvals of a tall matrix": (lambda A: LA.svdvals(A.sin()) ** 3, [RNG.standard_normal((5, 3))]),
-    "svdvals of wide matrices": (lambda A: LA.svdvals(A) * A.sum((-1, -2))[..., None], [RNG.standard_normal((2, 3, 5))]),
+    "svdvals of wide matrices": (lambda A: LA.svdvals(A) * A.sum((-1, -2))[..., None],
+                                 [RNG.standard_normal((2, 3, 5))]),
     "nuclear and spectral norms, square": (lambda A: LA.matrix_norm(A, "nuc") * A + LA.matrix_norm(A.exp(), 2),
                                            [RNG.standard_normal((4, 4))]),
     "svd full_matrices of a square matrix, S": (lambda A: LA.svd(A)[1].exp(), [RNG.standard_normal((3, 3))]),
