@@ -985,7 +985,30 @@ def _expm_rev(xs, y, g, ints, f, needs):
     return [F.narrow(F.narrow(big, -2, 0, n), -1, n, n)]
 
 
-_MATRIX_EXP = _h.host_op("linalg_matrix_exp", "LinalgMatrixExpBackward0", _expm_fwd, _expm_rev, _h.SAVE_A)
+# forward mode, by block matrices (Higham's Frechet derivatives): the tangent L(A, E) is
+# the upper-right block of exp([[A, E], [0, A]]); the adjoint L(A^T, g) moves along E
+# with the second derivative L2(A^T; E^T, g), the corner block of exp([[X, E1, 0], [0, X, E2],
+# [0, 0, X]]) summed over both orders of E1 = E^T and E2 = g.
+def _expm_corner(X, *Es):
+    """The upper-right n x n block of exp of the block bidiagonal matrix with X on the
+    diagonal and ``Es`` above it (leading axes broadcast)."""
+    from scipy.linalg import expm
+    n, b = X.shape[-1], len(Es) + 1
+    lead = np.broadcast_shapes(X.shape[:-2], *(E.shape[:-2] for E in Es))
+    big = np.zeros(lead + (b * n, b * n))
+    for i in range(b):
+        big[..., i * n:(i + 1) * n, i * n:(i + 1) * n] = X
+    for i, E in enumerate(Es):
+        big[..., i * n:(i + 1) * n, (i + 1) * n:(i + 2) * n] = E
+    return expm(big)[..., :n, -n:] if n else np.zeros(lead + (0, 0))
+
+
+_MATRIX_EXP = _h.host_op("linalg_matrix_exp", "LinalgMatrixExpBackward0", _expm_fwd, _expm_rev, _h.SAVE_A,
+                         forward_mode=(
+    lambda xs, y, ts, ints, f: _expm_corner(xs[0], ts[0]),
+    lambda xs, y, G, ints, f, needs: [_expm_corner(_T(xs[0]), G)],
+    lambda xs, y, ts, ty, g, ints, f, needs: [_expm_corner(_T(xs[0]), _T(ts[0]), g)
+                                              + _expm_corner(_T(xs[0]), g, _T(ts[0]))]))
 
 
 def matrix_exp(A):

@@ -331,7 +331,7 @@ def test_recorded_tape_jvp_hvp_jacobian_hessian():
 
 
 def test_recorded_tape_of_an_op_without_a_forward_rule_takes_reverse_passes(monkeypatch):
-    """pinv and matrix_exp have no forward-mode rule: a recorded tape's jvp, hvp,
+    """pinv and qr have no forward-mode rule: a recorded tape's jvp, hvp,
     jacobian and hessian take reverse passes over the replay, with the same values
     as functional's (checked against differences), at another point than the
     recording's, for one argument and for several, and with argnums."""
@@ -345,7 +345,7 @@ def test_recorded_tape_of_an_op_without_a_forward_rule_takes_reverse_passes(monk
     def f(x, w):
         A = x.reshape(3, 3)
         S = A @ A.T + tg.diag(w[:3].exp())
-        return (tg.linalg.pinv(A) ** 2).sum() + tg.linalg.matrix_exp(0.1 * S).sum() + (x * w).sin().sum()
+        return (tg.linalg.pinv(A) ** 2).sum() + tg.linalg.qr(S)[1].diagonal().abs().sum() + (x * w).sin().sum()
     R = tg.record(f, x0, w0)
 
     def fx(x):
@@ -368,7 +368,7 @@ def test_recorded_tape_of_an_op_without_a_forward_rule_takes_reverse_passes(monk
     np.testing.assert_allclose(jv, _fd_jvp(f, [x1, w0], [v, u]), rtol=1e-6, atol=1e-6)
 
     def g(x):
-        return tg.fft.rfft(x).abs() * tg.linalg.matrix_exp(0.1 * x.reshape(3, 3)).sum()
+        return tg.fft.rfft(x).abs() * tg.linalg.pinv(x.reshape(3, 3)).sum()
     Rg = tg.record(g, x0)
     J = Rg.jacobian(x1)
     cols = np.stack([_fd_jvp(g, [x1], [np.eye(9)[j]]) for j in range(9)], 1)

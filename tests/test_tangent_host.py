@@ -124,6 +124,9 @@ CASES = {
     "nuclear and spectral norms, square": (lambda A: LA.matrix_norm(A, "nuc") * A + LA.matrix_norm(A.exp(), 2),
                                            [RNG.standard_normal((4, 4))]),
     "svd full_matrices of a square matrix, S": (lambda A: LA.svd(A)[1].exp(), [RNG.standard_normal((3, 3))]),
+    "matrix_exp": (lambda A: LA.matrix_exp(A) ** 2, [RNG.standard_normal((3, 3)) * 0.7]),
+    "matrix_exp batched, of a function": (lambda A: LA.matrix_exp(A.sin() - A.mT) @ A,
+                                          [RNG.standard_normal((2, 3, 3)) * 0.7]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -181,7 +184,7 @@ def test_svd_vectors_first_order_forward_second_order_reverse(name):
 @pytest.mark.parametrize("name", ["rfft, abs", "rfft2 ortho, angle", "irfft over dim 0", "ifft2 of complex, imag",
                                   "slogdet batched", "cholesky", "det batched, squared", "eigh, vectors and values",
                                   "svdvals of a tall matrix", "svd vectors, tall", "svd vectors, wide",
-                                  "svd vectors, square full"])
+                                  "svd vectors, square full", "matrix_exp batched, of a function"])
 def test_jacobian_by_batched_reverse(name):
     """The Jacobian with every output row at once (each op's batched reverse) and with
     every input direction at once (its tangent), against central differences."""
