@@ -1056,7 +1056,39 @@ def _pinv_rev(xs, P, g, ints, f, needs):
     return [gA]
 
 
-_PINV = _h.host_op("linalg_pinv", "LinalgPinvBackward0", _pinv_fwd, _pinv_rev, _h.SAVE_A | _h.SAVE_OUT)
+# forward mode (P = A^+ of constant rank, as the reverse rule assumes):
+#   dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P;
+# the reverse rule is a polynomial in A and P, so its derivative along (dA, dP) is exact
+# by the complex step: Im(rev(A + ih dA, P + ih dP)) / h, with no difference taken.
+def _pinv_reverse_np(A, P, g):
+    m, n = A.shape[-2:]
+    Ph, gh = _T(P), _T(g)
+    if m <= n:
+        K = gh @ P
+        KPh = K @ Ph
+        return -_T(P @ K) + KPh - A @ P @ KPh + Ph @ P @ (gh - K @ A)
+    K = P @ gh
+    PhK = Ph @ K
+    return -_T(K @ P) + (gh - A @ K) @ P @ Ph + PhK - PhK @ P @ A
+
+
+def _pinv_tangent(xs, P, ts, ints, f):
+    A, dA = xs[0], ts[0]
+    dAt = _T(dA)
+    return (-P @ dA @ P + P @ _T(P) @ (dAt - dAt @ A @ P) + (dAt - P @ A @ dAt) @ _T(P) @ P)
+
+
+_STEP = 1e-30
+
+
+def _pinv_curvature(xs, P, ts, tP, g, ints, f, needs):
+    moved = _pinv_reverse_np(xs[0] + 1j * _STEP * ts[0], P + 1j * _STEP * tP, g)
+    return [moved.imag / _STEP]
+
+
+_PINV = _h.host_op("linalg_pinv", "LinalgPinvBackward0", _pinv_fwd, _pinv_rev, _h.SAVE_A | _h.SAVE_OUT,
+                   forward_mode=(_pinv_tangent, lambda xs, P, G, ints, f, needs: [_pinv_reverse_np(xs[0], P, G)],
+                                 _pinv_curvature))
 
 
 def _tol(v, name):
