@@ -1500,7 +1500,8 @@ def _luf_rev(xs, LU, g, ints, f, needs):
     m, n = LU.shape[-2:]
     if m != n:
         raise NotImplementedError("tapegrad: the gradient of linalg.lu_factor is implemented for square matrices")
-    piv = np.array(ints, np.int32).reshape(LU.shape[:-2] + (n,))
+    # the pivots from A's value now, not the recording's: a replayed tape's A may pivot otherwise
+    piv = _lu_np(np.asarray(xs[0]._data))[1]
     P = _const(_permutation(piv, n).astype(LU.dtype))
     Lf, U = _unpack(LU)
     gA = F.tril(F.matmul(_mT(Lf), F.tril(g, -1)), -1) + F.triu(F.matmul(F.triu(g), _mT(U)))
@@ -1509,7 +1510,8 @@ def _luf_rev(xs, LU, g, ints, f, needs):
     return [F.matmul(P, gA)]
 
 
-_LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev, _h.SAVE_OUT)
+_LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev,
+                        _h.SAVE_A | _h.SAVE_OUT)
 
 LuFactorResult = collections.namedtuple("lu_factor", ["LU", "pivots"])
 
@@ -1530,8 +1532,7 @@ def lu_factor(A, *, pivot=True, out=None):
                           "division by zero. If you still want to perform the factorization, consider calling "
                           "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
                           % (_batch_note(A._data, int(bad[0])), i, i))
-    ints = tuple(piv.ravel().tolist())
-    return LuFactorResult(_h.record(_LU_FACTOR, [A], lu, ints), Tensor._wrap(piv))
+    return LuFactorResult(_h.record(_LU_FACTOR, [A], lu), Tensor._wrap(piv))
 
 
 def _lus_fwd(xs, ints, f):

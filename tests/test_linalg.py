@@ -587,3 +587,32 @@ def test_torch_namespace_functions_and_tensor_methods(name, args):
         (ty * torch.tensor(_weights(ty.shape))).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-8, atol=1e-10)
     assert np.isnan(tg.logdet(tg.tensor([[0.0, 1.0], [1.0, 0.0]])).item())       # (a negative determinant)
+
+
+def test_lu_factor_replayed_where_the_pivots_differ_from_the_recording():
+    """The reverse of lu_factor permutes by the pivots of A's value at the backward, not
+    the recording's: a recorded tape replayed (and a tg.compile'd function called) where A
+    pivots otherwise gives the eager gradient and H v."""
+    rng = np.random.default_rng(3)
+    x0, x1, w, v = (rng.standard_normal(9) for _ in range(4))
+    assert (tg.linalg.lu_factor(tg.tensor(x0.reshape(3, 3)))[1].tolist()
+            != tg.linalg.lu_factor(tg.tensor(x1.reshape(3, 3)))[1].tolist())
+
+    def f(x, w):
+        return (tg.linalg.lu_factor(x.reshape(3, 3))[0] ** 2 * w.reshape(3, 3)).sum()
+    X = tg.tensor(x1, requires_grad=True)
+    f(X, tg.tensor(w)).backward()
+    R = tg.record(f, x0, w)
+    y, (gx, _) = R.value_and_grad(x1, w)
+    assert y == pytest.approx(float(f(tg.tensor(x1), tg.tensor(w))), rel=1e-14)
+    np.testing.assert_allclose(gx, X.grad.numpy(), rtol=1e-12, atol=1e-12)
+    _, hv = tg.autograd.functional.hvp(lambda x: f(x, tg.tensor(w)), tg.tensor(x1), tg.tensor(v))
+    np.testing.assert_allclose(R.hvp((x1, w), v, argnums=0)[1], hv.numpy(), rtol=1e-10, atol=1e-12)
+    c = tg.compile(f)
+    for x in (x0, x1):
+        t = tg.tensor(x, requires_grad=True)
+        c(t, tg.tensor(w)).backward()
+        want = tg.tensor(x, requires_grad=True)
+        f(want, tg.tensor(w)).backward()
+        np.testing.assert_allclose(t.grad.numpy(), want.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert c.stats.replays == 1
