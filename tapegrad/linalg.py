@@ -181,6 +181,17 @@ def _sandwich(Ai, t):
     return Ai @ t @ Ai
 
 
+_STEP = 1e-30
+
+
+def _moved(reverse, *pairs):
+    """How ``reverse(*values)`` moves along the tangents: ``pairs`` are (value, tangent).
+    For a reverse rule that is analytic in its values (products, solves, no abs or
+    comparisons), the complex step Im(reverse(v + ih t)) / h is its derivative to
+    rounding, with no difference taken (so h can be tiny)."""
+    return reverse(*(v + 1j * _STEP * t for v, t in pairs)).imag / _STEP
+
+
 # forward mode: dX = A^-1 (dB - dA X); the adjoints gB = A^-T g, gA = -gB X^T move with
 # d(A^-T) = -A^-T dA^T A^-T and dX
 def _solve_tangent(xs, X, ts, ints, f):
@@ -947,7 +958,78 @@ def _qr_rev(xs, y, g, ints, f, needs):
     return [F.cat([gX, gY], -1)]
 
 
-_QR = _h.host_op("linalg_qr", "LinalgQrBackward0", _qr_fwd, _qr_rev, _h.SAVE_A | _h.SAVE_OUT)
+# forward mode (reduced, or complete of a square or wide A; mode='r' and complete of a tall
+# A have no derivative, as in the reverse rule): for m >= n, with X = Q^T dA R^-1 and
+# O = tril(X, -1) - tril(X, -1)^T, dR = (X - O) R and dQ = dA R^-1 - Q (X - O); a wide
+# A = [X | Y] is the square QR of X and V = Q^T Y.  The reverse rule (the same as
+# ``_qr_rev``, on arrays) moves by the complex step.
+def _qr_split(y, ints, lead=()):
+    mode, shape = ints[0], tuple(ints[1:])
+    m, n = shape[-2:]
+    if mode == 2 or (mode == 1 and m > n):
+        raise NoForwardRule.named("LinalgQrBackward0")
+    Qs, Rs = _qr_shapes(shape, mode)
+    nq = int(np.prod(Qs, dtype=np.int64))
+    return y[..., :nq].reshape(lead + Qs), y[..., nq:].reshape(lead + Rs)
+
+
+def _right_solve(b, R):
+    """b R^-1 for square R (complex values too, for ``_moved``)."""
+    return _T(np.linalg.solve(_T(R), _T(b)))
+
+
+def _qr_tangent_square_deep(Q, R, dA):
+    X = _T(Q) @ _right_solve(dA, R)
+    low = np.tril(X, -1)
+    up = X - (low - _T(low))                   # X - O: upper triangular
+    return _right_solve(dA, R) - Q @ up, up @ R
+
+
+def _qr_tangent(xs, y, ts, ints, f):
+    Q, R = _qr_split(y, ints)
+    dA = ts[0]
+    m, n = dA.shape[-2:]
+    if m >= n:
+        dQ, dR = _qr_tangent_square_deep(Q, R, dA)
+    else:
+        Y = xs[0][..., m:]
+        dQ, dU = _qr_tangent_square_deep(Q, R[..., :m], dA[..., :m])
+        dR = np.concatenate([dU, _T(dQ) @ Y + _T(Q) @ dA[..., m:]], -1)
+    K = len(dA)
+    return np.concatenate([dQ.reshape(K, -1), dR.reshape(K, -1)], 1)
+
+
+def _qr_square_deep_np(Q, R, gQ, gR):
+    M = R @ _T(gR) - _T(gQ) @ Q
+    low = np.tril(M, -1)
+    diag = np.diagonal(M, 0, -2, -1)[..., None] * np.eye(M.shape[-1])
+    return _right_solve(gQ + Q @ (low + _T(low) + diag), _T(R))
+
+
+def _qr_reverse_np(A, Q, R, gQ, gR):
+    m, n = A.shape[-2:]
+    if m >= n:
+        return _qr_square_deep_np(Q, R, gQ, gR)
+    gV = gR[..., m:]
+    gX = _qr_square_deep_np(Q, R[..., :m], gQ + A[..., m:] @ _T(gV), gR[..., :m])
+    return np.concatenate([gX, Q @ gV], -1)
+
+
+def _qr_batched_reverse(xs, y, G, ints, f, needs):
+    Q, R = _qr_split(y, ints)
+    gQ, gR = _qr_split(G, ints, (len(G),))
+    return [_qr_reverse_np(xs[0], Q, R, gQ, gR)]
+
+
+def _qr_curvature(xs, y, ts, ty, g, ints, f, needs):
+    Q, R = _qr_split(y, ints)
+    gQ, gR = _qr_split(g, ints)
+    dQ, dR = _qr_split(ty, ints, (len(ty),))
+    return [_moved(lambda A, Q, R: _qr_reverse_np(A, Q, R, gQ, gR), (xs[0], ts[0]), (Q, dQ), (R, dR))]
+
+
+_QR = _h.host_op("linalg_qr", "LinalgQrBackward0", _qr_fwd, _qr_rev, _h.SAVE_A | _h.SAVE_OUT,
+                 forward_mode=(_qr_tangent, _qr_batched_reverse, _qr_curvature))
 
 QrResult = collections.namedtuple("qr", ["Q", "R"])
 
@@ -1058,8 +1140,7 @@ def _pinv_rev(xs, P, g, ints, f, needs):
 
 # forward mode (P = A^+ of constant rank, as the reverse rule assumes):
 #   dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P;
-# the reverse rule is a polynomial in A and P, so its derivative along (dA, dP) is exact
-# by the complex step: Im(rev(A + ih dA, P + ih dP)) / h, with no difference taken.
+# the reverse rule, a polynomial in A and P, moves by the complex step (``_moved``).
 def _pinv_reverse_np(A, P, g):
     m, n = A.shape[-2:]
     Ph, gh = _T(P), _T(g)
@@ -1078,17 +1159,10 @@ def _pinv_tangent(xs, P, ts, ints, f):
     return (-P @ dA @ P + P @ _T(P) @ (dAt - dAt @ A @ P) + (dAt - P @ A @ dAt) @ _T(P) @ P)
 
 
-_STEP = 1e-30
-
-
-def _pinv_curvature(xs, P, ts, tP, g, ints, f, needs):
-    moved = _pinv_reverse_np(xs[0] + 1j * _STEP * ts[0], P + 1j * _STEP * tP, g)
-    return [moved.imag / _STEP]
-
-
 _PINV = _h.host_op("linalg_pinv", "LinalgPinvBackward0", _pinv_fwd, _pinv_rev, _h.SAVE_A | _h.SAVE_OUT,
                    forward_mode=(_pinv_tangent, lambda xs, P, G, ints, f, needs: [_pinv_reverse_np(xs[0], P, G)],
-                                 _pinv_curvature))
+                                 lambda xs, P, ts, tP, g, ints, f, needs: [
+                                     _moved(lambda A, P: _pinv_reverse_np(A, P, g), (xs[0], ts[0]), (P, tP))]))
 
 
 def _tol(v, name):

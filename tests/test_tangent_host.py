@@ -131,6 +131,10 @@ CASES = {
     "pinv of wide matrices": (lambda A: LA.pinv(A.exp()) @ A, [RNG.standard_normal((2, 2, 4))]),
     "pinv of a square matrix, hermitian": (lambda M: LA.pinv(M @ M.mT + tg.eye(3), hermitian=True).sin(),
                                            [RNG.standard_normal((3, 3))]),
+    "qr of a tall matrix": (lambda A: LA.qr(A)[0] * LA.qr(A)[1].sum(0), [RNG.standard_normal((4, 3))]),
+    "qr of wide matrices": (lambda A: LA.qr(A.sin())[1] ** 2 + LA.qr(A)[0].sum(), [RNG.standard_normal((2, 3, 5))]),
+    "qr complete of a square matrix": (lambda A: LA.qr(A, mode="complete")[0] @ LA.qr(A, mode="complete")[1].exp(),
+                                       [RNG.standard_normal((3, 3))]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -189,7 +193,8 @@ def test_svd_vectors_first_order_forward_second_order_reverse(name):
                                   "slogdet batched", "cholesky", "det batched, squared", "eigh, vectors and values",
                                   "svdvals of a tall matrix", "svd vectors, tall", "svd vectors, wide",
                                   "svd vectors, square full", "matrix_exp batched, of a function",
-                                  "pinv of a tall matrix", "pinv of wide matrices"])
+                                  "pinv of a tall matrix", "pinv of wide matrices", "qr of a tall matrix",
+                                  "qr of wide matrices"])
 def test_jacobian_by_batched_reverse(name):
     """The Jacobian with every output row at once (each op's batched reverse) and with
     every input direction at once (its tangent), against central differences."""
@@ -226,20 +231,25 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_ops_without_rules_take_the_reverse_path():
-    """qr and lu_factor have no forward-mode rule, nor svd with full_matrices of a matrix
-    that is not square (as in PyTorch): the functional API falls back to the reverse-mode
-    path, with the right values."""
+    """lu_factor has no forward-mode rule, nor svd with full_matrices of a matrix that is
+    not square (as in PyTorch), nor qr in complete mode of a tall matrix: the functional
+    API falls back to the reverse-mode path, with the right values (or, for that qr,
+    PyTorch's error)."""
     x0 = RNG.standard_normal(3)
 
-    def qr(x):
-        return LA.qr(tg.eye(3) * 2 + tg.outer(x, x))[1].sum()
+    def qr(x):      # (complete of a tall matrix: no derivative either way)
+        return LA.qr(tg.outer(x, x[:2]) + 1, mode="complete")[1].sum()
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._hvp_on_tape, ins, (qr(*ins),), (tg.tensor(x0),)) is None
+    with pytest.raises(RuntimeError, match="not differentiable when mode='complete' and nrows > ncols"):
+        Fn.hvp(qr, tg.tensor(x0), tg.tensor(x0))
 
     def lu(x):
         return (LA.lu_factor(tg.eye(3) * 3 + tg.outer(x, x.sin()))[0] ** 2).sum() * x.sum()
 
     def svd_full(x):
         return (LA.svd(tg.outer(x, x[:2].exp()) + tg.ones(3, 2))[1] ** 3).sum()
-    for f in (qr, lu, svd_full):
+    for f in (lu, svd_full):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
