@@ -189,7 +189,10 @@ def _moved(reverse, *pairs):
     For a reverse rule that is analytic in its values (products, solves, no abs or
     comparisons), the complex step Im(reverse(v + ih t)) / h is its derivative to
     rounding, with no difference taken (so h can be tiny)."""
-    return reverse(*(v + 1j * _STEP * t for v, t in pairs)).imag / _STEP
+    got = reverse(*(v + 1j * _STEP * t for v, t in pairs))
+    if isinstance(got, list):       # (one per input, None where none is needed)
+        return [None if r is None else r.imag / _STEP for r in got]
+    return got.imag / _STEP
 
 
 # forward mode: dX = A^-1 (dB - dA X); the adjoints gB = A^-T g, gA = -gB X^T move with
@@ -686,7 +689,7 @@ def _eigh_split(y, ints, lead=()):
 def _gaps(L):
     """F_ij = 1 / (L_j - L_i), 0 on the diagonal and between equal eigenvalues."""
     E = L[..., None, :] - L[..., :, None]
-    return np.divide(1.0, E, out=np.zeros(E.shape), where=E != 0)
+    return np.divide(1.0, E, out=np.zeros(E.shape, np.result_type(E, 1.0)), where=E != 0)
 
 
 def _eigh_tangent(xs, y, ts, ints, f):
@@ -818,8 +821,7 @@ def _svd_rev(xs, y, g, ints, f, needs):
 # the diagonal (0 between equal values),
 #   dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
 #   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
-# The curvature is written for adjoints of S alone (svdvals, the nuclear and spectral norms):
-# U diag(gS) V^T moves with dU and dV; with adjoints of U or Vh, the reverse-mode path.
+# The reverse rule on arrays moves by the complex step.
 def _svd_split(y, ints, lead=()):
     full, shape = bool(ints[0]), tuple(ints[1:])
     if full and shape[-1] != shape[-2]:
@@ -850,13 +852,11 @@ def _svd_tangent(xs, y, ts, ints, f):
     return np.concatenate([dU.reshape(K, -1), np.diagonal(P, 0, -2, -1).reshape(K, -1), _T(dV).reshape(K, -1)], 1)
 
 
-def _svd_batched_reverse(xs, y, G, ints, f, needs):
-    """The reverse rule (``_svd_rev``) on K cotangents."""
-    U, S, Vh = _svd_split(y, ints)
-    gU, gS, gVh = _svd_split(G, ints, (len(G),))
+def _svd_reverse_np(U, S, Vh, gU, gS, gVh):
+    """The reverse rule (``_svd_rev``) on arrays; leading axes of the adjoints batch."""
     du, dv = bool(np.any(gU)), bool(np.any(gVh))
     if not du and not dv:
-        return [(U * gS[..., None, :]) @ Vh]
+        return (U * gS[..., None, :]) @ Vh
     V, gV = _T(Vh), _T(gVh)
     Fg, Sr, Sc = _gaps(S * S), S[..., None, :], S[..., :, None]
     core = gS[..., None] * np.eye(S.shape[-1])
@@ -866,24 +866,26 @@ def _svd_batched_reverse(xs, y, G, ints, f, needs):
     if dv:
         W = _T(V) @ gV
         core = core + Sc * (W - _T(W)) * Fg
-    m, n = ints[-2:]
+    m, n = U.shape[-2], Vh.shape[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
         if m > n and du:
             gUS = gU / Sr
-            return [(U @ core + gUS - U @ (_T(U) @ gUS)) @ Vh]
+            return (U @ core + gUS - U @ (_T(U) @ gUS)) @ Vh
         if m < n and dv:
             gVS = gV / Sr
-            return [U @ (core @ Vh + _T(gVS) - (_T(gVS) @ V) @ Vh)]
-    return [U @ core @ Vh]
+            return U @ (core @ Vh + _T(gVS) - (_T(gVS) @ V) @ Vh)
+    return U @ core @ Vh
+
+
+def _svd_batched_reverse(xs, y, G, ints, f, needs):
+    return [_svd_reverse_np(*_svd_split(y, ints), *_svd_split(G, ints, (len(G),)))]
 
 
 def _svd_curvature(xs, y, ts, ty, g, ints, f, needs):
     U, S, Vh = _svd_split(y, ints)
-    gU, gS, gVh = _svd_split(g, ints)
-    if np.any(gU) or np.any(gVh):
-        raise NoForwardRule.named("LinalgSvdBackward0")
-    dU, _, dVh = _svd_split(ty, ints, (len(ty),))
-    return [(dU * gS[..., None, :]) @ Vh + (U * gS[..., None, :]) @ dVh]
+    gs = _svd_split(g, ints)
+    dU, dS, dVh = _svd_split(ty, ints, (len(ty),))
+    return [_moved(lambda U, S, Vh: _svd_reverse_np(U, S, Vh, *gs), (U, dU), (S, dS), (Vh, dVh))]
 
 
 _SVD = _h.host_op("linalg_svd", "LinalgSvdBackward0", _svd_fwd, _svd_rev, _h.SAVE_OUT,
@@ -1584,8 +1586,40 @@ def _luf_rev(xs, LU, g, ints, f, needs):
     return [F.matmul(P, gA)]
 
 
+# forward mode (square A = P L U, the pivots of A's value): with X = L^-1 P^T dA U^-1,
+# dL = L tril(X, -1) and dU = triu(X) U, packed as LU is.  The reverse rule on arrays moves
+# by the complex step (the pivots stay).
+def _lu_parts(A, LU):
+    if LU.shape[-2] != LU.shape[-1]:
+        raise NoForwardRule.named("LinalgLuFactorExBackward0")     # (no gradient either way)
+    n = LU.shape[-1]
+    P = _permutation(_lu_np(np.asarray(A))[1], n)
+    return P, np.tril(LU, -1) + np.eye(n), np.triu(LU)
+
+
+def _left_solve(M, b):
+    return np.linalg.solve(M, b)
+
+
+def _luf_tangent(xs, LU, ts, ints, f):
+    P, L, U = _lu_parts(xs[0], LU)
+    X = _right_solve(_left_solve(L, _T(P) @ ts[0]), U)
+    return L @ np.tril(X, -1) + np.triu(X) @ U
+
+
+def _luf_reverse_np(P, LU, g):
+    n = LU.shape[-1]
+    L, U = np.tril(LU, -1) + np.eye(n), np.triu(LU)
+    gA = np.tril(_T(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _T(U))
+    return P @ _left_solve(_T(L), _right_solve(gA, _T(U)))
+
+
 _LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev,
-                        _h.SAVE_A | _h.SAVE_OUT)
+                        _h.SAVE_A | _h.SAVE_OUT, forward_mode=(
+    _luf_tangent,
+    lambda xs, LU, G, ints, f, needs: [_luf_reverse_np(_lu_parts(xs[0], LU)[0], LU, G)],
+    lambda xs, LU, ts, tLU, g, ints, f, needs: [
+        _moved(lambda M: _luf_reverse_np(_lu_parts(xs[0], LU)[0], M, g), (LU, tLU))]))
 
 LuFactorResult = collections.namedtuple("lu_factor", ["LU", "pivots"])
 
@@ -1636,8 +1670,48 @@ def _lus_rev(xs, X, g, ints, f, needs):
     return [gLU, gB, None]
 
 
+# forward mode: with A = P L U and op(A) X = B (op: the transpose for ``adjoint``),
+# dX = op(A)^-1 (dB - op(dA) X), dA = P (dL U + L dU) from the packed dLU; the reverse rule
+# on arrays moves by the complex step (the pivots are a constant input).
+def _lus_system(LU, piv):
+    n = LU.shape[-1]
+    P = _permutation(np.asarray(piv).astype(np.int32), n)
+    return P, np.tril(LU, -1) + np.eye(n), np.triu(LU)
+
+
+def _lus_tangent(xs, X, ts, ints, f):
+    (LU, _, piv), (tLU, tB, _) = xs, ts
+    P, L, U = _lus_system(LU, piv)
+    A = P @ L @ U
+    op = _T if ints[0] else (lambda M: M)
+    rhs = 0.0 if tB is None else tB
+    if tLU is not None:
+        rhs = rhs - op(P @ (np.tril(tLU, -1) @ U + L @ np.triu(tLU))) @ X
+    return _left_solve(op(A), rhs + np.zeros(X.shape))
+
+
+def _lus_reverse_np(LU, piv, X, g, adjoint, needs):
+    P, L, U = _lus_system(LU, piv)
+    A = P @ L @ U
+    gB = _left_solve(A if adjoint else _T(A), g)
+    gLU = None
+    if needs[0]:
+        PtgA = _T(P) @ -(X @ _T(gB) if adjoint else gB @ _T(X))
+        gLU = np.tril(PtgA @ _T(U), -1) + np.triu(_T(L) @ PtgA)
+    return [gLU, gB, None]
+
+
+def _lus_curvature(xs, X, ts, tX, g, ints, f, needs):
+    (LU, _, piv), tLU = xs, ts[0]
+    tLU = np.zeros((len(tX),) + LU.shape) if tLU is None else tLU
+    return _moved(lambda M, Y: _lus_reverse_np(M, piv, Y, g, bool(ints[0]), needs), (LU, tLU), (X, tX))
+
+
 _LU_SOLVE = _h.host_op("linalg_lu_solve", "LinalgLuSolveBackward0", _lus_fwd, _lus_rev,
-                       _h.SAVE_A | _h.SAVE_C | _h.SAVE_OUT)
+                       _h.SAVE_A | _h.SAVE_C | _h.SAVE_OUT, forward_mode=(
+    _lus_tangent,
+    lambda xs, X, G, ints, f, needs: _lus_reverse_np(xs[0], xs[2], X, G, bool(ints[0]), needs),
+    _lus_curvature))
 
 
 def _lu_solve(LU, pivots, B, adjoint):

@@ -135,6 +135,15 @@ CASES = {
     "qr of wide matrices": (lambda A: LA.qr(A.sin())[1] ** 2 + LA.qr(A)[0].sum(), [RNG.standard_normal((2, 3, 5))]),
     "qr complete of a square matrix": (lambda A: LA.qr(A, mode="complete")[0] @ LA.qr(A, mode="complete")[1].exp(),
                                        [RNG.standard_normal((3, 3))]),
+    "lu_factor": (lambda A: LA.lu_factor(A)[0] ** 2, [RNG.standard_normal((3, 3))]),
+    "lu_factor batched": (lambda A: LA.lu_factor(A.sin() + 2 * tg.eye(3))[0].exp(), [RNG.standard_normal((2, 3, 3))]),
+    "lu_factor and lu_solve": (lambda A, B: LA.lu_solve(*LA.lu_factor(A), B) ** 2,
+                               [_well_conditioned(3, 3), RNG.standard_normal((3, 2))]),
+    "lu_solve adjoint, right, batched": (
+        lambda A, B: LA.lu_solve(*LA.lu_factor(A), B, left=False, adjoint=True).tanh(),
+        [_well_conditioned(2, 3, 3), RNG.standard_normal((2, 2, 3))]),
+    "lu_solve of B alone": (lambda B, F=LA.lu_factor(tg.tensor(_well_conditioned(3, 3))): LA.lu_solve(*F, B.sin()),
+                            [RNG.standard_normal((3, 2))]),
     # the fft transforms (linear: no curvature of their own) and complex abs and angle
     "rfft, abs": (lambda x: tg.fft.rfft(x.sin()).abs() ** 2, [RNG.standard_normal(6)]),
     "rfft2 ortho, angle": (lambda x: tg.fft.rfft2(x * x, norm="ortho").angle(), [RNG.standard_normal((2, 4, 5))]),
@@ -156,37 +165,20 @@ def test_host_op_forward_rules(name):
     _check(f, xs)
 
 
-# svd's U and Vh (sign-invariant uses): first order by the forward rules (tangent, batched
-# reverse); second order with adjoints of U or Vh takes the reverse-mode path
-FIRST_ORDER = {
+# svd's U and Vh, in sign-invariant uses
+CASES.update({
     "svd vectors, tall": (lambda A: (LA.svd(A, full_matrices=False)[0] ** 2) * LA.svd(A, full_matrices=False)[1],
                           [RNG.standard_normal((5, 3))]),
     "svd vectors, wide": (lambda A: (LA.svd(A, full_matrices=False)[2] ** 2).sum(-2) * A[..., 0, :],
                           [RNG.standard_normal((2, 3, 5))]),
     "svd vectors, square full": (lambda A: LA.svd(A)[0] ** 2 + LA.svd(A)[2].mT ** 2, [RNG.standard_normal((3, 3))]),
-}
-CASES_FIRST = dict(CASES, **FIRST_ORDER)
+})
 
 
-@pytest.mark.parametrize("name", sorted(FIRST_ORDER))
-def test_svd_vectors_first_order_forward_second_order_reverse(name):
-    f, xs = FIRST_ORDER[name]
-    x0 = xs[0]
-    v = RNG.standard_normal(x0.shape)
-    out, (jv,) = _forward_path(Fn._jvp_on_tape, f, [x0], [v])
-    fd = (f(tg.tensor(x0 + EPS * v)).numpy() - f(tg.tensor(x0 - EPS * v)).numpy()) / (2 * EPS)
-    np.testing.assert_allclose(jv.numpy(), fd, rtol=1e-5, atol=1e-6)
-    u = RNG.standard_normal(out.shape)
-    _, vj = Fn.vjp(f, tg.tensor(x0), tg.tensor(u))
-    np.testing.assert_allclose(float((u * jv.numpy()).sum()), float((vj.numpy() * v).sum()), rtol=1e-9)
-
-    def scalar(A):
-        return (f(A) ** 2).sum()
-    ins = (tg.tensor(x0, requires_grad=True),)
-    assert Fn._on_tape(Fn._hvp_on_tape, ins, (scalar(*ins),), (tg.tensor(v),)) is None
-    _, hv = Fn.hvp(scalar, tg.tensor(x0), tg.tensor(v))
-    hfd = (_grad(scalar, [x0 + EPS * v])[0] - _grad(scalar, [x0 - EPS * v])[0]) / (2 * EPS)
-    np.testing.assert_allclose(hv.numpy(), hfd, rtol=1e-4, atol=1e-5)
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if n.startswith("svd vectors")])
+def test_svd_vectors(name):
+    f, xs = CASES[name]
+    _check(f, xs)
 
 
 @pytest.mark.parametrize("name", ["rfft, abs", "rfft2 ortho, angle", "irfft over dim 0", "ifft2 of complex, imag",
@@ -194,11 +186,11 @@ def test_svd_vectors_first_order_forward_second_order_reverse(name):
                                   "svdvals of a tall matrix", "svd vectors, tall", "svd vectors, wide",
                                   "svd vectors, square full", "matrix_exp batched, of a function",
                                   "pinv of a tall matrix", "pinv of wide matrices", "qr of a tall matrix",
-                                  "qr of wide matrices"])
+                                  "qr of wide matrices", "lu_factor batched", "lu_factor and lu_solve"])
 def test_jacobian_by_batched_reverse(name):
     """The Jacobian with every output row at once (each op's batched reverse) and with
     every input direction at once (its tangent), against central differences."""
-    f, xs = CASES_FIRST[name]
+    f, xs = CASES[name]
     f1 = (lambda x: f(x)) if len(xs) == 1 else (lambda x, rest=[tg.tensor(v) for v in xs[1:]]: f(x, *rest))
     x0 = xs[0]
     ins = (tg.tensor(x0, requires_grad=True),)
@@ -231,10 +223,10 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_ops_without_rules_take_the_reverse_path():
-    """lu_factor has no forward-mode rule, nor svd with full_matrices of a matrix that is
-    not square (as in PyTorch), nor qr in complete mode of a tall matrix: the functional
-    API falls back to the reverse-mode path, with the right values (or, for that qr,
-    PyTorch's error)."""
+    """linalg.eig and a tg.autograd.Function have no forward-mode rule, nor svd with
+    full_matrices of a matrix that is not square (as in PyTorch), nor qr in complete mode of
+    a tall matrix: the functional API falls back to the reverse-mode path, with the right
+    values (or, for that qr, PyTorch's error)."""
     x0 = RNG.standard_normal(3)
 
     def qr(x):      # (complete of a tall matrix: no derivative either way)
@@ -244,12 +236,25 @@ def test_ops_without_rules_take_the_reverse_path():
     with pytest.raises(RuntimeError, match="not differentiable when mode='complete' and nrows > ncols"):
         Fn.hvp(qr, tg.tensor(x0), tg.tensor(x0))
 
-    def lu(x):
-        return (LA.lu_factor(tg.eye(3) * 3 + tg.outer(x, x.sin()))[0] ** 2).sum() * x.sum()
+    def eig(x):
+        return (LA.eigvals(tg.diag(tg.tensor([1.0, 2.0, 3.0])) + 0.1 * tg.outer(x, x.sin())).real ** 2).sum() * x.sum()
+
+    class Square(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g * ctx.saved_tensors[0]
+
+    def function(x):
+        return (Square.apply(x.sin()) * x).sum()
 
     def svd_full(x):
         return (LA.svd(tg.outer(x, x[:2].exp()) + tg.ones(3, 2))[1] ** 3).sum()
-    for f in (lu, svd_full):
+    for f in (eig, function, svd_full):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))
