@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from . import functions as F
+from .core import tape as _tp
 from .core.dtypes import torch_name
 from .core.registry import NoForwardRule
 from .core.tensor import Tensor
@@ -1221,6 +1222,11 @@ def lstsq(A, B, rcond=None, *, driver=None):
     residuals, sv = empty, empty
     if driver in ("gelsd", "gelss"):
         sv = svdvals(A)
+    if driver != "gelsy" and m > n:
+        rec = _tp.state().rec if _tp.recording[0] else None
+        if rec is not None:     # (a replay would keep this call's choice for another A)
+            rec.refuse("linalg.lstsq with driver %r computes residuals only where A has full rank, a choice "
+                       "made from A's values" % driver)
     if driver != "gelsy" and m > n and bool(np.all(rank._data == n)):
         r = F.matmul(A, X) - B
         residuals = F.sum(r * r, -2)

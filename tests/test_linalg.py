@@ -616,3 +616,20 @@ def test_lu_factor_replayed_where_the_pivots_differ_from_the_recording():
         f(want, tg.tensor(w)).backward()
         np.testing.assert_allclose(t.grad.numpy(), want.grad.numpy(), rtol=1e-12, atol=1e-12)
     assert c.stats.replays == 1
+
+
+def test_lstsq_residuals_by_rank_are_not_recorded_for_replay():
+    """With a driver other than gelsy and a tall A, lstsq returns residuals only where A has
+    full rank: a choice made from A's values, so recording it for replay is refused (a
+    replay at a rank-deficient A would have returned the recording's residuals)."""
+    rng = np.random.default_rng(0)
+    A0, B = rng.standard_normal((4, 2)), rng.standard_normal((4, 1))
+
+    def f(A, B):
+        return tg.linalg.lstsq(A, B, driver="gelsd").residuals.sum() + tg.linalg.lstsq(A, B).solution.sum()
+    with pytest.raises(tg.NotReplayable, match="only where A has full rank"):
+        tg.record(f, A0, B)
+    A1 = np.array([[1.0, 2], [2, 4], [3, 6], [4, 8]])
+    assert float(tg.linalg.lstsq(tg.tensor(A1), tg.tensor(B), driver="gelsd").residuals.sum()) == 0.0
+    R = tg.record(lambda A, B: tg.linalg.lstsq(A, B).solution.sum(), A0, B)       # gelsy: no residuals
+    assert R(A0 + 0.1, B) == pytest.approx(float(tg.linalg.lstsq(tg.tensor(A0 + 0.1), tg.tensor(B)).solution.sum()))

@@ -1053,3 +1053,28 @@ def test_a_replay_that_raises_is_recorded_again_counted_and_warned_once():
         warnings.simplefilter("error")
         assert float(step(tg.tensor(x))) == 14.0
     assert step.stats.errors == 2
+
+
+@pytest.mark.parametrize("labels", ["argmax", "comparison", "max indices"])
+def test_labels_computed_inside_the_function_are_not_replayed_stale(labels):
+    """cross_entropy/nll_loss with labels computed from the inputs (not an argument): their
+    values came from the recording's inputs, so the tape refuses to replay them and
+    tg.compile runs such a function eagerly, with eager values and gradients."""
+    import tapegrad.nn.functional as NF
+    make = {"argmax": lambda x: x.argmax(1), "comparison": lambda x: (x[:, 0] > 0).long(),
+            "max indices": lambda x: x.max(1)[1]}[labels]
+
+    def f(x):
+        return NF.cross_entropy(x, make(x)) + NF.nll_loss(x.log_softmax(1), make(x), reduction="sum")
+    x0, x1 = np.array([[2.0, 0, 0], [0, 2, 0]]), np.array([[0.0, 0, 2], [-2, 0, 0]])
+    with pytest.raises(tg.NotReplayable, match="computed off the tape"):
+        tg.record(f, x0)
+    c = tg.compile(f)
+    for x in (x0, x1, x1):
+        t, e = tg.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+        y, ye = c(t), f(e)
+        y.backward()
+        ye.backward()
+        assert float(y) == float(ye)
+        np.testing.assert_array_equal(t.grad.numpy(), e.grad.numpy())
+    assert c.stats.replays == 0

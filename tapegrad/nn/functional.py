@@ -163,6 +163,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
             picked = input[np.arange(input.shape[0]), target]
             return -picked if reduction == "none" else (-picked.sum() if reduction == "sum" else -picked.mean())
     tgt = _target_array(target)
+    if rec is not None and isinstance(target, Tensor):
+        rec.read(target, tgt)       # (labels computed in the function: their values are a guard)
     if tgt.dtype.kind not in "iu":
         raise RuntimeError("expected target dtype to be Long or Byte, but got %s" % _torch_name(tgt.dtype))
     if input.ndim == 1:                      # a single sample: (C,) with a 0-d target
