@@ -1603,13 +1603,9 @@ def _lu_parts(A, LU):
     return P, np.tril(LU, -1) + np.eye(n), np.triu(LU)
 
 
-def _left_solve(M, b):
-    return np.linalg.solve(M, b)
-
-
 def _luf_tangent(xs, LU, ts, ints, f):
     P, L, U = _lu_parts(xs[0], LU)
-    X = _right_solve(_left_solve(L, _T(P) @ ts[0]), U)
+    X = _right_solve(np.linalg.solve(L, _T(P) @ ts[0]), U)
     return L @ np.tril(X, -1) + np.triu(X) @ U
 
 
@@ -1617,7 +1613,7 @@ def _luf_reverse_np(P, LU, g):
     n = LU.shape[-1]
     L, U = np.tril(LU, -1) + np.eye(n), np.triu(LU)
     gA = np.tril(_T(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _T(U))
-    return P @ _left_solve(_T(L), _right_solve(gA, _T(U)))
+    return P @ np.linalg.solve(_T(L), _right_solve(gA, _T(U)))
 
 
 _LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev,
@@ -1693,13 +1689,13 @@ def _lus_tangent(xs, X, ts, ints, f):
     rhs = 0.0 if tB is None else tB
     if tLU is not None:
         rhs = rhs - op(P @ (np.tril(tLU, -1) @ U + L @ np.triu(tLU))) @ X
-    return _left_solve(op(A), rhs + np.zeros(X.shape))
+    return np.linalg.solve(op(A), rhs + np.zeros(X.shape))
 
 
 def _lus_reverse_np(LU, piv, X, g, adjoint, needs):
     P, L, U = _lus_system(LU, piv)
     A = P @ L @ U
-    gB = _left_solve(A if adjoint else _T(A), g)
+    gB = np.linalg.solve(A if adjoint else _T(A), g)
     gLU = None
     if needs[0]:
         PtgA = _T(P) @ -(X @ _T(gB) if adjoint else gB @ _T(X))
