@@ -148,6 +148,18 @@ def _part(flat, start, shape, name="ViewBackward0"):
     return _sh.reshape(F.narrow(flat, 0, start, n), tuple(shape), name), start + n
 
 
+def _split(y, shapes, lead=()):
+    """The outputs in a host op's flat output (or adjoint, or tangent) ``y``, as arrays:
+    for the forward-mode rules, as ``_parts`` is for tensors.  ``lead``: leading axes
+    of ``y`` (K directions) kept in front of each part's shape."""
+    parts, at = [], 0
+    for sh in shapes:
+        size = int(np.prod(sh, dtype=np.int64))
+        parts.append(y[..., at:at + size].reshape(tuple(lead) + tuple(sh)))
+        at += size
+    return parts
+
+
 def _parts(out, shapes, name="ViewBackward0"):
     """The outputs in the flat output ``out`` of a host op, views of it (named after
     the op, ``name``, as PyTorch names the grad_fn of each output)."""
@@ -683,8 +695,7 @@ def _eigh_rev(xs, y, g, ints, f, needs):
 # with dL (through F) and dV.
 def _eigh_split(y, ints, lead=()):
     A_shape = tuple(ints[1:])
-    n_l = int(np.prod(A_shape[:-1], dtype=np.int64))
-    return (y[..., :n_l].reshape(lead + A_shape[:-1]), y[..., n_l:].reshape(lead + A_shape))
+    return _split(y, [A_shape[:-1], A_shape], lead)
 
 
 def _gaps(L):
@@ -827,12 +838,7 @@ def _svd_split(y, ints, lead=()):
     full, shape = bool(ints[0]), tuple(ints[1:])
     if full and shape[-1] != shape[-2]:
         raise NoForwardRule.named("LinalgSvdBackward0")
-    parts, at = [], 0
-    for sh in _svd_shapes(shape, full):
-        size = int(np.prod(sh, dtype=np.int64))
-        parts.append(y[..., at:at + size].reshape(lead + sh))
-        at += size
-    return parts
+    return _split(y, _svd_shapes(shape, full), lead)
 
 
 def _svd_tangent(xs, y, ts, ints, f):
@@ -971,9 +977,7 @@ def _qr_split(y, ints, lead=()):
     m, n = shape[-2:]
     if mode == 2 or (mode == 1 and m > n):
         raise NoForwardRule.named("LinalgQrBackward0")
-    Qs, Rs = _qr_shapes(shape, mode)
-    nq = int(np.prod(Qs, dtype=np.int64))
-    return y[..., :nq].reshape(lead + Qs), y[..., nq:].reshape(lead + Rs)
+    return _split(y, _qr_shapes(shape, mode), lead)
 
 
 def _right_solve(b, R):
