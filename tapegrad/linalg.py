@@ -186,7 +186,8 @@ def _solve_rev(xs, X, g, ints, f, needs):
 
 
 def _T(a):
-    return np.swapaxes(a, -1, -2)
+    """The transpose of the last two axes, of an array or (as ``_mT``) a tensor."""
+    return np.swapaxes(a, -1, -2) if isinstance(a, np.ndarray) else _mT(a)
 
 
 def _sandwich(Ai, t):
@@ -1129,26 +1130,9 @@ def _pinv_fwd(xs, ints, f):
     return (np.swapaxes(Vh, -1, -2) * Sinv[..., None, :]) @ np.swapaxes(U, -1, -2)
 
 
-def _pinv_rev(xs, P, g, ints, f, needs):
-    A = xs[0]
-    m, n = A.shape[-2:]
-    Ph, gh = _mT(P), _mT(g)
-    mm = F.matmul
-    if m <= n:
-        K = mm(gh, P)
-        KPh = mm(K, Ph)
-        gA = -_mT(mm(P, K)) + KPh - mm(mm(A, P), KPh) + mm(mm(Ph, P), gh - mm(K, A))
-    else:
-        K = mm(P, gh)
-        PhK = mm(Ph, K)
-        gA = -_mT(mm(K, P)) + mm(mm(gh - mm(A, K), P), Ph) + PhK - mm(mm(PhK, P), A)
-    return [gA]
-
-
-# forward mode (P = A^+ of constant rank, as the reverse rule assumes):
-#   dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P;
-# the reverse rule, a polynomial in A and P, moves by the complex step (``_moved``).
-def _pinv_reverse_np(A, P, g):
+def _pinv_reverse(A, P, g):
+    """gA of P = A^+ (PyTorch's rule), on tensors (the reverse rule, differentiable) or
+    arrays (forward mode: K adjoints, and the complex step)."""
     m, n = A.shape[-2:]
     Ph, gh = _T(P), _T(g)
     if m <= n:
@@ -1160,6 +1144,13 @@ def _pinv_reverse_np(A, P, g):
     return -_T(K @ P) + (gh - A @ K) @ P @ Ph + PhK - PhK @ P @ A
 
 
+def _pinv_rev(xs, P, g, ints, f, needs):
+    return [_pinv_reverse(xs[0], P, g)]
+
+
+# forward mode (P = A^+ of constant rank, as the reverse rule assumes):
+#   dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P;
+# the reverse rule, a polynomial in A and P, moves by the complex step (``_moved``).
 def _pinv_tangent(xs, P, ts, ints, f):
     A, dA = xs[0], ts[0]
     dAt = _T(dA)
@@ -1167,9 +1158,9 @@ def _pinv_tangent(xs, P, ts, ints, f):
 
 
 _PINV = _h.host_op("linalg_pinv", "LinalgPinvBackward0", _pinv_fwd, _pinv_rev, _h.SAVE_A | _h.SAVE_OUT,
-                   forward_mode=(_pinv_tangent, lambda xs, P, G, ints, f, needs: [_pinv_reverse_np(xs[0], P, G)],
+                   forward_mode=(_pinv_tangent, lambda xs, P, G, ints, f, needs: [_pinv_reverse(xs[0], P, G)],
                                  lambda xs, P, ts, tP, g, ints, f, needs: [
-                                     _moved(lambda A, P: _pinv_reverse_np(A, P, g), (xs[0], ts[0]), (P, tP))]))
+                                     _moved(lambda A, P: _pinv_reverse(A, P, g), (xs[0], ts[0]), (P, tP))]))
 
 
 def _tol(v, name):
