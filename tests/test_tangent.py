@@ -255,7 +255,8 @@ class _Cube(tg.autograd.Function):
 
 
 def test_an_op_without_a_forward_rule_falls_back_to_reverse_mode():
-    """A tg.autograd.Function is a host op with no forward-mode rule: the reverse-mode path gives the values."""
+    """A tg.autograd.Function without jvp has no forward-mode rule: the reverse-mode path gives
+    the values, and a tangent walk raises PyTorch's error for such a Function."""
     M = RNG.standard_normal((3, 3))
     M = tg.tensor(M + M.T)
     x0 = RNG.standard_normal(3)
@@ -266,8 +267,72 @@ def test_an_op_without_a_forward_rule_falls_back_to_reverse_mode():
     np.testing.assert_allclose(H.numpy(), _hessian_fd(f, x0), rtol=1e-5, atol=1e-6)
     x = tg.tensor(x0, requires_grad=True)
     y = f(x)
-    with pytest.raises(NotImplementedError, match="Trying to use forward AD with .* that does not support it"):
+    with pytest.raises(NotImplementedError, match="You must implement the jvp function for custom autograd.Function"):
         TG.tangents(y._tape, {TG.leaf_slot(y._tape, x): np.ones((1, 3))}, y._slot)
+
+
+class _SinCos(tg.autograd.Function):
+    """Two outputs, a number argument and a forward-mode rule (PyTorch's jvp and
+    save_for_forward)."""
+    @staticmethod
+    def forward(ctx, x, scale, w):
+        ctx.save_for_backward(x, w)
+        ctx.save_for_forward(w, x)          # (jvp sees these as saved_tensors, in this order)
+        ctx.scale = scale
+        return (x * w).sin() * scale, (x * w).cos()
+
+    @staticmethod
+    def backward(ctx, gs, gc):
+        x, w = ctx.saved_tensors
+        d = gs * (x * w).cos() * ctx.scale - gc * (x * w).sin()
+        return d * w, None, d * x
+
+    @staticmethod
+    def jvp(ctx, tx, _, tw):
+        w, x = ctx.saved_tensors
+        u = (0.0 if tx is None else tx * w) + (0.0 if tw is None else x * tw)
+        return (x * w).cos() * ctx.scale * u, -(x * w).sin() * u
+
+
+def test_function_with_jvp_takes_the_forward_path():
+    """A Function with jvp: functional.jvp and the forward-mode Jacobian walk the tape with
+    it (no reverse-mode fallback), the reverse-mode Jacobian uses its backward for every
+    row at once, and both agree with differences; hvp (no curvature from a user's
+    backward) falls back to the reverse path with the right values."""
+    x0, w0, v, u = (RNG.standard_normal(4) for _ in range(4))
+
+    def f(x, w):
+        s, c = _SinCos.apply(x.exp(), 1.5, w)
+        return s * c + s
+
+    ins = (tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True))
+    got = Fn._on_tape(Fn._jvp_on_tape, ins, (f(*ins),), (tg.tensor(v), tg.tensor(u)))
+    assert got is not None, "took the reverse-mode fallback"
+    np.testing.assert_allclose(got[0].numpy(), _fd_jvp(f, [x0, w0], [v, u]), rtol=1e-6, atol=1e-8)
+    for forward in (True, False):
+        ins = (tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True))
+        J = Fn._on_tape(Fn._jacobian_on_tape, ins, (f(*ins),), forward)
+        assert J is not None
+        for j, (x, other) in enumerate(((x0, w0), (w0, x0))):
+            fd = np.stack([_fd_jvp(f, [x0, w0], [e, np.zeros(4)] if j == 0 else [np.zeros(4), e])
+                           for e in np.eye(4)], 1)
+            np.testing.assert_allclose(J[0][j].numpy(), fd, rtol=1e-6, atol=1e-8)
+    _, jv = Fn.jvp(lambda x: f(x, tg.tensor(w0)), tg.tensor(x0), tg.tensor(v))
+    np.testing.assert_allclose(jv.numpy(), _fd_jvp(lambda x: f(x, tg.tensor(w0)), [x0], [v]), rtol=1e-6, atol=1e-8)
+
+    def scalar(x, w):
+        return (f(x, w) ** 2).sum()
+    ins = (tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True))
+    assert Fn._on_tape(Fn._hvp_on_tape, ins, (scalar(*ins),), (tg.tensor(v), tg.tensor(u))) is None
+    _, hv = Fn.hvp(scalar, (tg.tensor(x0), tg.tensor(w0)), (tg.tensor(v), tg.tensor(u)))
+    for h, want in zip(hv, _fd_hvp(scalar, [x0, w0], [v, u])):
+        np.testing.assert_allclose(h.numpy(), want, rtol=1e-5, atol=1e-6)
+    # tg.func.jvp and a recorded tape take the same rule
+    _, jv2 = tg.func.jvp(lambda x: f(x, tg.tensor(w0)), (tg.tensor(x0),), (tg.tensor(v),))
+    np.testing.assert_allclose(jv2.numpy(), jv.numpy(), rtol=1e-12)
+    R = tg.record(f, x0, w0)
+    x1 = RNG.standard_normal(4)
+    np.testing.assert_allclose(R.jvp((x1, w0), (v, u))[1], _fd_jvp(f, [x1, w0], [v, u]), rtol=1e-6, atol=1e-8)
 
 
 def test_float32_inputs_give_float32_results(fast_only):

@@ -26,6 +26,7 @@ import functools
 import numpy as np
 
 from ..core import tape as _tp
+from ..core.registry import NoForwardRule
 from ..core.tensor import Tensor
 from ..ops import host as _h
 from ..ops import shape as _sh
@@ -35,7 +36,7 @@ _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 
 
 class FunctionCtx:
-    """``ctx`` of a Function: ``save_for_backward``, ``saved_tensors``,
+    """``ctx`` of a Function: ``save_for_backward``, ``save_for_forward``, ``saved_tensors``,
     ``needs_input_grad``, ``mark_non_differentiable``, ``set_materialize_grads``
     and any attribute the forward sets."""
 
@@ -48,6 +49,10 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        """Tensors for ``jvp`` (forward mode), where ``saved_tensors`` returns them."""
+        self.to_save_forward = tensors
 
     @property
     def saved_tensors(self):
@@ -88,6 +93,12 @@ class Function:
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("You must implement either the backward or vjp method for your custom "
                                   "autograd.Function to use it with backward mode AD.")
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """Forward mode: the outputs' tangents from the inputs' (None for an argument that is
+        not a tensor or has none), as PyTorch's; optional."""
+        raise NotImplementedError(_NO_JVP)
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -248,11 +259,7 @@ def _tied_saved(ctx, tie, name):
 
 
 def _function_reverse(xs, y, g, ints, f, needs, entry, tie=None):
-    T, s = entry
-    got = (getattr(T, "host_state", None) or {}).get(s)
-    if got is None:
-        raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
-    cls, ctx = got
+    cls, ctx = _call(entry)
     dt = _DTYPES[ints[0]]
     if g.dtype != dt:
         g = g.to(dt)        # (the sweep's adjoints are float64; the user's backward gets the outputs' dtype)
@@ -288,5 +295,70 @@ def _function_reverse(xs, y, g, ints, f, needs, entry, tie=None):
     return [res[i] for i in ctx._input_positions]
 
 
+# -- forward mode (autograd/tangent.py): the user's jvp per direction for the tangent, the
+# user's backward per direction for the batched reverse; a user's backward gives no curvature,
+# so second order through a Function takes the reverse-mode path
+_NO_JVP = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
+
+
+def _outputs(ints):
+    """Per output of the call: (kind: 1 differentiable, 0 another tensor, -1 none, shape)."""
+    res, p = [], 2
+    for _ in range(ints[1]):
+        kind, r = ints[p], ints[p + 1]
+        res.append((kind, tuple(ints[p + 2:p + 2 + r])))
+        p += 2 + r
+    return res
+
+
+def _function_tangent(xs, y, ts, ints, f, entry):
+    cls, ctx = _call(entry)
+    if cls.jvp is Function.jvp:
+        raise NoForwardRule(_NO_JVP)
+    K = next(len(t) for t in ts if t is not None)
+    outs = _outputs(ints)
+    rows = []
+    saved = ctx._saved
+    ctx._saved = tuple(getattr(ctx, "to_save_forward", ()))
+    try:
+        for k in range(K):
+            args = [None] * ctx._nargs
+            for pos, t in zip(ctx._input_positions, ts):
+                args[pos] = None if t is None else Tensor._const(np.ascontiguousarray(t[k]))
+            with no_grad():
+                got = cls.jvp(ctx, *args)
+            got = got if isinstance(got, tuple) else (got,)
+            if len(got) != len(outs):
+                raise RuntimeError("function %s.jvp returned an incorrect number of tangents (expected %d, got %d)"
+                                   % (cls.__name__, len(outs), len(got)))
+            rows.append(np.concatenate([np.broadcast_to(np.zeros(()) if t is None else np.asarray(t._data, np.float64),
+                                                        shape).ravel()
+                                        for t, (kind, shape) in zip(got, outs) if kind == 1] or [np.zeros(0)]))
+    finally:
+        ctx._saved = saved
+    return np.stack(rows)
+
+
+def _function_batched_reverse(xs, y, G, ints, f, needs, entry):
+    per = []
+    with no_grad():
+        for k in range(len(G)):
+            per.append(_function_reverse(xs, y, Tensor._const(np.ascontiguousarray(G[k])), ints, f, needs, entry))
+    return [None if any(r[j] is None for r in per) else np.stack([np.asarray(r[j]._data, np.float64) for r in per])
+            for j in range(len(per[0]))] if per else []
+
+
+def _function_curvature(xs, y, ts, ty, g, ints, f, needs, entry):
+    raise NoForwardRule.named(_call(entry)[0].__name__ + "Backward")
+
+
+def _call(entry):
+    T, s = entry
+    got = (getattr(T, "host_state", None) or {}).get(s)
+    if got is None:
+        raise RuntimeError("tapegrad: the context of this tg.autograd.Function call is gone")
+    return got
+
+
 _FUNCTION = _h.host_op("autograd_function", "FunctionBackward", _function_forward, _function_reverse, 0,
-                       entry=True)
+                       entry=True, forward_mode=(_function_tangent, _function_batched_reverse, _function_curvature))

@@ -194,16 +194,22 @@ def _input_tangents(ctx, slots, shapes):
     return [None if ctx.tan(i) is None else ctx.tan(i).reshape((ctx.K,) + sh) for i, sh in zip(slots, shapes)]
 
 
+def _entry_kw(op, ctx, s):
+    """An entry op's rules (tg.autograd.Function) also get the entry, to find its call."""
+    return {"entry": (ctx.T, s)} if op.entry else {}
+
+
 def tangent(ctx, s, k, row, f0, f1):
     op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
-    t = op.forward_mode[0](xs, y, _input_tangents(ctx, slots, shapes), ints, (f0, f1))
+    t = op.forward_mode[0](xs, y, _input_tangents(ctx, slots, shapes), ints, (f0, f1), **_entry_kw(op, ctx, s))
     return None if t is None else np.asarray(t, np.float64).reshape(ctx.K, -1)
 
 
 def batched_reverse(ctx, s, k, row, f0, f1, G):
     op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
     needs = [ctx.needs(i) for i in slots]
-    grads = op.forward_mode[1](xs, y, G.reshape((G.shape[0],) + oshape), ints, (f0, f1), needs)
+    grads = op.forward_mode[1](xs, y, G.reshape((G.shape[0],) + oshape), ints, (f0, f1), needs,
+                               **_entry_kw(op, ctx, s))
     return [(i, np.asarray(r, np.float64).reshape(G.shape[0], -1))
             for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
 
@@ -216,7 +222,8 @@ def curvature(ctx, s, k, row, f0, f1, g):
     ty = ctx.tan(s)
     ty = None if ty is None else ty.reshape((ctx.K,) + oshape)
     needs = [ctx.needs(i) for i in slots]
-    ds = op.forward_mode[2](xs, y, ts, ty, np.asarray(g, np.float64).reshape(oshape), ints, (f0, f1), needs)
+    ds = op.forward_mode[2](xs, y, ts, ty, np.asarray(g, np.float64).reshape(oshape), ints, (f0, f1), needs,
+                            **_entry_kw(op, ctx, s))
     return [(i, np.asarray(d, np.float64).reshape(ctx.K, -1))
             for i, d, nd in zip(slots, ds, needs) if nd and d is not None]
 
