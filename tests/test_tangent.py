@@ -534,3 +534,21 @@ def test_work_on_an_older_tape_is_not_missed():
     out = f(*xs)
     assert Fn._Tape.of(xs, (out,)) is None
     np.testing.assert_allclose(Fn.hessian(f, tg.tensor(x0)).numpy(), _hessian_fd(f, x0), rtol=1e-5, atol=1e-6)
+
+
+def test_jacobian_through_a_function_without_jvp_walks_the_tape():
+    """The reverse-mode Jacobian needs only a Function's backward (every row at once):
+    it walks the tape; the forward-mode one needs jvp, and falls back without it."""
+    x0 = RNG.standard_normal(5)
+
+    def f(x):
+        return _Cube.apply(x.sin()) * x
+    ins = (tg.tensor(x0, requires_grad=True),)
+    J = Fn._on_tape(Fn._jacobian_on_tape, ins, (f(*ins),), False)
+    assert J is not None
+    fd = np.stack([_fd_jvp(f, [x0], [e]) for e in np.eye(5)], 1)
+    np.testing.assert_allclose(J[0][0].numpy(), fd, rtol=1e-6, atol=1e-8)
+    ins = (tg.tensor(x0, requires_grad=True),)
+    assert Fn._on_tape(Fn._jacobian_on_tape, ins, (f(*ins),), True) is None
+    np.testing.assert_allclose(Fn.jacobian(f, tg.tensor(x0), strategy="forward-mode", vectorize=True).numpy(), fd,
+                               rtol=1e-6, atol=1e-8)
