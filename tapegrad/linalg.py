@@ -938,13 +938,61 @@ def _qr_fwd(xs, ints, f):
     return np.concatenate([Q.ravel(), R.ravel()])
 
 
+# The reverse rule is written once, for tensors (the reverse, differentiable) and for arrays
+# (forward mode: K adjoints, and the complex step): these few operations take either.
+def _tril(a, k=0):
+    return np.tril(a, k) if isinstance(a, np.ndarray) else F.tril(a, k)
+
+
+def _triu(a, k=0):
+    return np.triu(a, k) if isinstance(a, np.ndarray) else F.triu(a, k)
+
+
+def _diag_part(M):
+    """The diagonal of M's last two axes, as a diagonal matrix."""
+    if isinstance(M, np.ndarray):
+        return np.diagonal(M, 0, -2, -1)[..., None] * np.eye(M.shape[-1])
+    return F.diag_embed(F.diagonal(M, 0, -2, -1))
+
+
+def _right_solve(b, R):
+    """b R^-1 for square R (complex values too, for ``_moved``)."""
+    return _T(np.linalg.solve(_T(R), _T(b)))
+
+
+def _solve_tri(M, b, upper, left, unit=False):
+    """M^-1 b (``left``) or b M^-1 for a triangular M (``upper`` or lower)."""
+    if isinstance(b, np.ndarray):
+        return np.linalg.solve(M, b) if left else _right_solve(b, M)
+    return solve_triangular(M, b, upper=upper, left=left, unitriangular=unit)
+
+
+def _last(a, start, n):
+    """Columns ``start`` to ``start + n`` (the last axis)."""
+    return a[..., start:start + n] if isinstance(a, np.ndarray) else F.narrow(a, -1, start, n)
+
+
+def _cat_last(parts):
+    return np.concatenate(parts, -1) if isinstance(parts[0], np.ndarray) else F.cat(parts, -1)
+
+
 def _qr_square_deep(Q, R, gQ, gR):
     """gA of A = QR, m >= n (TensorFlow's and PyTorch's rule): with
     M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^{-T}."""
-    M = F.matmul(R, _mT(gR)) - F.matmul(_mT(gQ), Q)
-    low = F.tril(M, -1)
-    b = gQ + F.matmul(Q, low + _mT(low) + F.diag_embed(F.diagonal(M, 0, -2, -1)))
-    return solve_triangular(_mT(R), b, upper=False, left=False)
+    M = R @ _T(gR) - _T(gQ) @ Q
+    low = _tril(M, -1)
+    b = gQ + Q @ (low + _T(low) + _diag_part(M))
+    return _solve_tri(_T(R), b, upper=False, left=False)
+
+
+def _qr_reverse(A, Q, R, gQ, gR):
+    m, n = A.shape[-2:]
+    if m >= n:
+        return _qr_square_deep(Q, R, gQ, gR)
+    # wide: A = [X | Y], R = [U | V], X = Q U (square), Y = Q V
+    gV = _last(gR, m, n - m)
+    gX = _qr_square_deep(Q, _last(R, 0, m), gQ + _last(A, m, n - m) @ _T(gV), _last(gR, 0, m))
+    return _cat_last([gX, Q @ gV])
 
 
 def _qr_rev(xs, y, g, ints, f, needs):
@@ -958,14 +1006,7 @@ def _qr_rev(xs, y, g, ints, f, needs):
         raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
     Q, R = _parts(y, _qr_shapes(shape, mode))
     gQ, gR = _parts(g, _qr_shapes(shape, mode))
-    if m >= n:
-        return [_qr_square_deep(Q, R, gQ, gR)]
-    # wide: A = [X | Y], R = [U | V], X = Q U (square), Y = Q V
-    Rx, gRx = F.narrow(R, -1, 0, m), F.narrow(gR, -1, 0, m)
-    Y, gV = F.narrow(xs[0], -1, m, n - m), F.narrow(gR, -1, m, n - m)
-    gX = _qr_square_deep(Q, Rx, gQ + F.matmul(Y, _mT(gV)), gRx)
-    gY = F.matmul(Q, gV)
-    return [F.cat([gX, gY], -1)]
+    return [_qr_reverse(xs[0], Q, R, gQ, gR)]
 
 
 # forward mode (reduced, or complete of a square or wide A; mode='r' and complete of a tall
@@ -979,11 +1020,6 @@ def _qr_split(y, ints, lead=()):
     if mode == 2 or (mode == 1 and m > n):
         raise NoForwardRule.named("LinalgQrBackward0")
     return _split(y, _qr_shapes(shape, mode), lead)
-
-
-def _right_solve(b, R):
-    """b R^-1 for square R (complex values too, for ``_moved``)."""
-    return _T(np.linalg.solve(_T(R), _T(b)))
 
 
 def _qr_tangent_square_deep(Q, R, dA):
@@ -1007,33 +1043,17 @@ def _qr_tangent(xs, y, ts, ints, f):
     return np.concatenate([dQ.reshape(K, -1), dR.reshape(K, -1)], 1)
 
 
-def _qr_square_deep_np(Q, R, gQ, gR):
-    M = R @ _T(gR) - _T(gQ) @ Q
-    low = np.tril(M, -1)
-    diag = np.diagonal(M, 0, -2, -1)[..., None] * np.eye(M.shape[-1])
-    return _right_solve(gQ + Q @ (low + _T(low) + diag), _T(R))
-
-
-def _qr_reverse_np(A, Q, R, gQ, gR):
-    m, n = A.shape[-2:]
-    if m >= n:
-        return _qr_square_deep_np(Q, R, gQ, gR)
-    gV = gR[..., m:]
-    gX = _qr_square_deep_np(Q, R[..., :m], gQ + A[..., m:] @ _T(gV), gR[..., :m])
-    return np.concatenate([gX, Q @ gV], -1)
-
-
 def _qr_batched_reverse(xs, y, G, ints, f, needs):
     Q, R = _qr_split(y, ints)
     gQ, gR = _qr_split(G, ints, (len(G),))
-    return [_qr_reverse_np(xs[0], Q, R, gQ, gR)]
+    return [_qr_reverse(xs[0], Q, R, gQ, gR)]
 
 
 def _qr_curvature(xs, y, ts, ty, g, ints, f, needs):
     Q, R = _qr_split(y, ints)
     gQ, gR = _qr_split(g, ints)
     dQ, dR = _qr_split(ty, ints, (len(ty),))
-    return [_moved(lambda A, Q, R: _qr_reverse_np(A, Q, R, gQ, gR), (xs[0], ts[0]), (Q, dQ), (R, dR))]
+    return [_moved(lambda A, Q, R: _qr_reverse(A, Q, R, gQ, gR), (xs[0], ts[0]), (Q, dQ), (R, dR))]
 
 
 _QR = _h.host_op("linalg_qr", "LinalgQrBackward0", _qr_fwd, _qr_rev, _h.SAVE_A | _h.SAVE_OUT,
@@ -1564,9 +1584,9 @@ def _permutation(piv, m):
 
 
 def _unpack(LU):
-    n = LU.shape[-1]
-    Lf = F.tril(LU, -1) + _const(np.eye(n, dtype=LU.dtype))
-    return Lf, F.triu(LU)
+    """(L with its unit diagonal, U) of packed factors, tensors or arrays."""
+    eye = np.eye(LU.shape[-1], dtype=LU.dtype)
+    return _tril(LU, -1) + (eye if isinstance(LU, np.ndarray) else _const(eye)), _triu(LU)
 
 
 def _luf_fwd(xs, ints, f):
@@ -1580,11 +1600,14 @@ def _luf_rev(xs, LU, g, ints, f, needs):
     # the pivots from A's value now, not the recording's: a replayed tape's A may pivot otherwise
     piv = _lu_np(np.asarray(xs[0]._data))[1]
     P = _const(_permutation(piv, n).astype(LU.dtype))
-    Lf, U = _unpack(LU)
-    gA = F.tril(F.matmul(_mT(Lf), F.tril(g, -1)), -1) + F.triu(F.matmul(F.triu(g), _mT(U)))
-    gA = solve_triangular(_mT(U), gA, upper=False, left=False)
-    gA = solve_triangular(_mT(Lf), gA, upper=True, left=True, unitriangular=True)
-    return [F.matmul(P, gA)]
+    return [_luf_reverse(P, *_unpack(LU), g)]
+
+
+def _luf_reverse(P, L, U, g):
+    """gA of A = P L U (PyTorch's rule), on tensors or arrays (as ``_qr_reverse``)."""
+    gA = _tril(_T(L) @ _tril(g, -1), -1) + _triu(_triu(g) @ _T(U))
+    gA = _solve_tri(_T(U), gA, upper=False, left=False)
+    return P @ _solve_tri(_T(L), gA, upper=True, left=True, unit=True)
 
 
 # forward mode (square A = P L U, the pivots of A's value): with X = L^-1 P^T dA U^-1,
@@ -1593,9 +1616,7 @@ def _luf_rev(xs, LU, g, ints, f, needs):
 def _lu_parts(A, LU):
     if LU.shape[-2] != LU.shape[-1]:
         raise NoForwardRule.named("LinalgLuFactorExBackward0")     # (no gradient either way)
-    n = LU.shape[-1]
-    P = _permutation(_lu_np(np.asarray(A))[1], n)
-    return P, np.tril(LU, -1) + np.eye(n), np.triu(LU)
+    return (_permutation(_lu_np(np.asarray(A))[1], LU.shape[-1]),) + _unpack(LU)
 
 
 def _luf_tangent(xs, LU, ts, ints, f):
@@ -1604,19 +1625,12 @@ def _luf_tangent(xs, LU, ts, ints, f):
     return L @ np.tril(X, -1) + np.triu(X) @ U
 
 
-def _luf_reverse_np(P, LU, g):
-    n = LU.shape[-1]
-    L, U = np.tril(LU, -1) + np.eye(n), np.triu(LU)
-    gA = np.tril(_T(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _T(U))
-    return P @ np.linalg.solve(_T(L), _right_solve(gA, _T(U)))
-
-
 _LU_FACTOR = _h.host_op("linalg_lu_factor", "LinalgLuFactorExBackward0", _luf_fwd, _luf_rev,
                         _h.SAVE_A | _h.SAVE_OUT, forward_mode=(
     _luf_tangent,
-    lambda xs, LU, G, ints, f, needs: [_luf_reverse_np(_lu_parts(xs[0], LU)[0], LU, G)],
+    lambda xs, LU, G, ints, f, needs: [_luf_reverse(*_lu_parts(xs[0], LU), G)],
     lambda xs, LU, ts, tLU, g, ints, f, needs: [
-        _moved(lambda M: _luf_reverse_np(_lu_parts(xs[0], LU)[0], M, g), (LU, tLU))]))
+        _moved(lambda M: _luf_reverse(_lu_parts(xs[0], LU)[0], *_unpack(M), g), (LU, tLU))]))
 
 LuFactorResult = collections.namedtuple("lu_factor", ["LU", "pivots"])
 
@@ -1658,22 +1672,22 @@ def _lus_rev(xs, X, g, ints, f, needs):
     gB = _lu_solve(LU, piv, g, not adjoint)
     gLU = None
     if needs[0]:
-        n = LU.shape[-1]
-        gA = -(F.matmul(X, _mT(gB)) if adjoint else F.matmul(gB, _mT(X)))
-        P = _const(_permutation(piv._data.astype(np.int32), n).astype(LU.dtype))
-        PtgA = F.matmul(_mT(P), gA)
-        Lf, U = _unpack(LU)
-        gLU = F.tril(F.matmul(PtgA, _mT(U)), -1) + F.triu(F.matmul(_mT(Lf), PtgA))
+        P = _const(_permutation(piv._data.astype(np.int32), LU.shape[-1]).astype(LU.dtype))
+        gLU = _lus_adjoint_LU(P, *_unpack(LU), X, gB, adjoint)
     return [gLU, gB, None]
+
+
+def _lus_adjoint_LU(P, L, U, X, gB, adjoint):
+    """gLU of op(P L U) X = B, packed as LU, from B's adjoint (on tensors or arrays)."""
+    PtgA = _T(P) @ -(X @ _T(gB) if adjoint else gB @ _T(X))
+    return _tril(PtgA @ _T(U), -1) + _triu(_T(L) @ PtgA)
 
 
 # forward mode: with A = P L U and op(A) X = B (op: the transpose for ``adjoint``),
 # dX = op(A)^-1 (dB - op(dA) X), dA = P (dL U + L dU) from the packed dLU; the reverse rule
 # on arrays moves by the complex step (the pivots are a constant input).
 def _lus_system(LU, piv):
-    n = LU.shape[-1]
-    P = _permutation(np.asarray(piv).astype(np.int32), n)
-    return P, np.tril(LU, -1) + np.eye(n), np.triu(LU)
+    return (_permutation(np.asarray(piv).astype(np.int32), LU.shape[-1]),) + _unpack(LU)
 
 
 def _lus_tangent(xs, X, ts, ints, f):
@@ -1691,11 +1705,7 @@ def _lus_reverse_np(LU, piv, X, g, adjoint, needs):
     P, L, U = _lus_system(LU, piv)
     A = P @ L @ U
     gB = np.linalg.solve(A if adjoint else _T(A), g)
-    gLU = None
-    if needs[0]:
-        PtgA = _T(P) @ -(X @ _T(gB) if adjoint else gB @ _T(X))
-        gLU = np.tril(PtgA @ _T(U), -1) + np.triu(_T(L) @ PtgA)
-    return [gLU, gB, None]
+    return [_lus_adjoint_LU(P, L, U, X, gB, adjoint) if needs[0] else None, gB, None]
 
 
 def _lus_curvature(xs, X, ts, tX, g, ints, f, needs):
