@@ -691,8 +691,7 @@ def _eigh_rev(xs, y, g, ints, f, needs):
 
 # forward mode, on the direction's symmetric part S (the reverse gives a symmetric
 # gradient, as PyTorch's): with M = V^T S V, dL = diag(M) and dV = V (F o M), F_ij =
-# 1 / (L_j - L_i) off the diagonal (0 for equal eigenvalues, whose vectors are not
-# determined).  The adjoint V (diag(gL) + (W - W^T) o F / 2) V^T, W = V^T gV, moves
+# 1 / (L_j - L_i) off the diagonal (``_gaps``).  The adjoint V (diag(gL) + (W - W^T) o F / 2) V^T, W = V^T gV, moves
 # with dL (through F) and dV.
 def _eigh_split(y, ints, lead=()):
     A_shape = tuple(ints[1:])
@@ -700,9 +699,14 @@ def _eigh_split(y, ints, lead=()):
 
 
 def _gaps(L):
-    """F_ij = 1 / (L_j - L_i), 0 on the diagonal and between equal eigenvalues."""
+    """F_ij = 1 / (L_j - L_i), 0 on the diagonal; infinite between equal values off it, as
+    in the reverse rules (and PyTorch's): where a result depends on the eigenvectors of a
+    repeated eigenvalue, it is not finite rather than silently some number."""
     E = L[..., None, :] - L[..., :, None]
-    return np.divide(1.0, E, out=np.zeros(E.shape, np.result_type(E, 1.0)), where=E != 0)
+    n = L.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = 1.0 / (E + np.eye(n))               # (the diagonal: 1 / 1, then zeroed)
+    return F * (1 - np.eye(n))
 
 
 def _eigh_tangent(xs, y, ts, ints, f):
@@ -831,7 +835,7 @@ def _svd_rev(xs, y, g, ints, f, needs):
 
 # forward mode (reduced, or full of a square A; PyTorch has none for full_matrices of another
 # shape: the reverse-mode path): with P = U^T dA V, dS = diag(P), F_ij = 1 / (s_j^2 - s_i^2) off
-# the diagonal (0 between equal values),
+# the diagonal (``_gaps``),
 #   dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
 #   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
 # The reverse rule on arrays moves by the complex step.

@@ -364,3 +364,27 @@ def test_norms_at_zeros_and_ties_agree_with_the_reverse():
     _, (hv,) = _forward_path(Fn._hvp_on_tape, f, [x0], [v])
     assert np.isfinite(hv.numpy()).all()
     np.testing.assert_allclose(hv.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_repeated_eigenvalues_give_what_the_double_backward_gives():
+    """At a repeated eigenvalue the second derivative through eigh's vectors (or through
+    the eigenvalues' curvature) is not defined: the forward path gives nan, as the double
+    backward (and PyTorch), never some finite number; first order stays finite."""
+    w = tg.tensor(np.arange(9.0).reshape(3, 3))
+
+    def f(x):
+        L, V = LA.eigh(tg.diag(x + tg.tensor([1.0, 1.0, 2.0])))
+        return (V ** 2 * w).sum() + (L ** 3).sum()
+
+    def values(x):
+        return (LA.eigvalsh(tg.diag(x + tg.tensor([1.0, 1.0, 2.0]))) ** 3).sum()
+    x0, v = np.zeros(3), np.ones(3)
+    with np.errstate(all="ignore"):
+        for fn in (f, values):
+            _, (hv,) = _forward_path(Fn._hvp_on_tape, fn, [x0], [v])
+            z = tg.tensor(x0, requires_grad=True)
+            g, = tg.autograd.grad(fn(z), z, create_graph=True)
+            dd, = tg.autograd.grad(g, z, grad_outputs=tg.tensor(v))
+            assert np.isnan(hv.numpy()).all() and np.isnan(dd.numpy()).all()
+        _, (jv,) = _forward_path(Fn._jvp_on_tape, values, [x0], [v])
+        assert float(jv.numpy()) == pytest.approx(3 * (1 + 1 + 4))
