@@ -80,6 +80,32 @@ class HessianGP:
         hessian_gp(tg, self.inputs)
 
 
+class HessianSpectral:
+    """Dense Hessians through the other host ops' forward-mode rules: an objective of
+    eigenvalues and a determinant (eigh, det), and a spectral one (rfft, complex abs, irfft)."""
+    def setup(self):
+        rng = np.random.default_rng(0)
+        M = rng.standard_normal((20, 20))
+        self.A = tg.tensor(M + M.T)
+        self.x = tg.tensor(rng.standard_normal(20) * 0.5)
+        self.w = tg.tensor(rng.standard_normal(33))
+        self.s = tg.tensor(rng.standard_normal(64))
+        self.time_hessian_eigh_det()
+        self.time_hessian_fft()
+
+    def time_hessian_eigh_det(self):
+        def f(x):
+            L = tg.linalg.eigvalsh(self.A + tg.diag(x.sin()))
+            return (L ** 4).sum() + tg.linalg.det(tg.eye(20) * 3 + tg.outer(x, x))
+        tg.autograd.functional.hessian(f, self.x)
+
+    def time_hessian_fft(self):
+        def f(x):
+            z = tg.fft.rfft(x * x.sin(), norm="ortho")
+            return (z.abs() ** 3 * self.w).sum() + (tg.fft.irfft(z * z, n=64) ** 2).sum()
+        tg.autograd.functional.hessian(f, self.s)
+
+
 class CreateGraphHistory:
     """grad(create_graph=True) in a loop with no plain backward (which would start a new
     tape): each call resumes the one tape, which grows with the calls before it; a call
