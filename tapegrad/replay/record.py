@@ -309,7 +309,8 @@ class RecordedTape:
 
 
 # -- the reverse-mode paths of a tape with an op without a forward-mode rule ----------
-# (det, eigh, svd, fft, a tg.autograd.Function, ...): the same results from reverse
+# (eig, second order through a tg.autograd.Function, det of a singular matrix, svd full of
+# a matrix that is not square, ...): the same results from reverse
 # passes over the replayed tape, as ``functional`` does on a live one: slower (a
 # differentiable reverse, or one reverse pass per output element), never refused.
 def _reverse_passes(T, s, y, slots, work, checked):
