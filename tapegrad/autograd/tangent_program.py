@@ -984,11 +984,22 @@ def first_order(T, seeds, outs):
 
 
 def _run(T, kind, seeds, targets, outs):
+    if any(d.shape[0] != 1 for d in seeds.values()):
+        return None
+    got = program(T, kind, list(seeds), targets, outs)
+    return None if got is None else execute(got, T, seeds)
+
+
+def program(T, kind, seeds, targets, outs):
+    """The record ``[walks, plan, compiled program]`` of this tape structure's program
+    (``seeds``: the seeded slots, in the order ``execute`` gets their tangents), one
+    more walk counted: at the ``COMPILE_AFTER``-th its plan is made and compiled (in
+    the background).  None where no program can serve."""
     from . import engine
-    if MODE[0] == "off" or engine.INTERPRET[0] == "always" or not outs:
+    if MODE[0] == "off" or engine.INTERPRET[0] == "always" or not outs or not seeds:
         return None
     lo, hi = min(seeds), max(outs)
-    if hi - lo >= MAX_ENTRIES or hi < lo or any(d.shape[0] != 1 for d in seeds.values()):
+    if hi - lo >= MAX_ENTRIES or hi < lo:
         return None
     ints, flts = T.arrays()
     key = (kind,) + _key(T, lo, hi, seeds, targets, outs, ints, flts)
@@ -996,27 +1007,36 @@ def _run(T, kind, seeds, targets, outs):
     if got is None:
         got = _PROGRAMS[key] = [0, None, None]
     got[0] += 1
+    if got[2] is None and got[1] is None and got[0] >= COMPILE_AFTER:
+        try:
+            plan = got[1] = _Plan(T, lo, hi, sorted(seeds), targets, outs, kind)
+        except Unsupported as e:
+            got[1] = e.with_traceback(None)      # (its frames would hold the tape)
+        else:
+            plan.lo_hi = (lo, hi)
+            if MODE[0] == "now":
+                _compile(got)
+            else:
+                threading.Thread(target=_compile, args=(got,), name="tapegrad-tangent", daemon=True).start()
+    return got
+
+
+def execute(got, T, seeds):
+    """Run ``got``'s compiled program (``program``) on tape ``T``'s values with the
+    tangents ``seeds`` {slot: (1, n)}: its flat results, or None while it is not
+    compiled, or when a value it reads was freed or is not float64 (the caller then
+    takes another path)."""
     plan, run = got[1], got[2]
-    if run is None:
-        if plan is None and got[0] >= COMPILE_AFTER:
-            try:
-                plan = got[1] = _Plan(T, lo, hi, sorted(seeds), targets, outs, kind)
-            except Unsupported as e:
-                plan = got[1] = e.with_traceback(None)      # (its frames would hold the tape)
-            if type(plan) is _Plan:
-                if MODE[0] == "now":
-                    _compile(got)
-                else:
-                    threading.Thread(target=_compile, args=(got,), name="tapegrad-tangent", daemon=True).start()
-        run = got[2]
-        if run is None:
-            return None
+    if run is None or any(d.shape[0] != 1 for d in seeds.values()):
+        return None
+    ints, flts = T.arrays()
     vals = []
     for s in plan.values:
         v = _slot_value(T, ints, flts, s)
         if v is None:
             return None     # (freed, or not float64: the NumPy walk says so or copes)
         vals.append(v)
+    lo, hi = plan.lo_hi
     prm = np.ascontiguousarray(flts[lo:hi + 1, _tp.F0:_tp.F1 + 1])
     tans = [np.ascontiguousarray(seeds[s][0], np.float64) for s in plan.seeds]
     work = _tp.take_spare(plan.spare, 0, np.empty, plan.work)
