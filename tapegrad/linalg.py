@@ -691,8 +691,8 @@ def _eigh_rev(xs, y, g, ints, f, needs):
 
 # forward mode, on the direction's symmetric part S (the reverse gives a symmetric
 # gradient, as PyTorch's): with M = V^T S V, dL = diag(M) and dV = V (F o M), F_ij =
-# 1 / (L_j - L_i) off the diagonal (``_gaps``).  The adjoint V (diag(gL) + (W - W^T) o F / 2) V^T, W = V^T gV, moves
-# with dL (through F) and dV.
+# 1 / (L_j - L_i) off the diagonal (``_gaps``).  The adjoint
+# V (diag(gL) + (W - W^T) o F / 2) V^T, W = V^T gV, moves with dL (through F) and dV.
 def _eigh_split(y, ints, lead=()):
     A_shape = tuple(ints[1:])
     return _split(y, [A_shape[:-1], A_shape], lead)
