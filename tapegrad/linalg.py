@@ -1842,7 +1842,99 @@ def _eig_rev(xs, y, g, ints, f, needs):
     return [gA._r if ints[0] else gA.real]
 
 
-_EIG = _h.host_op("linalg_eig", "LinalgEigBackward0", _eig_fwd, _eig_rev, _h.SAVE_OUT)
+# forward mode (PyTorch's linalg_eig_jvp): with P = V^-1 dA V and G_ij = 1 / (L_j - L_i) off the
+# diagonal (0 on it), dL = diag(P) and dV = V (P o G) - V Re(diag(V^H V (P o G))): unit-norm
+# eigenvectors whose phase does not turn.  The adjoint (``_eig_rev``, on arrays: ``_eig_adjoint``)
+# moves with L and V (``_eig_curvature``, its product rule).
+def _eig_split(y, ints, lead=()):
+    """Complex L and V from eig's flat output (or an adjoint or tangent of it)."""
+    shape = tuple(ints[1:])
+    Lp, Vp = _split(y, [shape[:-1] + (2,), shape + (2,)], lead)
+    return Lp[..., 0] + 1j * Lp[..., 1], Vp[..., 0] + 1j * Vp[..., 1]
+
+
+def _eig_input(t, ints):
+    """A tangent or adjoint of eig's input as a complex array (a complex A's comes as its pair)."""
+    return t[..., 0] + 1j * t[..., 1] if ints[0] else t
+
+
+def _eig_pair(z):
+    return np.stack([z.real, z.imag], -1)
+
+
+def _eig_gaps(L):
+    """G_ij = 1 / (L_j - L_i), 0 on the diagonal (not finite between equal eigenvalues, as
+    in the reverse rule and PyTorch's)."""
+    n = L.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (1.0 / (L[..., None, :] - L[..., :, None] + np.eye(n))) * (1 - np.eye(n))
+
+
+def _eig_tangent(xs, y, ts, ints, f):
+    L, V = _eig_split(y, ints)
+    P = np.linalg.solve(V, _eig_input(ts[0], ints) @ V)
+    dL = np.diagonal(P, 0, -2, -1)
+    dV = V @ (P * _eig_gaps(L))
+    dV = dV - V * np.diagonal(_T(V.conj()) @ dV, 0, -2, -1).real[..., None, :]
+    K = len(ts[0])
+    return np.concatenate([_eig_pair(dL).reshape(K, -1), _eig_pair(dV).reshape(K, -1)], 1)
+
+
+def _eig_off(V, gV, L, adjoints):
+    """The off-diagonal part of the adjoint's inner matrix, ``(W - V^H V Re(diag W)) o conj(G)``
+    with W = V^H gV, and what it is made of; zero for an adjoint without gV (not 0 * inf
+    between equal eigenvalues: a loss of the eigenvalues alone needs them distinct nowhere).
+    The first ``adjoints`` rows are adjoints, checked as the reverse rule checks its own."""
+    Vh = _T(V.conj())
+    W = Vh @ gV
+    d = np.diagonal(W, 0, -2, -1)
+    if not np.allclose(d[:adjoints].imag, 0, rtol=1e-2, atol=1e-2):
+        raise RuntimeError("linalg_eig_backward: The eigenvectors in the complex case are specified up to "
+                           "multiplication by e^{i phi}. The specified loss function depends on this "
+                           "quantity, so it is ill-defined.")
+    M = Vh @ V
+    num = W - M * d.real[..., None, :]
+    used = np.any(gV != 0, axis=(-2, -1))[..., None, None]
+    return np.where(used, num * _eig_gaps(L).conj(), 0), Vh, W, d, M, used
+
+
+def _eig_adjoint(L, V, gL, gV, real, adjoints):
+    off, Vh = _eig_off(V, gV, L, adjoints)[:2]
+    eye = np.eye(L.shape[-1], dtype=bool)
+    gA = np.linalg.solve(Vh, np.where(eye, gL[..., None, :], off) @ Vh)
+    return gA.real if real else _eig_pair(gA)
+
+
+def _eig_batched_reverse(xs, y, G, ints, f, needs, adjoints):
+    L, V = _eig_split(y, ints)
+    gL, gV = _eig_split(G, ints, (len(G),))
+    return [_eig_adjoint(L, V, gL, gV, not ints[0], adjoints)]
+
+
+def _eig_curvature(xs, y, ts, ty, g, ints, f, needs):
+    L, V = _eig_split(y, ints)
+    gL, gV = _eig_split(g, ints)
+    dL, dV = _eig_split(ty, ints, (len(ty),))
+    off, Vh, W, d, M, used = _eig_off(V, gV, L, None)
+    eye = np.eye(L.shape[-1], dtype=bool)
+    inner = np.where(eye, gL[..., None, :], off)
+    gA = np.linalg.solve(Vh, inner @ Vh)
+    dVh = _T(dV.conj())
+    dX = inner @ dVh - dVh @ gA
+    if np.any(used):
+        Gc = _eig_gaps(L).conj()
+        dW = dVh @ gV
+        dM = dVh @ V + Vh @ dV
+        dGc = -(dL[..., None, :] - dL[..., :, None]).conj() * Gc * Gc
+        doff = (dW - dM * d.real[..., None, :] - M * np.diagonal(dW, 0, -2, -1).real[..., None, :]) * Gc \
+            + (W - M * d.real[..., None, :]) * dGc
+        dX = dX + np.where(eye | ~used, 0, doff) @ Vh
+    dA = np.linalg.solve(Vh, dX)
+    return [dA.real if not ints[0] else _eig_pair(dA)]
+
+
+_EIG = _h.host_op("linalg_eig", "LinalgEigBackward0", _eig_fwd, _eig_rev, _h.SAVE_OUT,
+                  forward_mode=(_eig_tangent, _eig_batched_reverse, _eig_curvature), adjoint_rows=True)
 
 EigResult = collections.namedtuple("eig", ["eigenvalues", "eigenvectors"])
 

@@ -165,6 +165,88 @@ def test_host_op_forward_rules(name):
     _check(f, xs)
 
 
+# eig: its eigenvalues, and its eigenvectors in uses their phase does not change (|V|)
+CASES.update({
+    "eig values, complex pairs": (lambda A: LA.eigvals(A).real * LA.eigvals(A).imag + LA.eigvals(A).real ** 2,
+                                  [RNG.standard_normal((4, 4))]),
+    "eig vectors, abs": (lambda A: LA.eig(A)[1].abs() ** 2 * LA.eig(A)[0].real[..., None, :],
+                         [RNG.standard_normal((4, 4))]),
+    "eig batched, of a complex matrix": (lambda a, b: LA.eig(tg.complex(a, b.sin()))[1].abs() ** 3
+                                         + LA.eigvals(tg.complex(a, b.sin())).imag[..., None],
+                                         [RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 3, 3))]),
+})
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if n.startswith("eig ")])
+def test_eig(name):
+    f, xs = CASES[name]
+    _check(f, xs)
+
+
+def test_eig_against_pytorch():
+    """eig's tangents (values and vectors, as ``torch.func.jvp`` gives them: unit-norm
+    vectors whose phase does not turn), and the Hessian of a loss of both, real and complex
+    input, against PyTorch; a loss that depends on the vectors' phase raises PyTorch's
+    error on the reverse passes (Jacobian, Hessian) as in a backward."""
+    torch = pytest.importorskip("torch")
+    A0, dA = RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4))
+    assert np.abs(np.linalg.eigvals(A0).imag).max() > 0.1      # (a complex pair)
+
+    def parts(A):
+        L, V = tg.linalg.eig(A)
+        return L.real, L.imag, V.real, V.imag
+    ins = (tg.tensor(A0, requires_grad=True),)
+    assert Fn._on_tape(Fn._jvp_on_tape, ins, parts(*ins), (tg.tensor(dA),)) is not None
+    (Lr, Li, Vr, Vi), (dLr, dLi, dVr, dVi) = Fn.jvp(parts, tg.tensor(A0), tg.tensor(dA))
+    (L, V), (dL, dV) = torch.func.jvp(torch.linalg.eig, (torch.tensor(A0),), (torch.tensor(dA),))
+    L, V, dL, dV = L.numpy(), V.numpy(), dL.numpy(), dV.numpy()
+    np.testing.assert_allclose(Lr.numpy() + 1j * Li.numpy(), L, rtol=1e-12)
+    np.testing.assert_allclose(dLr.numpy() + 1j * dLi.numpy(), dL, rtol=1e-10, atol=1e-12)
+    # each vector up to a phase (LAPACK's builds may differ): the tangent turns with it
+    Vo = Vr.numpy() + 1j * Vi.numpy()
+    at = np.abs(Vo).argmax(0)
+    phase = V[at, range(4)] / Vo[at, range(4)]
+    np.testing.assert_allclose(np.abs(phase), 1, rtol=1e-12)
+    np.testing.assert_allclose(Vo * phase, V, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose((dVr.numpy() + 1j * dVi.numpy()) * phase, dV, rtol=1e-10, atol=1e-12)
+
+    W = RNG.standard_normal((4, 4))
+
+    def loss(x, lib=tg):
+        L, V = lib.linalg.eig(x.reshape(4, 4))
+        return (L.real ** 3).sum() + (L.imag ** 2).sum() + ((V.abs() ** 2) * lib.tensor(W)).sum()
+    ins = (tg.tensor(A0.ravel(), requires_grad=True),)
+    assert Fn._on_tape(Fn._hessian_on_tape, ins, loss(*ins)) is not None
+    H = Fn.hessian(loss, tg.tensor(A0.ravel())).numpy()
+    want = torch.autograd.functional.hessian(lambda x: loss(x, torch), torch.tensor(A0.ravel())).numpy()
+    np.testing.assert_allclose(H, want, rtol=1e-9, atol=1e-10)
+
+    Ar, Ai = RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 3, 3))
+
+    def complex_loss(a, b, lib=tg):
+        L, V = lib.linalg.eig(lib.complex(a, b))
+        return (L.real ** 2 * L.imag).sum() + (V.abs() ** 3).sum()
+    ins = (tg.tensor(Ar, requires_grad=True), tg.tensor(Ai, requires_grad=True))
+    assert Fn._on_tape(Fn._hessian_on_tape, ins, complex_loss(*ins)) is not None
+    H = Fn.hessian(complex_loss, (tg.tensor(Ar), tg.tensor(Ai)))
+    want = torch.autograd.functional.hessian(lambda a, b: complex_loss(a, b, torch),
+                                             (torch.tensor(Ar), torch.tensor(Ai)))
+    for i in range(2):
+        for j in range(2):
+            np.testing.assert_allclose(H[i][j].numpy(), want[i][j].numpy(), rtol=1e-9, atol=1e-10)
+
+    def vectors(A, lib=tg):
+        return lib.linalg.eig(A)[1].real
+    for call in (lambda: Fn.jacobian(vectors, tg.tensor(A0)),
+                 lambda: Fn.hessian(lambda x: vectors(x.reshape(4, 4)).sum(), tg.tensor(A0.ravel())),
+                 lambda: torch.autograd.functional.jacobian(lambda A: vectors(A, torch), torch.tensor(A0))):
+        with pytest.raises(RuntimeError, match="specified up to multiplication by e"):
+            call()
+    # (forward mode raises nothing, in PyTorch neither: the tangents of the real parts of V)
+    J = Fn.jacobian(vectors, tg.tensor(A0), strategy="forward-mode", vectorize=True).numpy()
+    np.testing.assert_allclose(np.einsum("ijkl,kl->ij", J, dA), dVr.numpy(), rtol=1e-10, atol=1e-12)
+
+
 # svd's U and Vh, in sign-invariant uses
 CASES.update({
     "svd vectors, tall": (lambda A: (LA.svd(A, full_matrices=False)[0] ** 2) * LA.svd(A, full_matrices=False)[1],
@@ -223,7 +305,7 @@ def test_gaussian_process_objective_hessian():
 
 
 def test_ops_without_rules_take_the_reverse_path():
-    """linalg.eig and a tg.autograd.Function have no forward-mode rule, nor svd with
+    """A tg.autograd.Function has no forward-mode rule, nor svd with
     full_matrices of a matrix that is not square (as in PyTorch), nor qr in complete mode of
     a tall matrix: the functional API falls back to the reverse-mode path, with the right
     values (or, for that qr, PyTorch's error)."""
@@ -235,9 +317,6 @@ def test_ops_without_rules_take_the_reverse_path():
     assert Fn._on_tape(Fn._hvp_on_tape, ins, (qr(*ins),), (tg.tensor(x0),)) is None
     with pytest.raises(RuntimeError, match="not differentiable when mode='complete' and nrows > ncols"):
         Fn.hvp(qr, tg.tensor(x0), tg.tensor(x0))
-
-    def eig(x):
-        return (LA.eigvals(tg.diag(tg.tensor([1.0, 2.0, 3.0])) + 0.1 * tg.outer(x, x.sin())).real ** 2).sum() * x.sum()
 
     class Square(tg.autograd.Function):
         @staticmethod
@@ -254,7 +333,7 @@ def test_ops_without_rules_take_the_reverse_path():
 
     def svd_full(x):
         return (LA.svd(tg.outer(x, x[:2].exp()) + tg.ones(3, 2))[1] ** 3).sum()
-    for f in (eig, function, svd_full):
+    for f in (function, svd_full):
         ins = (tg.tensor(x0, requires_grad=True),)
         assert Fn._on_tape(Fn._hvp_on_tape, ins, (f(*ins),), (tg.tensor(x0),)) is None
         _, hv = Fn.hvp(f, tg.tensor(x0), tg.tensor(np.ones(3)))

@@ -25,8 +25,10 @@ _OP, _SIZE, _F0, _F1, _VAL, _NAME = _tp.OP, _tp.SIZE, _tp.F0, _tp.F1, _tp.VAL, _
 class TangentContext:
     """What the families' forward-mode rules may ask about the tape (``FamilyRules``):
     slot sizes, values (flat arrays), tangents ``(K, n)`` or None, and which slots a
-    reverse pass must reach (``needs``)."""
-    __slots__ = ("T", "ints", "flts", "aux", "K", "tans", "lead", "_maps", "_vals")
+    reverse pass must reach (``needs``), and how many leading rows of a reverse pass's
+    batches are adjoints (``adjoint_rows``: None for all; 1 in forward over reverse, whose
+    other rows are their tangents)."""
+    __slots__ = ("T", "ints", "flts", "aux", "K", "tans", "lead", "adjoint_rows", "_maps", "_vals")
 
     def __init__(self, T, K):
         self.T, self.K = T, K
@@ -34,6 +36,7 @@ class TangentContext:
         self.aux = walk.aux_array(T)
         self.tans = {}
         self.lead = None
+        self.adjoint_rows = None
         self._maps, self._vals = {}, {}
 
     def size(self, s):
@@ -143,6 +146,7 @@ def _reverse(ctx, seeds, targets, second):
     hi = max(seeds)
     if ctx.lead is None:
         ctx.lead = _leads(ctx, targets, hi)
+    ctx.adjoint_rows = 1 if second else None
     lead = ctx.lead
     adj = {s: g for s, g in seeds.items() if lead[s]}
     owned = set()           # slots whose adjoint is an array of the sweep's own (added to in place)

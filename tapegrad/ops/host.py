@@ -53,6 +53,9 @@ class HostOp(NamedTuple):
     #   curvature(xs, y, ts, ty, g, ints, floats, needs) -> per input the (K, *shape)
     #     derivative of its adjoint for ``g`` as the values read move along ts and ty
     forward_mode: tuple = None
+    # batched_reverse also gets ``adjoints``: how many leading rows of G are adjoints (the
+    # rest, in forward over reverse, are their tangents), for a rule that checks them (eig)
+    adjoint_rows: bool = False
 
 
 HOST_OPS = {}       # kernel index -> HostOp
@@ -60,7 +63,7 @@ BY_NAME = {}        # op name -> HostOp
 _SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
 
 
-def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=None):
+def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=None, adjoint_rows=False):
     """Define the host op ``name`` (an opcode of the HOST family)."""
     if not callable(forward) or not callable(reverse):
         raise OpDefinitionError("host op %r: its forward and its reverse rule must be functions" % name)
@@ -68,7 +71,8 @@ def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=No
         raise OpDefinitionError("host op %r: forward_mode is (tangent, batched_reverse, curvature)" % name)
     k = len(HOST_OPS)
     code = define(HOST, k, name, saves=saves)
-    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry, forward_mode)
+    op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry, forward_mode,
+                                                   adjoint_rows)
     return op
 
 
@@ -208,8 +212,10 @@ def tangent(ctx, s, k, row, f0, f1):
 def batched_reverse(ctx, s, k, row, f0, f1, G):
     op, slots, ints, shapes, oshape, xs, y = _forward_entry(ctx, s, k, row)
     needs = [ctx.needs(i) for i in slots]
-    grads = op.forward_mode[1](xs, y, G.reshape((G.shape[0],) + oshape), ints, (f0, f1), needs,
-                               **_entry_kw(op, ctx, s))
+    kw = _entry_kw(op, ctx, s)
+    if op.adjoint_rows:
+        kw["adjoints"] = G.shape[0] if ctx.adjoint_rows is None else ctx.adjoint_rows
+    grads = op.forward_mode[1](xs, y, G.reshape((G.shape[0],) + oshape), ints, (f0, f1), needs, **kw)
     return [(i, np.asarray(r, np.float64).reshape(G.shape[0], -1))
             for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
 
