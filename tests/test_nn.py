@@ -461,6 +461,29 @@ def test_bce_against_torch():
     np.testing.assert_allclose(loss.item(), lt.item(), rtol=1e-12)
 
 
+def test_binary_cross_entropy_checks_its_input_at_every_replay():
+    """Its check that the input lies in [0, 1] (NaN fails it, as in PyTorch) is a guard of
+    the recorded tape, so a replayed call with another input raises, rather than giving
+    NaN from the log of a negative number; the inputs in range replay to eager values."""
+    y = tg.tensor([1.0, 0.0, 1.0])
+    compiled = tg.compile(lambda p, t: F.binary_cross_entropy(p, t))
+    for vals in ([0.2, 0.5, 0.9], [0.3, 0.4, 0.8], [0.3, 0.4, 0.7], [1.5, 0.4, 0.7], [0.3, -0.1, 0.6],
+                 [float("nan"), 0.4, 0.6], [0.3, 0.4, 0.6]):
+        p = tg.tensor(vals, requires_grad=True)
+        if all(0 <= v <= 1 for v in vals):
+            out = compiled(p, y)
+            out.backward()
+            want = -np.mean([np.log(vals[0]), np.log(1 - vals[1]), np.log(vals[2])])
+            np.testing.assert_allclose(out.item(), want, rtol=1e-13)
+            np.testing.assert_allclose(p.grad.numpy(), [-1 / (3 * vals[0]), 1 / (3 * (1 - vals[1])),
+                                                        -1 / (3 * vals[2])], rtol=1e-12)
+            continue
+        for call in (compiled, F.binary_cross_entropy):
+            with pytest.raises(RuntimeError, match="^all elements of input should be between 0 and 1$"):
+                call(p, y)
+    assert compiled.stats.replays >= 2 and compiled.stats.divergences >= 1
+
+
 def test_bad_reduction():
     x = tg.tensor([[1.0, 2.0]])
     for fn, args in ((F.cross_entropy, (x, np.array([0]))), (F.nll_loss, (x, np.array([0]))),
