@@ -409,14 +409,16 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether ``isclose`` holds everywhere (a Python bool)."""
     _close_args("allclose", input, other, rtol, atol)
-    return _builtins.bool(_isclose(input._data, other._data, rtol, atol, equal_nan).all())
+    # (a recording's guards are the values compared: a replay decides again)
+    a, b = _tp.checked_values(input), _tp.checked_values(other)
+    return _builtins.bool(_isclose(a, b, rtol, atol, equal_nan).all())
 
 
 def equal(input, other):
     """Whether the two tensors have the same shape and elements (a Python bool)."""
     _need_tensor("equal", input, 1, "input")
     _need_tensor("equal", other, 2, "other")
-    a, b = input._data, other._data
+    a, b = _tp.checked_values(input), _tp.checked_values(other)      # (guards of a recording, as allclose's)
     return a.shape == b.shape and _builtins.bool((a == b).all())
 
 

@@ -1593,8 +1593,22 @@ def _unpack(LU):
     return _tril(LU, -1) + (eye if isinstance(LU, np.ndarray) else _const(eye)), _triu(LU)
 
 
+def _lu_checked(A):
+    """(LU, pivots) of ``A``, or PyTorch's error where U has a zero on its diagonal (in the
+    host op's forward: a replay checks too)."""
+    lu, piv, infos = _lu_np(A)
+    bad = np.flatnonzero(infos)
+    if bad.size:
+        i = int(infos[bad[0]])
+        raise RuntimeError("torch.linalg.lu_factor: %sU[%d,%d] is zero and using it on lu_solve would result in a "
+                           "division by zero. If you still want to perform the factorization, consider calling "
+                           "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+                           % (_batch_note(A, int(bad[0])), i, i))
+    return lu, piv
+
+
 def _luf_fwd(xs, ints, f):
-    return _lu_np(xs[0])[0]
+    return _lu_checked(xs[0])[0]
 
 
 def _luf_rev(xs, LU, g, ints, f, needs):
@@ -1647,14 +1661,7 @@ def lu_factor(A, *, pivot=True, out=None):
     _float_input(A, "linalg.lu_factor")
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
-    lu, piv, infos = _lu_np(A._data)
-    bad = np.flatnonzero(infos)
-    if bad.size:
-        i = int(infos[bad[0]])
-        raise RuntimeError("torch.linalg.lu_factor: %sU[%d,%d] is zero and using it on lu_solve would result in a "
-                          "division by zero. If you still want to perform the factorization, consider calling "
-                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
-                          % (_batch_note(A._data, int(bad[0])), i, i))
+    lu, piv = _lu_checked(A._data)
     return LuFactorResult(_h.record(_LU_FACTOR, [A], lu), Tensor._wrap(piv))
 
 

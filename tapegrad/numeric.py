@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from . import functions as _f
+from .core import tape as _tp
 from .core.dtypes import torch_name
 from .core.tensor import Tensor, _wrap_dim, from_data
 
@@ -43,7 +44,7 @@ def _check_weights(kind, w, n, dtype_ok, dtype_text):
     if w.numel() != n:
         raise RuntimeError("cov(): expected %s to have the same numel as there are observations in the input "
                            "but got %d != %d" % (kind, w.numel(), n))
-    if n and (w._data < 0).any():
+    if n and _tp.checked_values(w < 0).any():
         raise RuntimeError("cov(): %s cannot be negative" % kind)
 
 
@@ -71,15 +72,15 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         avg = _f.sum(x, 1) / n
     else:
         w_sum = _f.sum(w)
-        if float(w_sum._data) == 0:
+        if _tp.checked_values(w_sum == 0).any():
             raise RuntimeError("cov(): weights sum to zero, can't be normalized")
         avg = _f.sum(x * w, 1) / w_sum
     if w is not None and correction != 0:
         factor = w_sum - correction * (_f.sum(w * aweights) / w_sum if aweights is not None else 1)
     else:
         factor = w_sum - correction
-    # (the weights' checks and this one read the values without a guard: a replay
-    # computes PyTorch's result, 0 degrees of freedom, without the warning)
+    # (this one reads the values without a guard: a replay computes PyTorch's result,
+    # 0 degrees of freedom, without the warning)
     if float(factor._data if isinstance(factor, Tensor) else factor) <= 0:
         warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of "
                       "observations.", UserWarning, stacklevel=2)

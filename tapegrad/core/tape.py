@@ -139,6 +139,17 @@ class RecordingObserver:
         return None
 
 
+def checked_values(t):
+    """The values of tensor ``t`` that library code decides on (a check that raises, a
+    Python bool it returns): while a function is recorded for replay, a guard, so that
+    each replay decides again rather than reusing what the recording saw."""
+    if recording[0]:
+        rec = state().rec
+        if rec is not None:
+            rec.read(t, t._data)
+    return t._data
+
+
 def state():
     try:
         return _tls.st

@@ -17,11 +17,10 @@ def _recording():
 
 def _check_pd(a):
     """PyTorch's error for a matrix (or a batch element) that is not positive definite.
-    Skipped while a function is recorded for replay (a replay cannot repeat a check made
-    in Python): there such a matrix gives NaN factors."""
-    if _recording():
-        return
-    v = a.detach().numpy()
+    (Its values read directly: while a function is recorded for replay, the guards are the
+    signs of ``cholesky``'s pivots, so that a replay with such a matrix diverges and the
+    eager call raises, and a replay with another positive definite one does not.)"""
+    v = a._data
     flat = v.reshape((-1,) + v.shape[-2:])
     for b, m in enumerate(flat):
         for k in range(1, m.shape[-1] + 1):
@@ -40,6 +39,7 @@ def cholesky(a):
     """The lower Cholesky factor ``L`` of symmetric positive-definite ``a`` (``..., n, n``),
     ``L @ L.mT == a``, column by column (Cholesky-Crout); only ``a``'s lower triangle is read."""
     _check_pd(a)
+    recording = _recording()
     n = a.shape[-1]
     cols = []
     for j in range(n):
@@ -47,7 +47,10 @@ def cholesky(a):
         if j:
             c = _f.stack(cols, -1)                      # (..., n, j)
             s = s - (c * c[..., j:j + 1, :]).sum(-1)
-        d = s[..., j:j + 1].sqrt()
+        pivot = s[..., j:j + 1]
+        if recording:
+            _tape.checked_values(pivot > 0)
+        d = pivot.sqrt()
         mask = Tensor._const((np.arange(n) >= j).astype(a.dtype))
         cols.append(s * mask / d)
     return _f.stack(cols, -1)

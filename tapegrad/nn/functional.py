@@ -296,11 +296,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError("Using a target size ({}) that is different to the input size ({}) is deprecated. "
                          "Please ensure they have the same size.".format(list(target.shape),
                                                                        list(input.shape)))
-    inside = (input >= 0) & (input <= 1)        # (NaN is not, as in PyTorch)
-    rec = _tp.state().rec if _tp.recording[0] else None
-    if rec is not None:
-        rec.read(inside, inside._data)      # (a guard: a replay checks its input again)
-    if not inside._data.all():
+    if not _tp.checked_values((input >= 0) & (input <= 1)).all():       # (NaN is not in it, as in PyTorch)
         raise RuntimeError("all elements of input should be between 0 and 1")
     logp = _f.clamp(_f.log(input), min=-100.0)
     log1mp = _f.clamp(_f.log(1 - input), min=-100.0)
