@@ -21,6 +21,20 @@ def _fused_compiles_finish_in_their_test():
             t.join(120)
 
 
+@pytest.fixture(autouse=True)
+def _torch_default_dtype_restored():
+    """Tests that compare with PyTorch set its default dtype to float64 (tapegrad's); put
+    back what it was, so that no test sees the one before it set (the torch step runs the
+    comparison files in one process, in an order of its own)."""
+    import sys
+    torch = sys.modules.get("torch")
+    before = torch.get_default_dtype() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_default_dtype(before if before is not None else torch.float32)
+
+
 @pytest.fixture
 def fast_only(monkeypatch):
     """Fail if tg.autograd.functional falls back to its reverse-mode path instead of walking

@@ -351,10 +351,8 @@ except ImportError:     # (the comparisons below need it)
 
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
-def test_against_pytorch(fast_only, request):
-    old = torch.get_default_dtype()
-    request.addfinalizer(lambda: torch.set_default_dtype(old))      # (the tests after see torch's own)
-    torch.set_default_dtype(torch.float64)
+def test_against_pytorch(fast_only):
+    torch.set_default_dtype(torch.float64)      # (conftest.py puts torch's back after the test)
     A0 = RNG.standard_normal((30, 10))
     x0, v0 = RNG.standard_normal(10), RNG.standard_normal(10)
 
