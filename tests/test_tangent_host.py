@@ -220,6 +220,16 @@ def test_eig_against_pytorch():
     H = Fn.hessian(loss, tg.tensor(A0.ravel())).numpy()
     want = torch.autograd.functional.hessian(lambda x: loss(x, torch), torch.tensor(A0.ravel())).numpy()
     np.testing.assert_allclose(H, want, rtol=1e-9, atol=1e-10)
+    # the same through a recorded tape (at the recording's point and another) and tg.func
+    tape = tg.record(loss, A0.ravel())
+    np.testing.assert_allclose(tape.hessian(A0.ravel()), want, rtol=1e-9, atol=1e-10)
+    v = RNG.standard_normal(16)
+    np.testing.assert_allclose(tape.hvp(A0.ravel(), v)[1], want @ v, rtol=1e-9, atol=1e-10)
+    A1 = A0.ravel() + 0.01 * RNG.standard_normal(16)
+    want1 = torch.autograd.functional.hessian(lambda x: loss(x, torch), torch.tensor(A1)).numpy()
+    np.testing.assert_allclose(tape.hessian(A1), want1, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(tg.func.jacfwd(tg.func.jacrev(loss))(tg.tensor(A0.ravel())).numpy(), want,
+                               rtol=1e-9, atol=1e-10)
 
     Ar, Ai = RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 3, 3))
 
