@@ -635,19 +635,27 @@ def _float_tensor(name, v, pos, arg):
     return v if v.dtype.kind == "f" else v.to(_pr.DEFAULT)
 
 
-def logaddexp(input, other):
-    """``log(exp(input) + exp(other))`` without overflow: PyTorch's formula
-    ``max + log1p(exp(-|input - other|))``, equal infinities kept."""
-    a, b = _float_tensor("logaddexp", input, 1, "input"), _float_tensor("logaddexp", other, 2, "other")
-    out = maximum(a, b) + log1p(exp(-abs(a - b)))
+def _log_add(a, b, exp_, scale):
+    """PyTorch's ``max + log1p(exp_(-|a - b|)) * scale`` (``exp_`` exp or exp2; ``scale`` None
+    for 1), with the side each tensor takes chosen by ``where`` rather than by ``maximum``
+    and ``abs``: their kinks at a tie cancel in the value, but their second derivatives are
+    zero there, which lost the curvature.  Equal infinities are kept."""
+    first = a >= b
+    tail = log1p(exp_(where(first, b - a, a - b)))
+    out = where(first, a, b) + (tail if scale is None else tail * scale)
     return where((a == b) & (abs(a) == np.inf), a, out)
+
+
+def logaddexp(input, other):
+    """``log(exp(input) + exp(other))`` without overflow."""
+    a, b = _float_tensor("logaddexp", input, 1, "input"), _float_tensor("logaddexp", other, 2, "other")
+    return _log_add(a, b, exp, None)
 
 
 def logaddexp2(input, other):
-    """``log2(2**input + 2**other)``: ``max + log1p(2**-|input - other|) / ln 2``."""
+    """``log2(2**input + 2**other)`` without overflow."""
     a, b = _float_tensor("logaddexp2", input, 1, "input"), _float_tensor("logaddexp2", other, 2, "other")
-    out = maximum(a, b) + log1p(exp2(-abs(a - b))) * (1.0 / 0.6931471805599453)
-    return where((a == b) & (abs(a) == np.inf), a, out)
+    return _log_add(a, b, exp2, 1.0 / 0.6931471805599453)
 
 
 def lerp(input, end, weight):

@@ -223,6 +223,48 @@ def test_create_graph_second_derivatives():
     np.testing.assert_allclose(h.numpy(), s * (1 - s), rtol=1e-13)
 
 
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_curvature_at_a_tie(name):
+    """The Hessian of logaddexp is c s (1 - s) [[1, -1], [-1, 1]], s the weight of the first
+    argument (c = ln 2 for logaddexp2): at a tie (a == b) too, where a composition through
+    maximum and abs gave 0.  By forward over reverse (the NumPy walk, then the compiled
+    program), by double backward, and against PyTorch where installed."""
+    from tapegrad.autograd import functional as Fn
+    from tapegrad.autograd import tangent_program as TP
+    op, c = getattr(tg, name), (1.0 if name == "logaddexp" else math.log(2.0))
+    v = np.array([1.0, 0.7])
+    for a, b in ((0.0, 0.0), (1.5, 1.5), (-3.0, -3.0), (2.0, 5.0), (0.0, -40.0)):
+        s = 1.0 / (1.0 + np.exp(c * np.array([b - a, a - b])))     # (the weights of a and of b)
+        e = np.exp(-c * abs(a - b))         # (s (1 - s) = e / (1 + e)^2, exact where s rounds to 1)
+        want = c * e / (1 + e) ** 2 * np.array([[1.0, -1.0], [-1.0, 1.0]]) @ v
+        f = lambda x: op(x[0], x[1])     # noqa: E731
+        x0 = np.array([a, b])
+        walk = Fn.hvp(f, tg.tensor(x0), tg.tensor(v))[1].numpy()
+        np.testing.assert_allclose(walk, want, rtol=1e-13, atol=1e-300)
+        old, TP.MODE[0] = TP.MODE[0], "now"
+        try:
+            runs = TP.RUNS[0]
+            hs = [Fn.hvp(f, tg.tensor(x0), tg.tensor(v))[1].numpy() for _ in range(3)]
+        finally:
+            TP.MODE[0] = old
+        if engine.INTERPRET[0] != "always":
+            assert TP.RUNS[0] > runs
+        for h in hs:
+            np.testing.assert_allclose(h, want, rtol=1e-13, atol=1e-300)
+        x = tg.tensor(x0, requires_grad=True)
+        g, = tg.autograd.grad(f(x), x, create_graph=True)
+        np.testing.assert_allclose(g.detach().numpy(), s, rtol=1e-14)
+        hd, = tg.autograd.grad(g, x, tg.tensor(v))
+        np.testing.assert_allclose(hd.numpy(), want, rtol=1e-13, atol=1e-300)
+        try:
+            import torch
+        except ImportError:
+            continue
+        ht = torch.autograd.functional.hvp(lambda t: getattr(torch, name)(t[0], t[1]), torch.tensor(x0),
+                                           torch.tensor(v))[1].numpy()
+        np.testing.assert_allclose(walk, ht, rtol=1e-13, atol=1e-300)
+
+
 def test_replay_with_new_inputs():
     def f(a, b):
         return (tg.hypot(a, b) + tg.xlogy(a.abs(), b.abs() + 1.0) + tg.remainder(a, b) * tg.fmod(b, a)
