@@ -453,6 +453,42 @@ def test_logcumsumexp_is_stable(row, mode, monkeypatch):
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("fn", ["median", "nanmedian"])
+def test_median_of_everything_spreads_its_gradient_over_ties(fn):
+    """median() and nanmedian() without a dim: PyTorch's gradient is spread evenly over the
+    elements equal to the median (over the NaNs when it is NaN), as max()'s, not sent to
+    one of them (median along a dim sends it to the one its index names); forward mode the
+    same; a replay with other ties spreads over those.  Against PyTorch where installed."""
+    cases = [([1.0, 1.0, 1.0, 0.0], [1 / 3, 1 / 3, 1 / 3, 0.0]), ([3.0, 1.0, 2.0, 2.0], [0.0, 0.0, 0.5, 0.5]),
+             ([[2.0, 2.0, 5.0], [1.0, 2.0, 7.0]], [[1 / 3, 1 / 3, 0.0], [0.0, 1 / 3, 0.0]]),
+             ([4.0, 1.0, 9.0], [1.0, 0.0, 0.0]), ([NAN, NAN], [0.5, 0.5])]
+    cases.append(([1.0, NAN, 2.0, NAN], [1.0, 0.0, 0.0, 0.0] if fn == "nanmedian" else [0.0, 0.5, 0.0, 0.5]))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    for v, want in cases:
+        x = tg.tensor(v, requires_grad=True)
+        y = getattr(x, fn)()
+        assert y.grad_fn.name() == ("NanmedianBackward0" if fn == "nanmedian" else "MedianBackward0")
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-15)
+        d = np.arange(1.0, 1.0 + np.size(v)).reshape(np.shape(v))
+        _, jv = tg.autograd.functional.jvp(lambda a: getattr(a, fn)(), tg.tensor(v), tg.tensor(d))
+        np.testing.assert_allclose(jv.item(), (np.array(want) * d).sum(), rtol=1e-15)
+        if torch is not None:
+            t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+            getattr(t, fn)().backward()
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-15)
+    compiled = tg.compile(lambda a: getattr(a, fn)() * a)
+    for v in ([1.0, 2.0, 3.0], [5.0, 1.0, 2.0], [2.0, 2.0, 9.0], [7.0, 0.0, 7.0]):
+        x, x2 = tg.tensor(v, requires_grad=True), tg.tensor(v, requires_grad=True)
+        compiled(x).sum().backward()
+        (getattr(x2, fn)() * x2).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-15)
+    assert compiled.stats.replays == 3 and compiled.stats.divergences == 0
+
+
 def test_repeated_picks_accumulate():
     # the median of a row of equal values and a quantile between two equal order statistics
     x = tg.tensor([[1.0, 2.0, 3.0]], requires_grad=True)

@@ -22,6 +22,7 @@ from ..core.dtypes import torch_name
 from ..core.tensor import Tensor, _wrap_dim
 from . import shape as _sh
 from .elementwise import BINARY_BY_NAME as _B
+from . import reduce as _rd
 from .reduce import MaxMin
 
 _SUB = _B["sub"].record
@@ -549,6 +550,13 @@ def _median(fname, input, dim, keepdim, ignore_nan):
         raise NotImplementedError('"%s" not implemented for \'Bool\'' % ("median_cpu" if dim is None else "median_out"))
     name = "NanmedianBackward0" if ignore_nan else "MedianBackward0"
     if dim is None:
+        if x._data.size and x._requires_grad and x.dtype.kind == "f":
+            # PyTorch's gradient of the median of everything: spread evenly over the elements
+            # equal to it (the NaNs, when it is NaN), as max()'s: an extremum entry (its replay
+            # takes the median again), not the gather of one of them
+            d = x._data.reshape(-1)
+            return _rd._record(_rd.EXTREMUM, x, d[_median_lin(d, 0, False, ignore_nan)[1]], tuple(range(x.ndim)),
+                               name)
         flat = _sh.reshape(x, (-1,))
         if not flat._data.size:
             if x.dtype.kind != "f":
