@@ -553,10 +553,8 @@ def _median(fname, input, dim, keepdim, ignore_nan):
         if x._data.size and x._requires_grad and x.dtype.kind == "f":
             # PyTorch's gradient of the median of everything: spread evenly over the elements
             # equal to it (the NaNs, when it is NaN), as max()'s: an extremum entry (its replay
-            # takes the median again), not the gather of one of them
-            d = x._data.reshape(-1)
-            return _rd._record(_rd.EXTREMUM, x, d[_median_lin(d, 0, False, ignore_nan)[1]], tuple(range(x.ndim)),
-                               name)
+            # takes the median again, ``EXTREMUM_OF_ALL``), not the gather of one of them
+            return _rd._record(_rd.EXTREMUM, x, _rd.EXTREMUM_OF_ALL[name](x._data), tuple(range(x.ndim)), name)
         flat = _sh.reshape(x, (-1,))
         if not flat._data.size:
             if x.dtype.kind != "f":
@@ -569,6 +567,16 @@ def _median(fname, input, dim, keepdim, ignore_nan):
     if not x._data.size:
         return _empty_reduced(x, ax, keepdim, name.replace("Backward0", "Backward1"))
     return MaxMin(_picked(x, "median", (ax, bool(keepdim), ignore_nan), name.replace("Backward0", "Backward1")))
+
+
+def _median_of_all(ignore_nan):
+    def f(v):
+        d = v.reshape(-1)
+        return d[_median_lin(d, 0, False, ignore_nan)[1]]
+    return f
+
+
+_rd.EXTREMUM_OF_ALL.update(MedianBackward0=_median_of_all(False), NanmedianBackward0=_median_of_all(True))
 
 
 def _no_median(fname):

@@ -423,25 +423,18 @@ def _extremum_differentiable(ctx, s, a, g, gi, ngroups, n, f0):
     return _spread(g, gi, ngroups, n) * Tensor._wrap(w.astype(g.dtype))
 
 
+# the value an extremum entry of another op takes of all of its input, by grad_fn name
+# (ops/order.py adds median's and nanmedian's: their gradient is max()'s)
+EXTREMUM_OF_ALL = {}
+
+
 @replay(EXTREMUM)
 def _extremum_replay(a, axes, ax, shape, name, f0):
-    if name.startswith(("Median", "Nanmedian")):        # (median() of everything: ops/order.py)
-        ignore_nan = name.startswith("Nanmedian")
-        return lambda v: np.asarray(_lower_median(v[a], ignore_nan)).reshape(shape)
+    of_all = EXTREMUM_OF_ALL.get(name)
+    if of_all is not None:
+        return lambda v: np.asarray(of_all(v[a])).reshape(shape)
     pick = np.max if name.startswith(("Max", "Amax")) else np.min
     return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
-
-
-def _lower_median(v, ignore_nan):
-    """The lower median of all of ``v`` (element ``(n - 1) // 2`` in order); NaN if it holds
-    one (``ignore_nan``: of the others, NaN if none is left)."""
-    e = v.reshape(-1)
-    nan = np.isnan(e)
-    if nan.any():
-        if not ignore_nan or nan.all():
-            return e[nan][0]
-        e = e[~nan]
-    return np.partition(e, (e.size - 1) // 2)[(e.size - 1) // 2]
 
 
 # -- logsumexp --------------------------------------------------------------------
