@@ -149,6 +149,12 @@ def _reverse(ctx, seeds, targets, second):
     ctx.adjoint_rows = 1 if second else None
     lead = ctx.lead
     adj = {s: g for s, g in seeds.items() if lead[s]}
+    if second:
+        # an adjoint whose tangent rows are zero (the seed's: a constant) is kept as its
+        # row 0 alone, until a curvature term or a batch with tangents adds to them, so
+        # that no rule multiplies a zero tangent into an infinite partial (PyTorch's
+        # double backward has no term for a constant: x * x at inf has Hessian 2, not NaN)
+        adj = {s: g[:1] if not g[1:].any() else g for s, g in adj.items()}
     owned = set()           # slots whose adjoint is an array of the sweep's own (added to in place)
     keep = set(targets)
     ints, flts, aux = ctx.ints, ctx.flts, ctx.aux
@@ -165,23 +171,43 @@ def _reverse(ctx, seeds, targets, second):
             prev = adj.get(i)
             if prev is None:
                 adj[i] = r
+            elif prev.shape[0] < r.shape[0]:        # (rows 1..K only in r: zero in prev)
+                r = r.copy()            # (a rule may hand on its G itself)
+                r[0] += prev[0]
+                adj[i] = r
+                owned.add(i)
             elif i in owned:
-                prev += r
+                prev[:r.shape[0]] += r
             else:
-                adj[i] = prev + r
+                prev = adj[i] = prev.copy()
+                prev[:r.shape[0]] += r
                 owned.add(i)
         if second:
             c, _ = _rules(row, "curvature")
             for i, d in c(ctx, s, k, row, f0, f1, G[0]):     # (into the tangent rows 1..K)
                 prev = adj.get(i)
-                if prev is None:
-                    prev = adj[i] = np.zeros((1 + d.shape[0], d.shape[1]))
+                if prev is None or prev.shape[0] == 1:
+                    new = np.zeros((1 + d.shape[0], d.shape[1]))
+                    if prev is not None:
+                        new[0] = prev[0]
+                    prev = adj[i] = new
                     owned.add(i)
                 elif i not in owned:
                     prev = adj[i] = prev.copy()
                     owned.add(i)
                 prev[1:] += d
+    if second:
+        return {t: _all_rows(adj.get(t), ctx.K) for t in targets}
     return {t: adj.get(t) for t in targets}
+
+
+def _all_rows(G, K):
+    """An adjoint kept as its row 0 alone (its tangents structurally zero) with them."""
+    if G is None or G.shape[0] == 1 + K:
+        return G
+    full = np.zeros((1 + K, G.shape[1]))
+    full[0] = G[0]
+    return full
 
 
 def leaf_slot(T, t):

@@ -376,6 +376,10 @@ class _Source:
         self.lines = []
         self._loops, self._dp = 0, ""
         self.t_arrays, self.a_arrays = set(), set(p.targets)      # slots whose tangent, adjoint cross loops
+        # slots whose adjoint's tangent array has been added to (by the loops emitted so
+        # far, which come after theirs on the tape): the others' is structurally zero and
+        # read as None, so that no rule multiplies a zero into an infinite partial
+        self.h_live = set()
         for e in p.entries:
             for acc in e.ops:
                 if acc is not None and not p.in_register(e, acc):
@@ -554,29 +558,30 @@ class _Source:
             s = e.slot
             at = self._idx(e.out_map.map) if e.kind == "sum" else "i"
             if s == p.out:
-                first = ("1.0", "0.0")
+                first = ("1.0", None)
             elif s in self.a_arrays:
-                first = ("ag%d[%s]" % (s, at), "ah%d[%s]" % (s, at))
+                first = ("ag%d[%s]" % (s, at), "ah%d[%s]" % (s, at) if s in self.h_live else None)
             else:
-                first = ("0.0", "0.0")
-            self._adj[s] = ["g%d_0" % s, "h%d_0" % s, 0]
+                first = ("0.0", None)
+            self._adj[s] = ["g%d_0" % s, None if first[1] is None else "h%d_0" % s, 0]
             self.emit(2, "g%d_0 = %s" % (s, first[0]))
-            self.emit(2, "h%d_0 = %s" % (s, first[1]))
+            if first[1] is not None:
+                self.emit(2, "h%d_0 = %s" % (s, first[1]))
         for e in reversed(members):
             s = e.slot
             g, h = self._adj[s][:2]
             if e.kind == "sum":
                 scale = " / %r" % e.count if e.mean else ""
-                self._add(e, e.ops[0], g + scale, h + scale, consts, pre, post)
+                self._add(e, e.ops[0], g + scale, None if h is None else h + scale, consts, pre, post)
                 continue
             for j, rule in ([(0, e.op.rule)] if e.kind == "unary" else [(0, e.op.rule_a), (1, e.op.rule_b)]):
                 if e.ops[j] is None:
                     continue
                 env = self._unary_env(e, True) if e.kind == "unary" else self._binary_env(e, j, True)
                 c0, curvature = dual(rule, dict(env, g=(g, None)))
-                c1 = dual(rule, dict({k: (v, None) for k, (v, _) in env.items()}, g=(h, None)))[0]
-                self._add(e, e.ops[j], c0, c1 if curvature is None else "%s + %s" % (c1, curvature), consts, pre,
-                          post)
+                c1 = None if h is None else dual(rule, dict({k: (v, None) for k, (v, _) in env.items()},
+                                                            g=(h, None)))[0]
+                self._add(e, e.ops[j], c0, _plus(c1, curvature), consts, pre, post)
         self._around(pre, post)
 
     # -- a matrix product between the loops: np.dot on whole arrays ---------------------
@@ -663,23 +668,24 @@ class _Source:
             if e.slot == self.p.out:
                 G, H = "1.0", None
             elif e.slot in self.a_arrays:
-                G, H = "ag%d[%%s]" % e.slot, "ah%d[%%s]" % e.slot
+                G, H = "ag%d[%%s]" % e.slot, "ah%d[%%s]" % e.slot if e.slot in self.h_live else None
             else:
                 return
             for acc, place in zip(e.ops, e.dims):
                 if acc is not None and place.size:
                     at, to = self._idx(place), self._idx(acc.map)
                     self.emit(1, "for i in range(%d):" % place.size)
-                    self.emit(2, "ag%d[%s] += %s" % (acc.slot, to, G % at if H else G))
+                    self.emit(2, "ag%d[%s] += %s" % (acc.slot, to, G % at if "%" in G else G))
                     if H:
                         self.emit(2, "ah%d[%s] += %s" % (acc.slot, to, H % at))
+                        self.h_live.add(acc.slot)
             return
         s, (rows, inner, cols, nb) = e.slot, e.dims
         shape, q = ((rows, cols), "") if nb == 1 else ((nb, rows, cols), "[q]")
         if s == self.p.out:
             G, H = "np.ones(%r)%s" % (shape, q), None
         elif s in self.a_arrays:
-            G, H = "ag%d.reshape%r%s" % (s, shape, q), "ah%d.reshape%r%s" % (s, shape, q)
+            G, H = "ag%d.reshape%r%s" % (s, shape, q), "ah%d.reshape%r%s" % (s, shape, q) if s in self.h_live else None
         else:
             return              # (it reaches no output: no adjoint)
         (A, B), (tA, tB) = self._operands(e)
@@ -698,6 +704,8 @@ class _Source:
             self._per_batch(e, g, size, dg)
             if dh:
                 self._per_batch(e, h, size, dh)
+            if dh:
+                self.h_live.add(acc.slot)
             if acc.map is None:
                 self.emit(1, "ag%d += %s" % (acc.slot, g))
                 if dh:
@@ -802,9 +810,12 @@ class _Source:
         if s == self.p.out:
             G, H = "np.ones(%d)" % e.n, "np.zeros(%d)" % e.n
         elif s in self.a_arrays:
-            G, H = "ag%d" % s, "ah%d" % s
+            G, H = "ag%d" % s, "ah%d" % s if s in self.h_live else "np.zeros(%d)" % e.n
         else:
             return
+        # a linear group's adjoint tangent is its adjoint's, moved: none when that is zero
+        # (the others' rules read an explicit zero)
+        lin_zero = e.op in (_rd.EXTREMUM, _rd.CUMSUM) and H.startswith("np.zeros")
         if s in self.t_arrays or e.op not in _REVERSE_READS_TY:     # (written by the forward loops, or not read)
             v = self._group_values(e)
             v["into"] = "t%d" % s if s in self.t_arrays else None
@@ -820,9 +831,10 @@ class _Source:
             self.emit(1, "RG%(j)d, RH%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
             self.emit(1, "for i in range(%(n)d - 1, -1, -1):" % v)
             self.emit(2, "RG%(j)d[%(g)s] += %(gy)s[i]" % v)
-            self.emit(2, "RH%(j)d[%(g)s] += %(hy)s[i]" % v)
             self.emit(2, "%(gx)s[i] = RG%(j)d[%(g)s]" % v)
-            self.emit(2, "%(hx)s[i] = RH%(j)d[%(g)s]" % v)
+            if not lin_zero:
+                self.emit(2, "RH%(j)d[%(g)s] += %(hy)s[i]" % v)
+                self.emit(2, "%(hx)s[i] = RH%(j)d[%(g)s]" % v)
         elif k == _rd.LOGSUMEXP:        # dx = gy p, its tangent hy p + gy p (dx - dy)
             self.emit(1, loop)
             self.emit(2, "pe%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
@@ -862,13 +874,16 @@ class _Source:
             self.emit(1, loop)
             self.emit(2, "if %(bad)s:" % v)
             self.emit(3, "%(gx)s[i] = np.nan" % v)
-            self.emit(3, "%(hx)s[i] = np.nan" % v)
+            if not lin_zero:
+                self.emit(3, "%(hx)s[i] = np.nan" % v)
             self.emit(2, "elif %(hit)s:" % v)
             self.emit(3, "%(gx)s[i] = %(gy)s[%(g)s] / C%(j)d[%(g)s]" % v)
-            self.emit(3, "%(hx)s[i] = %(hy)s[%(g)s] / C%(j)d[%(g)s]" % v)
+            if not lin_zero:
+                self.emit(3, "%(hx)s[i] = %(hy)s[%(g)s] / C%(j)d[%(g)s]" % v)
             self.emit(2, "else:")
             self.emit(3, "%(gx)s[i] = 0.0" % v)
-            self.emit(3, "%(hx)s[i] = 0.0" % v)
+            if not lin_zero:
+                self.emit(3, "%(hx)s[i] = 0.0" % v)
         else:
             self.emit(1, "S%(j)d_1, S%(j)d_2 = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
             self.emit(1, loop)
@@ -889,7 +904,9 @@ class _Source:
                           " - pe%(j)d * S%(j)d_2[%(g)s]" % v)
         self.emit(1, loop)
         self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["gx"]))
-        self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["hx"]))
+        if not lin_zero:
+            self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["hx"]))
+            self.h_live.add(acc.slot)
 
     def _add(self, e, acc, c0, c1, consts, pre, post):
         """Add ``c0`` (to the adjoint) and ``c1`` (to its tangent) of entry ``e`` into
@@ -899,23 +916,33 @@ class _Source:
         if self.p.in_register(e, acc):
             names = self._adj[b]
             names[2] += 1
-            g, h = "g%d_%d" % (b, names[2]), "h%d_%d" % (b, names[2])
+            g = "g%d_%d" % (b, names[2])
             self.emit(2, "%s = %s + %s" % (g, names[0], c0))
-            self.emit(2, "%s = %s + %s" % (h, names[1], c1))
-            names[0], names[1] = g, h
+            names[0] = g
+            if c1 is not None:
+                h = "h%d_%d" % (b, names[2])
+                self.emit(2, "%s = %s" % (h, c1 if names[1] is None else "%s + %s" % (names[1], c1)))
+                names[1] = h
             return
         at = self._idx(acc.map)
         if at.isdigit():
             names = consts.get((b, at))
             if names is None:
-                names = consts[(b, at)] = ("cg%d_%s" % (b, at), "ch%d_%s" % (b, at))
-                pre.append("%s = %s = 0.0" % names)
-                post += ["ag%d[%s] += %s" % (b, at, names[0]), "ah%d[%s] += %s" % (b, at, names[1])]
+                names = consts[(b, at)] = ["cg%d_%s" % (b, at), "ch%d_%s" % (b, at), False]
+                pre.append("%s = %s = 0.0" % tuple(names[:2]))
+                post.append("ag%d[%s] += %s" % (b, at, names[0]))
             self.emit(2, "%s += %s" % (names[0], c0))
-            self.emit(2, "%s += %s" % (names[1], c1))
+            if c1 is not None:
+                self.emit(2, "%s += %s" % (names[1], c1))
+                if not names[2]:
+                    names[2] = True
+                    post.append("ah%d[%s] += %s" % (b, at, names[1]))
+                    self.h_live.add(b)
             return
         self.emit(2, "ag%d[%s] += %s" % (b, at, c0))
-        self.emit(2, "ah%d[%s] += %s" % (b, at, c1))
+        if c1 is not None:
+            self.emit(2, "ah%d[%s] += %s" % (b, at, c1))
+            self.h_live.add(b)
 
 
 # -- running: a program per tape structure, compiled in the background ------------------
