@@ -311,6 +311,37 @@ def test_jacobian_vector_products(compiled):
 
 
 @compiled_code
+def test_a_recorded_tape_keeps_its_programs(compiled, monkeypatch):
+    """A recorded tape's hvp and jvp find their programs without the structure key once
+    compiled (one structure), and give the NumPy walk's values at every point; with the
+    programs off, the walk serves."""
+    def f(a):
+        return (a.exp() * a.sin()).sum() + (a[1:] * a[:-1]).sum()
+    x0 = RNG.standard_normal(7)
+    tape = tg.record(f, x0)
+    keyed = []
+    real = TP.program
+    monkeypatch.setattr(TP, "program", lambda *a: (TP.MODE[0] == "now" and keyed.append(a[1])) or real(*a))
+    runs = TP.RUNS[0]
+    for k in range(3):
+        x, v = RNG.standard_normal(7), RNG.standard_normal(7)
+        _, hv = tape.hvp(x, v)
+        _, t = tape.jvp(x, v)
+        TP.MODE[0] = "off"
+        try:
+            _, hv_walk = tape.hvp(x, v)
+            _, t_walk = tape.jvp(x, v)
+        finally:
+            TP.MODE[0] = "now"
+        np.testing.assert_allclose(hv, hv_walk, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(float(t), float(t_walk), rtol=1e-13)
+        want = (np.exp(x) * (np.sin(x) + np.cos(x))) @ v + v[1:] @ x[:-1] + x[1:] @ v[:-1]
+        np.testing.assert_allclose(float(t), want, rtol=1e-12)
+    assert TP.RUNS[0] == runs + 6           # (every hvp and jvp with the programs on ran one)
+    assert sorted(keyed) == ["hvp", "jvp"]  # (keyed once each, at the first call)
+
+
+@compiled_code
 def test_cumulative_sums(compiled):
     """cumsum: running sums along each row forward, from each row's end in reverse."""
     _check(lambda w: w.cumsum(0).sin().sum() + (w.reshape(4, 6).cumsum(1) ** 2).sum()

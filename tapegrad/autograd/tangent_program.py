@@ -994,26 +994,37 @@ def _slot_value(T, ints, flts, s):
     return np.ascontiguousarray(v).reshape(-1)
 
 
-def second_order(T, seeds, targets, out):
+def second_order(T, seeds, targets, out, cache=None):
     """{target slot: (g, h)}: the gradient ``g`` of slot ``out`` at each wanted slot and
     its derivative ``h`` along the tangents ``seeds`` {slot: (1, n)} (one direction),
     by the tape structure's compiled program; or None while it is not compiled, or
-    when it cannot be (the caller then walks the tape in NumPy, ``autograd.tangent``)."""
-    res = _run(T, "hvp", seeds, list(targets), (out,))
+    when it cannot be (the caller then walks the tape in NumPy, ``autograd.tangent``).
+    ``cache``: a dict kept by a caller whose tapes all have one structure (a recorded
+    tape's replays), which then finds the program without its key (``_run``)."""
+    res = _run(T, "hvp", seeds, list(targets), (out,), cache)
     return None if res is None else {t: (res[2 * i], res[2 * i + 1]) for i, t in enumerate(targets)}
 
 
-def first_order(T, seeds, outs):
+def first_order(T, seeds, outs, cache=None):
     """{output slot: its tangent (flat)} along the tangents ``seeds`` {slot: (1, n)} (a
     Jacobian-vector product: the forward loops alone), or None as ``second_order``."""
-    res = _run(T, "jvp", seeds, [], tuple(outs))
+    res = _run(T, "jvp", seeds, [], tuple(outs), cache)
     return None if res is None else dict(zip(outs, res))
 
 
-def _run(T, kind, seeds, targets, outs):
+def _run(T, kind, seeds, targets, outs, cache=None):
     if any(d.shape[0] != 1 for d in seeds.values()):
         return None
-    got = program(T, kind, list(seeds), targets, outs)
+    if cache is None or MODE[0] == "off":
+        got = program(T, kind, list(seeds), targets, outs)
+    else:
+        # (the structure key costs about as much as a small program's run)
+        at = (kind, tuple(seeds), tuple(targets), outs)
+        got = cache.get(at)
+        if got is None:
+            got = program(T, kind, list(seeds), targets, outs)
+            if got is not None and (got[2] is not None or isinstance(got[1], Unsupported)):     # (settled)
+                cache[at] = got
     return None if got is None else execute(got, T, seeds)
 
 

@@ -23,6 +23,7 @@ class RecordedTape:
 
     def __init__(self, recording):
         self._R = recording
+        self._programs = {}     # its forward-over-reverse programs, found without their key (one structure)
 
     @property
     def num_entries(self):
@@ -211,7 +212,8 @@ class RecordedTape:
         t = None
         if seeds and min(seeds) <= s:
             try:
-                got = None if self._checked else TP.first_order(T, seeds, (s,))    # (compiled: None until ready)
+                # (compiled: None until ready)
+                got = None if self._checked else TP.first_order(T, seeds, (s,), self._programs)
                 t = got[s] if got is not None else TG.tangents(T, seeds, s).tans.get(s)
             except NoForwardRule:
                 t = _reverse_jvp(T, s, y, ins, vs, self._checked)
@@ -231,7 +233,8 @@ class RecordedTape:
         got = {}
         if seeds and min(seeds) <= s:
             try:
-                res = None if self._checked else TP.second_order(T, seeds, list(seeds), s)  # (None until compiled)
+                # (None until compiled)
+                res = None if self._checked else TP.second_order(T, seeds, list(seeds), s, self._programs)
                 if res is None:
                     seed = np.zeros((1 + K, 1))
                     seed[0] = 1.0
@@ -306,6 +309,7 @@ class RecordedTape:
         if v != FORMAT_VERSION:
             raise ValueError("this tape was pickled in format %r; this tapegrad reads format %d" % (v, FORMAT_VERSION))
         self._R = st["recording"]
+        self._programs = {}
 
 
 # -- the reverse-mode paths of a tape with an op without a forward-mode rule ----------
