@@ -116,3 +116,23 @@ def test_against_pytorch(name, f, x, v, want):
     _check(hv.numpy(), want)        # (the closed form above is PyTorch's value too)
     got, _ = _functional_hvp(f, x, v)
     np.testing.assert_array_equal(got, hv.numpy())
+
+
+@compiled_code
+def test_prod_with_an_infinite_element_walk_and_program_agree(monkeypatch):
+    """prod's curvature takes the others' product as its first derivative does (result /
+    input: NaN at the infinite element, PyTorch's), in the walk as in the program; the
+    other rows are the Hessian's limits (PyTorch: NaN for the whole group)."""
+    x, v = np.array([inf, 2.0, 3.0]), np.array([-0.5, 1.5, -1.25])
+    got = {}
+    for mode in ("off", "now"):
+        _set_mode(monkeypatch, mode)
+        got[mode], _ = _functional_hvp(lambda t, L: t.prod(), x, v)
+    for hv in got.values():
+        assert np.isnan(hv[0])
+        np.testing.assert_array_equal(hv[1:], [-inf, inf])     # (3 v0 + inf v2, 2 v0 + inf v1)
+    _set_mode(monkeypatch, "now")
+    fin = np.array([1.5, 2.0, 3.0])
+    hv, _ = _functional_hvp(lambda t, L: t.prod(), fin, v)
+    H = np.array([[0, 3, 2], [3, 0, 1.5], [2, 1.5, 0]])
+    np.testing.assert_allclose(hv, H @ v, rtol=1e-14)

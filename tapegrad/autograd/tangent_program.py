@@ -869,7 +869,10 @@ class _Source:
             self.emit(3, "dw%(j)d = (TZ%(j)d[%(g)s] - %(tx)s[i]) * P%(j)d[%(g)s]" % v)
             self.emit(2, "else:")
             self.emit(3, "dw%(j)d = 0.0" % v)
-            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * w%(j)d + %(gy)s[%(g)s] * dw%(j)d" % v)
+            if H.startswith("np.zeros"):      # (no adjoint tangent: no term for it, as in the NumPy walk)
+                self.emit(2, "%(hx)s[i] = %(gy)s[%(g)s] * dw%(j)d" % v)
+            else:
+                self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * w%(j)d + %(gy)s[%(g)s] * dw%(j)d" % v)
         elif k == _rd.EXTREMUM:         # the ties share the adjoint; no curvature
             self.emit(1, loop)
             self.emit(2, "if %(bad)s:" % v)

@@ -1186,7 +1186,10 @@ def _prod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
     Xs = np.where(zero, 1.0, X)
     E = _exclusive_products(Xs)
     TX = T / Xs
-    d = np.where(z == 0, E * (TX.sum(axis=-1, keepdims=True) - TX), 0.0)
+    # (without zeros, the others' product as the first derivative takes it: PyTorch's
+    # result / input, NaN at an infinite input, as in the compiled program)
+    W = _to_rows(_prod_others(ctx, a, gi, ngroups, n, f0), order, ngroups)
+    d = np.where(z == 0, W * (TX.sum(axis=-1, keepdims=True) - TX), 0.0)
     if z.max(initial=0) > 0:
         tz = np.where(zero, T, 0.0).sum(axis=-1, keepdims=True)
         one = np.where(zero, np.where(zero, 0.0, T * E).sum(axis=-1, keepdims=True), tz * E)
