@@ -350,22 +350,119 @@ def det(A, *, out=None):
     return _h.record(_DET, [A], _det_fwd([A._data], (), None))
 
 
+# PyTorch factors a real matrix's transpose for slogdet (det A^T = det A, and A^T is the
+# column-major matrix LAPACK reads in A's memory); its reverse and forward mode solve with
+# that LU.  At a singular matrix (a zero pivot: sign 0, logabsdet -inf) these solves divide
+# by the zero pivot and give infs and nans where a nonsingular matrix has A^-T; below they
+# are LAPACK's getrs with A^T's getrf, as there.  (The infs and nans come from the zero
+# pivot, so they are PyTorch's where the two LAPACKs factor the matrix alike, which they do
+# for exactly singular matrices of small integers; a matrix singular only to rounding may
+# come out with a zero pivot in one and a tiny one in the other.)
+def _lu_t(m):
+    """LAPACK's LU (getrf) of the square matrix ``m``'s transpose: (LU, 0-based pivots)."""
+    lu, piv, _ = _lapack("getrf", m)(m.T)
+    return lu, piv
+
+
+def _lu_sign(lu, piv):
+    """PyTorch's sign from an LU: the product of the signs of U's diagonal (0 for a
+    zero pivot) times the permutation's parity, so a singular matrix's is 0.0 or -0.0."""
+    odd = np.count_nonzero(piv != np.arange(len(piv))) % 2
+    return np.prod(np.sign(np.diagonal(lu))) * (-1.0 if odd else 1.0)
+
+
 def _slogdet_fwd(xs, ints, f):
-    s, l = np.linalg.slogdet(xs[0])
+    A = xs[0]
+    s, l = np.linalg.slogdet(np.swapaxes(A, -1, -2))
+    s = np.array(s)
+    zero = np.flatnonzero(s.reshape(-1) == 0)
+    if zero.size:       # (NumPy's 0.0: PyTorch's carries the sign of the product)
+        s = s.reshape(-1)
+        fl = _flat_batches(A)
+        for i in zero:
+            s[i] = 0.0 * _lu_sign(*_lu_t(fl[i]))
     return np.concatenate([np.ravel(s), np.ravel(l)])
+
+
+def _singular_mask(A, y):
+    """Which of ``A``'s matrices the forward found singular (sign 0), shaped as A's batch."""
+    nb = int(np.prod(A.shape[:-2], dtype=np.int64))
+    return np.asarray(y)[:nb].reshape(A.shape[:-2]) == 0
+
+
+def _solve_refuses(A, singular):
+    """PyTorch's error for a second-order derivative at a singular matrix: its reverse
+    with grad mode on solves A^T X = g I by linalg.solve, which refuses the matrix."""
+    i = int(np.flatnonzero(singular.reshape(-1))[0])
+    raise LinAlgError("torch.linalg.solve: " + _batch_note(A, i)
+                      + "The solver failed because the input matrix is singular.")
+
+
+def _logabsdet_adjoints(A, G, singular):
+    """``G_b A_b^-T`` for logabsdet adjoints ``G`` (rows, then A's batch shape): the rows
+    of A's adjoint, those of a singular matrix by PyTorch's solve (infs and nans)."""
+    R = G.shape[0]
+    n = A.shape[-1]
+    fl, Gf, sf = _flat_batches(A), G.reshape(R, -1), singular.reshape(-1)
+    out = np.empty((R,) + fl.shape, np.result_type(A.dtype, G.dtype))
+    ok = ~sf
+    if ok.any():
+        out[:, ok] = Gf[:, ok, None, None] * _T(np.linalg.inv(fl[ok]))
+    getrs = _lapack("getrs", fl)
+    for i in np.flatnonzero(sf):
+        lu, piv = _lu_t(fl[i])
+        B = np.zeros((n, R * n), fl.dtype)      # [diag(G_0), diag(G_1), ...]
+        for r in range(R):
+            B[np.arange(n), r * n + np.arange(n)] = Gf[r, i]
+        X = getrs(lu, piv, B, trans=0)[0]
+        out[:, i] = X.reshape(n, R, n).transpose(1, 0, 2)
+    return out.reshape((R,) + A.shape)
+
+
+def _logabsdet_tangents(A, tA, singular):
+    """tr(A^-1 dA) per direction of ``tA`` (K, *A.shape) and matrix: (K, nb); a singular
+    matrix's by PyTorch's solve A X = dA with A^T's LU (infs and nans)."""
+    K, n = tA.shape[0], A.shape[-1]
+    fl, sf = _flat_batches(A), singular.reshape(-1)
+    Tf = tA.reshape((K,) + fl.shape)
+    dl = np.empty((K, fl.shape[0]), np.result_type(A.dtype, tA.dtype))
+    ok = ~sf
+    if ok.any():
+        dl[:, ok] = np.einsum("bij,kbji->kb", np.linalg.inv(fl[ok]), Tf[:, ok])
+    getrs = _lapack("getrs", fl)
+    for i in np.flatnonzero(sf):
+        lu, piv = _lu_t(fl[i])
+        B = np.ascontiguousarray(Tf[:, i].transpose(1, 0, 2).reshape(n, K * n), dtype=fl.dtype)
+        X = getrs(lu, piv, B, trans=1)[0].reshape(n, K, n)
+        dl[:, i] = np.einsum("jkj->k", X)
+    return dl
 
 
 def _slogdet_rev(xs, y, g, ints, f, needs):
     A = xs[0]
     nb = int(np.prod(A.shape[:-2], dtype=np.int64))
     gl, _ = _part(g, nb, A.shape[:-2])
-    return [F.unsqueeze(F.unsqueeze(gl, -1), -1) * _mT(inv(A))]
+    singular = _singular_mask(A, y._data)
+    if not singular.any():
+        return [F.unsqueeze(F.unsqueeze(gl, -1), -1) * _mT(inv(A))]
+    if not _defined(gl):        # (only the sign is used: no logabsdet adjoint to solve with)
+        return [Tensor._wrap(np.zeros_like(A._data))]
+    if _tp.is_grad_enabled():   # (create_graph)
+        _solve_refuses(A._data, singular)
+    return [Tensor._wrap(_logabsdet_adjoints(A._data, gl._data[None], singular)[0])]
 
 
 # forward mode: d logabsdet = tr(A^-1 dA), the sign does not move; the adjoint gl A^-T
-# moves with d(A^-T) = -(A^-1 dA A^-1)^T
+# moves with d(A^-T) = -(A^-1 dA A^-1)^T.  At a singular matrix the tangent and the
+# adjoint are PyTorch's solves (infs and nans); the adjoint's derivative is what PyTorch's
+# double backward refuses there (its error).
 def _slogdet_tangent(xs, y, ts, ints, f):
-    dl = np.einsum("...ij,...ji->...", np.linalg.inv(xs[0]), ts[0]).reshape(len(ts[0]), -1)
+    A = xs[0]
+    singular = _singular_mask(A, y)
+    if singular.any():
+        dl = _logabsdet_tangents(A, ts[0], singular)
+    else:
+        dl = np.einsum("...ij,...ji->...", np.linalg.inv(A), ts[0]).reshape(len(ts[0]), -1)
     return np.concatenate([np.zeros_like(dl), dl], axis=1)
 
 
@@ -375,12 +472,33 @@ def _logabsdet_adjoint(A, g):
     return g.reshape(g.shape[:g.ndim - 1] + (2, nb))[..., 1, :].reshape(g.shape[:g.ndim - 1] + A.shape[:-2] + (1, 1))
 
 
-_SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, _slogdet_rev, _h.SAVE_A,
-                      forward_mode=(
-    _slogdet_tangent,
-    lambda xs, y, G, ints, f, needs: [_logabsdet_adjoint(xs[0], G) * _T(np.linalg.inv(xs[0]))],
-    lambda xs, y, ts, ty, g, ints, f, needs: [
-        -_logabsdet_adjoint(xs[0], g) * _T(_sandwich(np.linalg.inv(xs[0]), ts[0]))]))
+def _slogdet_batched_reverse(xs, y, G, ints, f, needs):
+    A = xs[0]
+    singular = _singular_mask(A, y)
+    if not singular.any():
+        return [_logabsdet_adjoint(A, G) * _T(np.linalg.inv(A))]
+    Gl = _logabsdet_adjoint(A, G)[..., 0, 0]
+    res = np.zeros(G.shape[:1] + A.shape, np.result_type(A.dtype, G.dtype))
+    used = np.flatnonzero(np.any(Gl.reshape(len(Gl), -1) != 0, axis=1))    # (rows of the sign alone: zero)
+    if used.size:
+        res[used] = _logabsdet_adjoints(A, Gl[used], singular)
+    return [res]
+
+
+def _slogdet_curvature(xs, y, ts, ty, g, ints, f, needs):
+    A = xs[0]
+    gl = _logabsdet_adjoint(A, g)
+    singular = _singular_mask(A, y)
+    if singular.any():
+        if not np.any(gl):
+            return [None]
+        _solve_refuses(A, singular)
+    return [-gl * _T(_sandwich(np.linalg.inv(A), ts[0]))]
+
+
+_SLOGDET = _h.host_op("linalg_slogdet", "LinalgSlogdetBackward0", _slogdet_fwd, _slogdet_rev,
+                      _h.SAVE_A | _h.SAVE_OUT,
+                      forward_mode=(_slogdet_tangent, _slogdet_batched_reverse, _slogdet_curvature))
 
 
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
@@ -1772,9 +1890,11 @@ def _slogdet(input):
 
 
 def _logdet(input):
-    """``log(det(A))``: nan for a negative determinant, -inf for a singular matrix."""
+    """``log(det(A))``: nan for a negative determinant, -inf for a singular matrix.  As
+    PyTorch's (real input), logabsdet where the sign is not -1: no gradient where it is
+    nan."""
     sign, logabsdet = slogdet(input)
-    return logabsdet + F.log(sign)
+    return F.where(sign == -1, float("nan"), logabsdet)
 
 
 def _inverse(input, *, out=None):
