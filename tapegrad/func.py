@@ -101,11 +101,19 @@ def _split_aux(out, has_aux, api):
     return out
 
 
+def _like(out, items):
+    """``items`` as a tuple of ``out``'s type: a named tuple (slogdet's) keeps its fields,
+    as torch.func's results do."""
+    return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+
+
 def _detach_all(x):
     if isinstance(x, Tensor):
         return x.detach()
-    if isinstance(x, (tuple, list)):
-        return type(x)(_detach_all(v) for v in x)
+    if isinstance(x, tuple):
+        return _like(x, [_detach_all(v) for v in x])
+    if isinstance(x, list):
+        return [_detach_all(v) for v in x]
     if isinstance(x, dict):
         return {k: _detach_all(v) for k, v in x.items()}
     return x
@@ -239,7 +247,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             (j,) = _grad([g for g, _ in pairs], u, grad_outputs=[t for _, t in pairs], create_graph=keep,
                          retain_graph=True, allow_unused=True)
             res.append(_zeros_for(o) if j is None else j)
-    jv = tuple(res) if isinstance(out, tuple) else res[0]
+    jv = _like(out, res) if isinstance(out, tuple) else res[0]
     if not keep:
         out, jv, aux = _detach_all(out), _detach_all(jv), _detach_all(aux)
     return (out, jv, aux) if has_aux else (out, jv)
@@ -278,7 +286,7 @@ def _jacobian(func, argnums, has_aux, api, forward=False):
                         j = Tensor._const(np.zeros((0,) + tuple(x.shape), x.dtype))
                     jac.append(j.reshape(tuple(o.shape) + tuple(x.shape)))
                 per_out.append(_regroup(jac, groups, isinstance(argnums, int)))
-        res = tuple(per_out) if isinstance(out, tuple) else per_out[0]
+        res = _like(out, per_out) if isinstance(out, tuple) else per_out[0]
         if not keep:
             res, aux = _detach_all(res), _detach_all(aux)
         return (res, aux) if has_aux else res

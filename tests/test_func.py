@@ -135,3 +135,26 @@ def test_errors():
             with pytest.raises(RuntimeError) as theirs:
                 call(tfunc, torch.tensor)
             assert str(mine.value) == str(theirs.value)
+
+
+def test_named_tuple_outputs_keep_their_type():
+    """A function returning a named tuple (slogdet's): jvp's output and tangent, vjp's
+    output and the Jacobians are that named tuple, as torch.func's (it crashed)."""
+    A = tg.tensor([[2.0, 1.0], [1.0, 3.0]])
+    out, tan = tg.func.jvp(tg.linalg.slogdet, (A,), (tg.tensor(np.eye(2)),))
+    assert type(out) is type(tan) is type(tg.linalg.slogdet(A))
+    assert out.sign.item() == 1.0 and abs(out.logabsdet.item() - np.log(5.0)) < 1e-15
+    assert tan.sign.item() == 0.0 and abs(tan.logabsdet.item() - 1.0) < 1e-15     # tr(A^-1 I) = 5 / 5
+    for jac in (tg.func.jacrev, tg.func.jacfwd):
+        J = jac(tg.linalg.slogdet)(A)
+        assert type(J) is type(out)
+        np.testing.assert_allclose(J.logabsdet.numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-14)   # A^-T
+        np.testing.assert_array_equal(J.sign.numpy(), np.zeros((2, 2)))
+    o, _ = tg.func.vjp(tg.linalg.slogdet, A)
+    assert type(o) is type(out)
+    torch = pytest.importorskip("torch")
+    tA = torch.tensor(A.numpy())
+    _, ttan = torch.func.jvp(torch.linalg.slogdet, (tA,), (torch.eye(2, dtype=torch.float64),))
+    np.testing.assert_allclose(tan.logabsdet.item(), ttan.logabsdet.item(), rtol=1e-14)
+    np.testing.assert_allclose(tg.func.jacrev(tg.linalg.slogdet)(A).logabsdet.numpy(),
+                               torch.func.jacrev(torch.linalg.slogdet)(tA).logabsdet.numpy(), rtol=1e-14)
