@@ -106,11 +106,14 @@ _EPS = 1.1102230246251565e-16
 def hurwitz_zeta(s, q):
     """sum over k >= 0 of (q + k) ** -s, for s > 1: the first terms summed until
     q + k > 9, then the Euler-Maclaurin tail.  inf at the poles q = 0, -1, ...;
-    nan for a negative q with a non-integer s."""
+    nan for a negative q with a non-integer s; 0 at q = inf (SciPy's zeta: trigamma(inf)
+    is 0, as PyTorch's, where the tail would give 0 * inf)."""
     if s == 1.0:
         return np.inf
     if s < 1.0 or q != q or s != s:
         return np.nan
+    if q == np.inf:
+        return 0.0
     if q <= 0.0:
         if q == math.floor(q):
             return np.inf
@@ -128,7 +131,9 @@ def hurwitz_zeta(s, q):
         if abs(b / total) < _EPS:
             return total
     w = a
-    total += b * w / (s - 1.0)
+    # (the tail's integral w ** (1 - s) / (s - 1) as b * w, except where b = w ** -s underflows:
+    # trigamma(1e300) is 1e-300, not 0)
+    total += (b * w if b >= 2.2250738585072014e-308 else w ** (1.0 - s)) / (s - 1.0)
     total -= 0.5 * b
     f = 1.0
     k = 0.0

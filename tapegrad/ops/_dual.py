@@ -32,6 +32,27 @@ def _sign(x):
     return np.where(s != s, 0.0, s)         # sign(nan) is 0, as the kernels' sign
 
 
+def power(x, e):
+    """``np.power(x, e)`` with C's pow values (PyTorch's for a tensor exponent): NumPy takes
+    an exponent of 0.5 that its loop reads at stride 0 (one broadcast element) as sqrt,
+    -0.0 at -0.0 and nan at -inf where pow gives 0.0 and inf."""
+    out = np.power(x, e)
+    if type(e) is not np.ndarray or e.dtype.kind != "f":
+        return out
+    if e.size == 1:
+        if e.item() != 0.5:
+            return out
+        half = True
+    elif e.shape != out.shape or 0 in e.strides:
+        half = e == 0.5
+        if not half.any():
+            return out
+    else:
+        return out
+    out = np.where(half & (x == -np.inf), np.inf, out)
+    return np.where(half & (x == 0.0), 0.0, out).astype(out.dtype, copy=False)
+
+
 def _ipow(x, e):
     if np.ndim(e) == 0:         # (the kernels' special cases: a square is a product)
         if e == 0.0:
@@ -40,7 +61,14 @@ def _ipow(x, e):
             return x
         if e == 2.0:
             return x * x
-    return np.power(x, e)
+        # the kernels' and PyTorch's scalar pow: by sqrt, whose values at -0.0 and -inf are not
+        # pow's (x ** 0.5: -0.0 and nan, not 0.0 and inf; x ** -0.5: -inf and nan, not inf and 0)
+        if e == 0.5:
+            return np.sqrt(x)
+        if e == -0.5:
+            return 1.0 / np.sqrt(x)
+        return np.power(x, e)
+    return power(x, e)
 
 
 def _where(c, a, b):

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT, result_type, with_number
 from ..core.registry import BINARY, BINARY2, SAVE_MARKER, SAVES_BY_RG, UNARY, UNARY2, define
+from ._dual import power as _libm_power
 
 
 class Unary:
@@ -92,10 +93,11 @@ def _rpow(x, p):
 
 
 def _power(a, b):
-    # (a and b have one dtype here: the recorder promoted them)
+    # (a and b have one dtype here: the recorder promoted them; _libm_power: pow's values where
+    # NumPy computes a broadcast exponent of 0.5 as sqrt, as PyTorch's pow of two tensors)
     if a.dtype.kind != "f":
         return integer_power(a, b)
-    return np.power(a, b)
+    return _libm_power(a, b)
 
 
 def integer_power(a, b):
@@ -352,8 +354,12 @@ BINARY_OPS = [
     Binary("mul",      "MulBackward0",      np.multiply, "g * b", "g * a", "a * b", number=_operator.mul),
     Binary("div",      "DivBackward0",      np.divide,   "g / b", "-g * a / (b * b)", "a / b",
            number=_operator.truediv),
+    # (PyTorch's b * a ** (b - 1), by its pow of two tensors, which is C's pow: the kernels' ipow
+    # takes an exponent of +-0.5 by sqrt, whose values at -0.0 and -inf are not pow's, so for a
+    # non-integer exponent a base of -0.0 or -inf is read as +0.0 or +inf: pow's values there)
     Binary("pow",      "PowBackward1",      _power,
-           "where(b == 0.0, 0.0, g * b * ipow(a, b - 1.0))",
+           "where(b == 0.0, 0.0, g * b * ipow(where((b != trunc(b)) and (a == 0.0), a + 0.0,"
+           " where((b != trunc(b)) and (a < -1.7976931348623157e308), -a, a)), b - 1.0))",
            "where((a == 0.0) and (b >= 0.0), 0.0, g * y * log(a))", "a ** b"),
     # (written as PyTorch's masks, so a nan operand passes the gradient to both)
     Binary("maximum",  "MaximumBackward0",  np.maximum,
@@ -430,14 +436,18 @@ UNARY_OPS_2 = [
           "where(x * p > q, x, log1p(exp(x * p)) / p)", nparams=2),
 ]
 
+# PyTorch's floor division before rounding: (a - fmod(a, b)) / b, one less where the signs of b
+# and fmod(a, b) differ
+_QUOTIENT = "((a - fmod(a, b)) / b - where((fmod(a, b) != 0.0) and ((b < 0.0) != (fmod(a, b) < 0.0)), 1.0, 0.0))"
+
 BINARY_OPS_2 = [
     Binary("hypot",    "HypotBackward0",    _hypot,      "g * a / y", "g * b / y", "hypot(a, b)"),
-    # PyTorch's: -g times the quotient rounded down (for remainder PyTorch's floor division:
-    # (a - fmod(a, b)) / b, one less where the signs differ, rounded to the nearest integer)
+    # PyTorch's: -g times the quotient rounded down (remainder: PyTorch's floor division, a / b
+    # where b is 0, else _QUOTIENT rounded down, then up where it is more than 0.5 above that)
     # or toward zero (fmod)
     Binary("remainder", "RemainderBackward0", _remainder, "g",
-           "-g * floor((a - fmod(a, b)) / b - where((fmod(a, b) != 0.0) and ((b < 0.0) != (fmod(a, b) < 0.0)),"
-           " 1.0, 0.0) + 0.5)",
+           "-g * where(b == 0.0, floor(a / b), floor({d}) + where({d} - floor({d}) > 0.5, 1.0, 0.0))"
+           .format(d=_QUOTIENT),
            "where((fmod(a, b) != 0.0) and ((b < 0.0) != (fmod(a, b) < 0.0)), fmod(a, b) + b, fmod(a, b))"),
     Binary("fmod",     "FmodBackward0",     _fmod,       "g", "-g * trunc(a / b)", "fmod(a, b)"),
     Binary("copysign", "CopysignBackward0", _copysign,   "where(a == 0.0, 0.0, g * (y / a))", "0.0",
