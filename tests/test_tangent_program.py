@@ -525,3 +525,13 @@ def test_a_tape_it_cannot_compile_is_not_kept_alive(compiled):
     Fn.hvp(f, x, x)
     gc.collect()
     assert tapes and tapes[0]() is None
+
+
+def test_a_tape_module_is_named_by_the_library_source():
+    """A tape's generated module (its file name is the hash of its text) carries the hash of
+    the library's kernel sources: Numba's cache of it would not notice a change in the
+    functions it calls (kernels/special.py), so a changed library must make a new module."""
+    from tapegrad.kernels import codegen
+    for what in ("tangent program", "fused tape"):
+        assert codegen._source_hash() in codegen.tape_header(what)
+    assert len(codegen._source_hash()) == 16

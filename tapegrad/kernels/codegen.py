@@ -452,9 +452,15 @@ def forward_source():
     return "\n".join(lines) + "\n"
 
 
+_SOURCE_HASH = []
+
+
 def _source_hash():
     """Hash of every file a compiled kernel depends on (the generated kernels are
-    inlined into the sweep, whose own cache would not notice a change here)."""
+    inlined into the sweep, whose own cache would not notice a change here), once
+    per process."""
+    if _SOURCE_HASH:
+        return _SOURCE_HASH[0]
     h = hashlib.sha256()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for sub in ("_jit.py", "core/tape.py", "core/descriptors.py", "ops", "kernels"):
@@ -464,7 +470,8 @@ def _source_hash():
         for f in files:
             with open(f, "rb") as fh:
                 h.update(fh.read())
-    return h.hexdigest()[:16]
+    _SOURCE_HASH.append(h.hexdigest()[:16])
+    return _SOURCE_HASH[0]
 
 
 def _writable_dir():
@@ -598,7 +605,9 @@ def tape_header(what):
     key = (what, id(ALL_UNARY), len(ALL_UNARY), id(ALL_BINARY), len(ALL_BINARY))
     h = _HEADERS.get(key)
     if h is None:
-        h = _HEADERS[key] = HEADER.format(hash=what, math_import=math_import())
+        # (the library's source hash too: Numba's cache of a tape's module does not notice a
+        # change in the functions it calls, such as kernels/special.py's, but a new name does)
+        h = _HEADERS[key] = HEADER.format(hash="%s %s" % (what, _source_hash()), math_import=math_import())
     return h
 
 
