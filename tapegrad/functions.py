@@ -427,21 +427,35 @@ def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        # tensor bounds: the bound that is active receives the gradient.  The masks are
-        # tensor comparisons, so that a replay compares its own inputs (not the recording's)
-        out = x
-        if min is not None:
-            m = _tensor(min, x)
-            out = where(x < m, m, out)
-        if max is not None:
-            m = _tensor(max, x)
-            out = where(x > m, m, out)
-        return out
+        return _clamp_by_tensors(x, None if min is None else _tensor(min, x), None if max is None else _tensor(max, x))
     if x.dtype.kind != "f":
         return _clamp_integral(x, min, max)
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
     return _unary(_U["clamp"], x, lo, hi)
+
+
+def _clamp_by_tensors(x, lo, hi):
+    """PyTorch's min(max(x, lo), hi) (hi where lo > hi; NaN where any of them is NaN), the
+    gradient by its masks: x's where lo <= x <= hi, lo's where x < lo < hi, hi's where
+    x > hi or hi < lo (also where the value is NaN).  Where x < lo == hi, PyTorch's masks
+    give nobody the gradient; here lo gets it, as with lo alone.  Selected by ``where`` on
+    tensor comparisons, so that a replay compares its own inputs."""
+    floats = [t for t in (x, lo, hi) if t is not None and t.dtype.kind == "f"]
+    # NaN of a floating operand's dtype, with no gradient (a float literal would promote an
+    # integer operand to the default dtype, not PyTorch's result type); integers have none
+    nan = floats[0] * 0.0 + _builtins.float("nan") if floats else None
+    if hi is None:
+        return where(x < lo, lo, x) if nan is None else where(x >= lo, x, where(x < lo, lo, nan))
+    if lo is None:
+        return where(x > hi, hi, x) if nan is None else where(x <= hi, x, where(x > hi, hi, nan))
+    if nan is None:
+        return where((x >= lo) & (x <= hi), x, where((x > hi) | (hi < lo), hi, lo))
+    some_nan = (x != x) | (lo != lo) | (hi != hi)
+    out = where((x >= lo) & (x <= hi), x, where((x > hi) | (hi < lo), hi,
+                                                 where((x < lo) & ~some_nan, lo, nan)))
+    # NaN also where a mask chose an operand (whose gradient stays: PyTorch's masks)
+    return where(some_nan, out + _builtins.float("nan"), out)
 
 
 def _clamp_integral(x, lo, hi):
