@@ -808,14 +808,11 @@ class _Source:
     def _reverse_group(self, e):
         s, acc = e.slot, e.ops[0]
         if s == self.p.out:
-            G, H = "np.ones(%d)" % e.n, "np.zeros(%d)" % e.n
+            G, H = "np.ones(%d)" % e.n, None
         elif s in self.a_arrays:
-            G, H = "ag%d" % s, "ah%d" % s if s in self.h_live else "np.zeros(%d)" % e.n
+            G, H = "ag%d" % s, "ah%d" % s if s in self.h_live else None
         else:
             return
-        # a linear group's adjoint tangent is its adjoint's, moved: none when that is zero
-        # (the others' rules read an explicit zero)
-        lin_zero = e.op in (_rd.EXTREMUM, _rd.CUMSUM) and H.startswith("np.zeros")
         if s in self.t_arrays or e.op not in _REVERSE_READS_TY:     # (written by the forward loops, or not read)
             v = self._group_values(e)
             v["into"] = "t%d" % s if s in self.t_arrays else None
@@ -823,36 +820,50 @@ class _Source:
             self._loops += 1
             v = self._group_tangent(e, "ty%d" % self._loops)
         v.update(ty=v["into"], gy="gy%(j)d" % v, hy="hy%(j)d" % v, gx="gx%(j)d" % v, hx="hx%(j)d" % v)
-        self.emit(1, "%s, %s = %s, %s" % (v["gy"], v["hy"], G, H))
+        k = e.op
+        # the adjoint's tangent hy is structurally zero (H None): its terms are left out, as in
+        # the NumPy walk, and a linear group (no curvature) gives its input none either
+        hz = H is None
+        has_hx = not (hz and k in (_rd.CUMSUM, _rd.EXTREMUM))
+
+        def h(term, rest=None):
+            """``term + rest`` with the hy term left out where hy is zero."""
+            if hz:
+                return rest if rest is not None else "0.0"
+            return term if rest is None else "%s + %s" % (term, rest)
+        self.emit(1, "%s = %s" % (v["gy"], G))
+        if not hz:
+            self.emit(1, "%s = %s" % (v["hy"], H))
         self.emit(1, "%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" % v)
         loop = "for i in range(%(n)d):" % v
-        k = e.op
         if k == _rd.CUMSUM:             # linear: the running sums from each row's end
             self.emit(1, "RG%(j)d, RH%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
             self.emit(1, "for i in range(%(n)d - 1, -1, -1):" % v)
             self.emit(2, "RG%(j)d[%(g)s] += %(gy)s[i]" % v)
             self.emit(2, "%(gx)s[i] = RG%(j)d[%(g)s]" % v)
-            if not lin_zero:
+            if has_hx:
                 self.emit(2, "RH%(j)d[%(g)s] += %(hy)s[i]" % v)
                 self.emit(2, "%(hx)s[i] = RH%(j)d[%(g)s]" % v)
         elif k == _rd.LOGSUMEXP:        # dx = gy p, its tangent hy p + gy p (dx - dy)
             self.emit(1, loop)
             self.emit(2, "pe%(j)d = exp(%(x)s[i] - %(y)s[%(g)s])" % v)
             self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * pe%(j)d" % v)
-            self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * pe%(j)d + %(gy)s[%(g)s] * pe%(j)d * (%(tx)s[i] - %(ty)s[%(g)s])"
-                      % v)
+            self.emit(2, ("%(hx)s[i] = " % v) + h("%(hy)s[%(g)s] * pe%(j)d" % v,
+                                                "%(gy)s[%(g)s] * pe%(j)d * (%(tx)s[i] - %(ty)s[%(g)s])" % v))
         elif k == _rd.VAR:              # dx = gy 2 c / D, its tangent hy 2 c / D + gy 2 (dx - mean dx) / D
             self.emit(1, loop)
             self.emit(2, "%(gx)s[i] = %(gy)s[%(g)s] * 2.0 * %(c)s / D%(j)d" % v)
-            self.emit(2, "%(hx)s[i] = (%(hy)s[%(g)s] * 2.0 * %(c)s"
-                      " + %(gy)s[%(g)s] * 2.0 * (%(tx)s[i] - TM%(j)d[%(g)s])) / D%(j)d" % v)
+            self.emit(2, ("%(hx)s[i] = (" % v) + h("%(hy)s[%(g)s] * 2.0 * %(c)s" % v,
+                                                 "%(gy)s[%(g)s] * 2.0 * (%(tx)s[i] - TM%(j)d[%(g)s])" % v)
+                      + ") / D%(j)d" % v)
         elif k == _rd.STD:              # var's over 2 y, 0 where y is 0
             self.emit(1, loop)
             self.emit(2, "if %(y)s[%(g)s] != 0.0:" % v)
             self.emit(3, "%(gx)s[i] = %(gy)s[%(g)s] * %(c)s / (D%(j)d * %(y)s[%(g)s])" % v)
-            self.emit(3, "%(hx)s[i] = (%(hy)s[%(g)s] * %(c)s / %(y)s[%(g)s]"
-                      " + %(gy)s[%(g)s] * ((%(tx)s[i] - TM%(j)d[%(g)s]) / %(y)s[%(g)s]"
-                      " - %(c)s * %(ty)s[%(g)s] / (%(y)s[%(g)s] * %(y)s[%(g)s]))) / D%(j)d" % v)
+            self.emit(3, ("%(hx)s[i] = (" % v) + h("%(hy)s[%(g)s] * %(c)s / %(y)s[%(g)s]" % v,
+                                                 "%(gy)s[%(g)s] * ((%(tx)s[i] - TM%(j)d[%(g)s]) / %(y)s[%(g)s]"
+                                                 " - %(c)s * %(ty)s[%(g)s] / (%(y)s[%(g)s] * %(y)s[%(g)s]))" % v)
+                      + ") / D%(j)d" % v)
             self.emit(2, "else:")
             self.emit(3, "%(gx)s[i] = 0.0" % v)
             self.emit(3, "%(hx)s[i] = 0.0" % v)
@@ -869,45 +880,43 @@ class _Source:
             self.emit(3, "dw%(j)d = (TZ%(j)d[%(g)s] - %(tx)s[i]) * P%(j)d[%(g)s]" % v)
             self.emit(2, "else:")
             self.emit(3, "dw%(j)d = 0.0" % v)
-            if H.startswith("np.zeros"):      # (no adjoint tangent: no term for it, as in the NumPy walk)
-                self.emit(2, "%(hx)s[i] = %(gy)s[%(g)s] * dw%(j)d" % v)
-            else:
-                self.emit(2, "%(hx)s[i] = %(hy)s[%(g)s] * w%(j)d + %(gy)s[%(g)s] * dw%(j)d" % v)
+            self.emit(2, ("%(hx)s[i] = " % v) + h("%(hy)s[%(g)s] * w%(j)d" % v, "%(gy)s[%(g)s] * dw%(j)d" % v))
         elif k == _rd.EXTREMUM:         # the ties share the adjoint; no curvature
             self.emit(1, loop)
             self.emit(2, "if %(bad)s:" % v)
             self.emit(3, "%(gx)s[i] = np.nan" % v)
-            if not lin_zero:
+            if has_hx:
                 self.emit(3, "%(hx)s[i] = np.nan" % v)
             self.emit(2, "elif %(hit)s:" % v)
             self.emit(3, "%(gx)s[i] = %(gy)s[%(g)s] / C%(j)d[%(g)s]" % v)
-            if not lin_zero:
+            if has_hx:
                 self.emit(3, "%(hx)s[i] = %(hy)s[%(g)s] / C%(j)d[%(g)s]" % v)
             self.emit(2, "else:")
             self.emit(3, "%(gx)s[i] = 0.0" % v)
-            if not lin_zero:
+            if has_hx:
                 self.emit(3, "%(hx)s[i] = 0.0" % v)
         else:
             self.emit(1, "S%(j)d_1, S%(j)d_2 = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
             self.emit(1, loop)
             if k == _rd.SOFTMAX:        # dx = y (gy - sum gy y), its tangent by the product rule
                 self.emit(2, "S%(j)d_1[%(g)s] += %(gy)s[i] * %(y)s[i]" % v)
-                self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i] * %(y)s[i] + %(gy)s[i] * %(ty)s[i]" % v)
+                self.emit(2, ("S%(j)d_2[%(g)s] += " % v) + h("%(hy)s[i] * %(y)s[i]" % v, "%(gy)s[i] * %(ty)s[i]" % v))
                 self.emit(1, loop)
                 self.emit(2, "%(gx)s[i] = %(y)s[i] * (%(gy)s[i] - S%(j)d_1[%(g)s])" % v)
-                self.emit(2, "%(hx)s[i] = %(ty)s[i] * (%(gy)s[i] - S%(j)d_1[%(g)s])"
-                          " + %(y)s[i] * (%(hy)s[i] - S%(j)d_2[%(g)s])" % v)
+                self.emit(2, ("%(hx)s[i] = %(ty)s[i] * (%(gy)s[i] - S%(j)d_1[%(g)s])" % v)
+                          + (" + %(y)s[i] * (" % v) + h("%(hy)s[i]" % v, "-S%(j)d_2[%(g)s]" % v) + ")")
             else:                       # dx = gy - p sum gy, p = exp(y), dp = p dy
                 self.emit(2, "S%(j)d_1[%(g)s] += %(gy)s[i]" % v)
-                self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i]" % v)
+                if not hz:
+                    self.emit(2, "S%(j)d_2[%(g)s] += %(hy)s[i]" % v)
                 self.emit(1, loop)
                 self.emit(2, "pe%(j)d = exp(%(y)s[i])" % v)
                 self.emit(2, "%(gx)s[i] = %(gy)s[i] - pe%(j)d * S%(j)d_1[%(g)s]" % v)
-                self.emit(2, "%(hx)s[i] = %(hy)s[i] - pe%(j)d * %(ty)s[i] * S%(j)d_1[%(g)s]"
-                          " - pe%(j)d * S%(j)d_2[%(g)s]" % v)
+                self.emit(2, ("%(hx)s[i] = " % v) + h("%(hy)s[i]" % v, "-pe%(j)d * %(ty)s[i] * S%(j)d_1[%(g)s]"
+                                                                       " - pe%(j)d * S%(j)d_2[%(g)s]" % v))
         self.emit(1, loop)
         self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["gx"]))
-        if not lin_zero:
+        if has_hx:
             self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), v["hx"]))
             self.h_live.add(acc.slot)
 
