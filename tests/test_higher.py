@@ -656,3 +656,34 @@ def test_mark_stops_at_the_lowest_target_with_the_same_result():
     finally:
         K.mark = old
     assert max(seen) > 0            # (the bound was used, not only lo = 0)
+
+
+def test_create_graph_without_retain_graph():
+    """grad(create_graph=True, retain_graph=False): the original graph is freed, but the
+    gradient's graph keeps the values it reads, as PyTorch's (it read freed memory: garbage).
+    A backward through the freed graph raises, as PyTorch's, also where the gradient's graph
+    leads through it (exp's output)."""
+    x0, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 2.0, -1.0])
+    for _ in range(2):
+        x = tg.tensor(x0, requires_grad=True)
+        y = (x ** 3).sum()
+        g, = tg.autograd.grad(y, x, create_graph=True, retain_graph=False)
+        (g * tg.tensor(v)).sum().backward()
+        np.testing.assert_allclose(g.detach().numpy(), 3 * x0 ** 2, rtol=1e-15)
+        np.testing.assert_allclose(x.grad.numpy(), 6 * x0 * v, rtol=1e-15)
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.backward()
+    x = tg.tensor(x0, requires_grad=True)
+    y = (x.exp() * x).sum()
+    g, = tg.autograd.grad(y, x, create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (g * g).sum().backward()
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(x0, requires_grad=True)
+    gt, = torch.autograd.grad((xt ** 3).sum(), xt, create_graph=True, retain_graph=False)
+    (gt * torch.tensor(v)).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), 6 * x0 * v, rtol=1e-15)
+    xt = torch.tensor(x0, requires_grad=True)
+    gt, = torch.autograd.grad((xt.exp() * xt).sum(), xt, create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (gt * gt).sum().backward()

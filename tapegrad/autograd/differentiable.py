@@ -208,7 +208,14 @@ def _walk(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ext_lead
             adj[i] = r if prev is None else prev + r
     walk.hand_off(T, reach, tslots, ints[:, _SIZE], A, tgt_ids, results, accumulate, pending, ext_leads, leaf_grads)
     if not retain:
-        walk.free(T, ints, process, needval)
+        # with the entries the walk recorded (create_graph): the gradient's graph keeps the
+        # values it reads, as PyTorch's new graph holds its own (it read freed memory)
+        now = T.arrays()[0]
+        grown = now.shape[0] - ints.shape[0]
+        if grown:
+            process = np.concatenate([process, np.zeros(grown, process.dtype)])
+            needval = np.concatenate([needval, np.zeros(grown, needval.dtype)])
+        walk.free(T, now, process, needval)
 
 
 def _check_finite(T, s, row, i, r):
