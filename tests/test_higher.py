@@ -687,3 +687,26 @@ def test_create_graph_without_retain_graph():
     gt, = torch.autograd.grad((xt.exp() * xt).sum(), xt, create_graph=True, retain_graph=False)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         (gt * gt).sum().backward()
+
+
+def test_a_value_freed_under_a_live_entry_raises_not_garbage():
+    """The engine's guard: a value dropped while an entry that reads it is still to be swept
+    (the bug above) raises PyTorch's error instead of being read as NaN and shifting the
+    others (small values) or crashing (large ones)."""
+    from tapegrad import _jit
+    from tapegrad.autograd import engine
+    _jit.load()
+    for n in (3, 5000):         # (a small value goes into the arena, a large one by address)
+        x = tg.tensor(np.linspace(0.1, 0.9, n), requires_grad=True)
+        y = (x.exp() * x).sum()         # (mul reads exp's output)
+        T = y._tape
+        dropped = [i for i, v in enumerate(T.vals) if v is not None and np.size(v) == n]
+        assert dropped
+        for s in dropped:
+            T.vals[s] = None
+        old, engine.INTERPRET[0] = engine.INTERPRET[0], "never"
+        try:
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                y.backward()
+        finally:
+            engine.INTERPRET[0] = old

@@ -100,9 +100,13 @@ def values(T, flts, lay):
     parts = [flts[:, _tp.VAL]]
     if vsmall.size:
         parts += [vals[s] for s in vsmall.tolist()]
+        if any(v is None for v in parts):   # (a value freed under an entry that reads it: never garbage)
+            raise RuntimeError(walk.SECOND_TIME)
     V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
     for s in vbig.tolist():
         v = vals[s]
+        if v is None:
+            raise RuntimeError(walk.SECOND_TIME)
         if v.dtype != np.float64 or not v.flags.c_contiguous:
             v = np.ascontiguousarray(v, dtype=np.float64)
         V.add_big(s, v.reshape(-1))
