@@ -834,10 +834,12 @@ class _Source:
         self.emit(1, "%s = %s" % (v["gy"], G))
         if not hz:
             self.emit(1, "%s = %s" % (v["hy"], H))
-        self.emit(1, "%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" % v)
+        self.emit(1, ("%(gx)s, %(hx)s = np.empty(%(n)d), np.empty(%(n)d)" if has_hx
+                      else "%(gx)s = np.empty(%(n)d)") % v)
         loop = "for i in range(%(n)d):" % v
         if k == _rd.CUMSUM:             # linear: the running sums from each row's end
-            self.emit(1, "RG%(j)d, RH%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" % v)
+            self.emit(1, ("RG%(j)d, RH%(j)d = np.zeros(%(G)d), np.zeros(%(G)d)" if has_hx
+                          else "RG%(j)d = np.zeros(%(G)d)") % v)
             self.emit(1, "for i in range(%(n)d - 1, -1, -1):" % v)
             self.emit(2, "RG%(j)d[%(g)s] += %(gy)s[i]" % v)
             self.emit(2, "%(gx)s[i] = RG%(j)d[%(g)s]" % v)
