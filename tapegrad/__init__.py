@@ -68,3 +68,4 @@ def __getattr__(name):
                       "tape of tg.record is tapegrad.RecordedTape", DeprecationWarning, stacklevel=2)
         return RecordedTape
     raise AttributeError("module 'tapegrad' has no attribute %r" % name)
+from .autograd import grad_entry as _grad_entry  # noqa: F401,E402  (its host op registers after every other)

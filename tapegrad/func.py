@@ -17,7 +17,7 @@ import numpy as np
 
 from . import functions as F
 from .autograd import functional as _functional
-from .autograd.api import grad as _grad
+from .autograd.api import grad_op_by_op as _grad
 from .autograd.grad_mode import enable_grad
 from .core.tensor import Tensor
 

@@ -151,10 +151,28 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     return None
 
 
+# ``grad_entry.attempt``, registered by that module: create_graph gradients of a scalar
+# as one entry each (None: only the op-by-op path)
+FUSED_GRAD = [None]
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs``, returned as a tuple;
     ``.grad`` is left untouched."""
+    return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+                 is_grads_batched, materialize_grads, True)
+
+
+def grad_op_by_op(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+                  allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """``grad`` whose ``create_graph`` gradients are always recorded op by op (``differentiable``)."""
+    return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+                 is_grads_batched, materialize_grads, False)
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused, is_grads_batched,
+          materialize_grads, fuse):
     if not only_inputs:
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
                       "gradient for other parts of the graph, please use torch.autograd.backward.",
@@ -183,7 +201,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if retain_graph is None:
         retain_graph = create_graph
     graph = create_graph or _tp.anomaly[0]
-    res, _ = _run(outputs, grads, given, retain_graph, inputs, False, graph, create_graph)
+    attempt = FUSED_GRAD[0](outputs, inputs, given, retain_graph) if fuse and create_graph and FUSED_GRAD[0] else None
+    res = attempt.fused() if attempt is not None else None
+    if res is None:
+        res, _ = _run(outputs, grads, given, retain_graph, inputs, False, graph, create_graph)
+        if attempt is not None:
+            attempt.observe(res)
     if complex_inputs is not inputs:
         return tuple(g if g is None or not getattr(t, "_PAIR", False) else type(t)._from_pair(g)
                      for t, g in zip(complex_inputs, _grads_of(inputs, res, materialize_grads, allow_unused,

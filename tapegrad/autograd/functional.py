@@ -34,7 +34,7 @@ from ..core.tensor import Tensor
 from . import tangent as _tangent
 from . import tangent_program as _program
 from . import walk as _walk
-from .api import grad
+from .api import grad_op_by_op as grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
