@@ -108,16 +108,14 @@ def record(op, inputs, out, ints=(), floats=(0.0, 0.0), grad_fn=None):
 
 def decode(aux, at):
     """(integer parameters, input shapes, output shape) of the entry at ``aux[at]``."""
-    w = aux
-    ni = int(w[at])
-    ints = tuple(int(v) for v in w[at + 1:at + 1 + ni])
-    p = at + 1 + ni
-    nin = int(w[p])
+    p = at + 1 + int(aux[at])
+    ints = tuple(aux[at + 1:p].tolist())
+    nin = int(aux[p])
     p += 1
     shapes = []
     for _ in range(nin + 1):
-        nd = int(w[p])
-        shapes.append(tuple(int(v) for v in w[p + 1:p + 1 + nd]))
+        nd = int(aux[p])
+        shapes.append(tuple(aux[p + 1:p + 1 + nd].tolist()))
         p += 1 + nd
     return ints, shapes[:-1], shapes[-1]
 
@@ -140,11 +138,12 @@ def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     needs = [ctx.needs(i) for i in slots]
     if not any(needs):
         return []
-    xs = [ctx.value(i).reshape(sh) if j < 3 and op.saves & _SAVE_BITS[j] else None
+    shaped = _shaped if _tp.state().grad else _shaped_unrecorded
+    xs = [shaped(ctx.value(i), sh) if j < 3 and op.saves & _SAVE_BITS[j] else None
           for j, (i, sh) in enumerate(zip(slots, shapes))]
-    y = ctx.value(s).reshape(oshape) if op.saves & SAVE_OUT else None
+    y = shaped(ctx.value(s), oshape) if op.saves & SAVE_OUT else None
     dt = next((t.dtype for t in xs + [y] if t is not None), None)
-    g = g.reshape(oshape)
+    g = shaped(g, oshape)
     if dt is not None and dt.kind == "f" and g.dtype != dt:
         g = g.to(dt)
     if op.entry:
@@ -153,7 +152,16 @@ def differentiable_reverse(ctx, s, k, row, f0, f1, g):
         grads = op.reverse(xs, y, g, ints, (f0, f1), needs, entry=(ctx.T, s), tie=tie)
     else:
         grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
-    return [(i, r.reshape(-1)) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
+    return [(i, shaped(r, (r.numel(),))) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
+
+
+def _shaped(t, shape):
+    return t.reshape(shape)
+
+
+def _shaped_unrecorded(t, shape):
+    """(Grad mode off, the compiled backward's call: no view entry to record.)"""
+    return t if t.shape == shape else t.reshape(shape)
 
 
 def replay_rule(k, row, aux, shape, name, f0, f1):
