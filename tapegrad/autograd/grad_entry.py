@@ -43,10 +43,11 @@ class _Observation:
     """What the op-by-op path gave for one tape structure: per input, None (no
     gradient), False (a gradient that does not require grad) or (its grad_fn name,
     the leaf slots its graph reaches); ``ok`` False where the entry cannot stand in."""
-    __slots__ = ("calls", "per_input", "ok")
+    __slots__ = ("calls", "per_input", "ok", "programs")
 
     def __init__(self):
         self.calls, self.per_input, self.ok = 0, None, True
+        self.programs = None        # once every program is compiled: what ``fused`` found
 
 
 _OBSERVED = {}          # structure key -> _Observation
@@ -62,20 +63,11 @@ class Attempt:
         if not obs.ok or obs.per_input is None:
             return None
         T, out = self.T, self.out
-        progs, ready = [], True
-        for i, got in enumerate(obs.per_input):
-            if got:     # (each call counts a walk of the program: compiled at COMPILE_AFTER)
-                seeds, targets = _seeds_targets(self.slots[i], got[1])
-                p = _program.program(T, "hvp", seeds, targets, (out._slot,))
-                if p is None:
-                    obs.ok = False
-                    return None
-                ready = ready and p[2] is not None
-                progs.append((i, got, seeds, targets, p))
-            else:
-                progs.append((i, got, None, None, None))
-        if obs.calls < OBSERVE or not ready:
-            return None         # (op by op, observed once more)
+        progs = obs.programs
+        if progs is None:
+            progs = self._programs()
+            if progs is None:
+                return None
         arrays = engine.run_backward([(out, np.ones(1))], True, self.inputs, False)
         res = {}
         with set_grad_enabled(True):
@@ -97,6 +89,29 @@ class Attempt:
                 res[id(x)] = y
         SERVED[0] += 1
         return res
+
+    def _programs(self):
+        """Per input (index, observed, seeds, targets, program), once the op-by-op path
+        was observed ``OBSERVE`` times and every program is compiled (then kept in the
+        observation); else None.  Each call counts a walk of the programs: compiled at
+        their ``COMPILE_AFTER``-th."""
+        obs, T, out = self.obs, self.T, self.out
+        progs, ready = [], True
+        for i, got in enumerate(obs.per_input):
+            if got:
+                seeds, targets = _seeds_targets(self.slots[i], got[1])
+                p = _program.program(T, "hvp", seeds, targets, (out._slot,))
+                if p is None:
+                    obs.ok = False
+                    return None
+                ready = ready and p[2] is not None
+                progs.append((i, got, seeds, targets, p))
+            else:
+                progs.append((i, got, None, None, None))
+        if obs.calls < OBSERVE or not ready:
+            return None         # (op by op, observed once more)
+        obs.programs = progs
+        return progs
 
     def observe(self, res):
         """Note what the op-by-op path gave (``res``: {id(input): Tensor})."""
@@ -203,7 +218,9 @@ def _reverse(xs, y, g, ints, floats, needs, entry, tie):
     if is_grad_enabled():       # a derivative of the result wanted too: op by op
         return _op_by_op(e, leaves, g, True)
     # the errors of a backward through the original graph: freed, or changed in place
-    walk.mark(T, T.arrays()[0], {e.out._slot: None}, {id(x): x for x in leaves}, False)
+    # (neither can have happened while the tape freed nothing and nothing changed in place)
+    if T.freed.size or _tp.inplace_counter[0] != T.inplace_mark:
+        walk.mark(T, T.arrays()[0], {e.out._slot: None}, {id(x): x for x in leaves}, False)
     u = np.ascontiguousarray(g._data, _F64).reshape(1, -1)
     seeds = {t: (u if t == e.x_slot else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in e.seeds}
     res = _program.execute(e.program, T, seeds)
