@@ -141,3 +141,96 @@ def test_what_the_entry_leaves_to_the_op_by_op_path(case):
         np.testing.assert_allclose(h, scale * (6 * x0 + (2.0 if case == "two outputs" else 0.0)) * v * scale,
                                    rtol=1e-13)
     assert GE.SERVED[0] == served
+
+
+def _fuzz_double_backward(b, vs, w):
+    """Double backward of ``sum(f * w)`` of a fuzzer program along ``vs``: the gradients'
+    values, grad_fn names and requires_grad, and the second derivatives."""
+    xs = b.inputs()
+    y = (b.f(*xs) * w).sum()
+    gs = tg.autograd.grad(y, xs, create_graph=True, allow_unused=True)
+    terms = [(g * tg.tensor(v)).sum() for g, v in zip(gs, vs) if g is not None and g.requires_grad]
+    if terms:
+        sum(terms[1:], terms[0]).backward()
+    return ([None if g is None else g.detach().numpy().copy() for g in gs],
+            [None if g is None or g.grad_fn is None else g.grad_fn.name() for g in gs],
+            [None if g is None else g.requires_grad for g in gs],
+            [None if x.grad is None else x.grad.numpy().copy() for x in xs])
+
+
+def test_fuzzer_programs_same_as_op_by_op():
+    """Random programs of the fuzzer (tests/test_fuzz.py, without kinks): the served double
+    backward equals the op-by-op one (values, grad_fn names, requires_grad, second
+    derivatives), and the entry serves most of them by the third call."""
+    from test_fuzz import RandomSource, _program
+    served = tried = 0
+    for seed in range(10):
+        b = _program(RandomSource(1000 + seed), kinks=False, max_leaves=2, max_numel=8, max_ops=20, record=False)
+        rng = np.random.default_rng(seed)
+        xs = b.inputs()
+        out = b.f(*xs)
+        w = tg.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(out.shape))
+        vs = [rng.standard_normal(tuple(x.shape)) for x in xs]
+        before = GE.SERVED[0]
+        first = _fuzz_double_backward(b, vs, w)        # op by op, observed
+        assert GE.SERVED[0] == before
+        # (the setup's forward above is on the first call's tape: its structure is another)
+        _fuzz_double_backward(b, vs, w)
+        again = _fuzz_double_backward(b, vs, w)
+        tried += 1
+        served += GE.SERVED[0] - before
+        msg = "\n" + b.listing()
+        assert again[1] == first[1] and again[2] == first[2], msg
+        for part in (0, 3):
+            for p, q in zip(again[part], first[part]):
+                assert (p is None) == (q is None), msg
+                if p is not None:
+                    np.testing.assert_allclose(p, q, rtol=1e-10, atol=1e-12, err_msg=msg)
+    assert served >= tried // 2, (served, tried)
+
+
+def test_a_tape_longer_than_a_program_keeps_the_op_by_op_path():
+    """Past the programs' entries (``tangent_program.MAX_ENTRIES``) no structure is observed:
+    its key would be the whole tape."""
+    def call():
+        x = tg.tensor([0.1, 0.2], requires_grad=True)
+        y = x
+        for _ in range(TP.MAX_ENTRIES // 2 + 1):
+            y = (y * 0.5).sin()
+        g, = tg.autograd.grad(y.sum(), x, create_graph=True)
+        g.sum().backward()
+        return g.detach().numpy(), x.grad.numpy()
+    served = GE.SERVED[0]
+    first = call()
+    for _ in range(2):
+        again = call()
+        np.testing.assert_array_equal(again[0], first[0])
+        np.testing.assert_array_equal(again[1], first[1])
+    assert GE.SERVED[0] == served and not GE._OBSERVED
+    assert np.all(np.isfinite(first[1])) and np.all(first[0] != 0)
+
+
+def test_a_served_gradient_leads_to_its_inputs():
+    """The one difference a user can see (docs/differences.md): a served gradient has op by
+    op's grad_fn name, but its next_functions lead straight to the inputs it depends on."""
+    def call():
+        x = tg.tensor([0.3, 0.5, 0.9], requires_grad=True)
+        w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        gx, gw = tg.autograd.grad((x * x * w).sum(), [x, w], create_graph=True)
+        nexts = [[(None if n is None else n.name(), getattr(n, "variable", None)) for n, _ in g.grad_fn.next_functions]
+                 for g in (gx, gw)]
+        (gx.sum() + gw.sum()).backward()
+        return x, w, [gx.grad_fn.name(), gw.grad_fn.name()], nexts
+    served = GE.SERVED[0]
+    _, _, names, nexts = call()
+    assert GE.SERVED[0] == served
+    assert names == ["AddBackward0", "MulBackward0"]
+    assert [n for n, _ in nexts[0]] == ["MulBackward0", "MulBackward0"]
+    x, w, names2, nexts2 = call()
+    assert GE.SERVED[0] == served + 1
+    assert names2 == names
+    acc = "torch::autograd::AccumulateGrad"
+    assert [n for n, _ in nexts2[0]] == [acc, acc] and {id(v) for _, v in nexts2[0]} == {id(x), id(w)}
+    assert nexts2[1] == [(acc, x)]
+    np.testing.assert_allclose(x.grad.numpy(), 2 * w.detach().numpy() + 2 * x.detach().numpy())
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.detach().numpy())

@@ -146,7 +146,8 @@ def attempt(outputs, inputs, given, retain_graph):
         return None
     out = outputs[0]
     T = out._tape
-    if (T is None or out.dtype != _F64 or out._data.size != 1 or T.plan is not None or T.hooks or T.retained
+    if (T is None or out.dtype != _F64 or out._data.size != 1 or out._slot >= _program.MAX_ENTRIES
+            or T.plan is not None or T.hooks or T.retained
             or T.ext or getattr(T, "host_state", None) or _tp.state().rec is not None or out._slot_version != out._ver[0]):
         return None
     slots = []
