@@ -234,3 +234,31 @@ def test_a_served_gradient_leads_to_its_inputs():
     assert nexts2[1] == [(acc, x)]
     np.testing.assert_allclose(x.grad.numpy(), 2 * w.detach().numpy() + 2 * x.detach().numpy())
     np.testing.assert_allclose(w.grad.numpy(), 2 * x.detach().numpy())
+
+
+def test_the_original_graph_outlives_a_backward_through_a_served_gradient():
+    """Documented (docs/differences.md): op by op, a backward through the gradient without
+    retain_graph frees the original graph's values too (PyTorch's error after it); a served
+    gradient's backward frees its own entry only, and the original graph gives its gradient."""
+    def call():
+        x = tg.tensor([0.3, 0.5, 0.9], requires_grad=True)
+        loss = (x.exp() * x).sum()
+        g, = tg.autograd.grad(loss, x, create_graph=True)
+        (g * 2.0).sum().backward()
+        hv = x.grad.numpy().copy()
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            assert "backward through the graph a second time" in str(e)
+            return hv, None
+        return hv, x.grad.numpy() - hv
+    x0 = np.array([0.3, 0.5, 0.9])
+    served = GE.SERVED[0]
+    hv, second = call()
+    assert second is None and GE.SERVED[0] == served
+    for _ in range(2):
+        hv2, grad = call()
+        np.testing.assert_allclose(hv2, hv, rtol=1e-14)
+        np.testing.assert_allclose(hv2, 2 * np.exp(x0) * (x0 + 2), rtol=1e-14)
+        np.testing.assert_allclose(grad, np.exp(x0) * (x0 + 1), rtol=1e-14)
+    assert GE.SERVED[0] == served + 2
