@@ -262,3 +262,37 @@ def test_the_original_graph_outlives_a_backward_through_a_served_gradient():
         np.testing.assert_allclose(hv2, 2 * np.exp(x0) * (x0 + 2), rtol=1e-14)
         np.testing.assert_allclose(grad, np.exp(x0) * (x0 + 1), rtol=1e-14)
     assert GE.SERVED[0] == served + 2
+
+
+def test_a_served_gradient_changed_in_place_or_differentiated_twice():
+    """A served gradient keeps no value of its own: changed in place, its backward gives op
+    by op's values; a second backward through it without retain_graph works, where op by op
+    raises as PyTorch does (docs/differences.md)."""
+    x0 = np.array([0.3, 0.5, 0.9])
+
+    def call(twice):
+        x = tg.tensor(x0, requires_grad=True)
+        g, = tg.autograd.grad((x ** 3).sum(), x, create_graph=True)
+        if not twice:
+            g.mul_(2.0)
+            g.sum().backward()
+            return x.grad.numpy()
+        g.sum().backward()
+        try:
+            g.sum().backward()
+        except RuntimeError as e:
+            assert "backward through the graph a second time" in str(e)
+            return None
+        return x.grad.numpy()
+    for twice in (False, True):
+        GE._OBSERVED.clear()        # (the same structure both times)
+        served = GE.SERVED[0]
+        first = call(twice)
+        assert GE.SERVED[0] == served
+        if twice:
+            assert first is None
+        else:
+            np.testing.assert_allclose(first, 12 * x0, rtol=1e-14)
+        for _ in range(2):
+            np.testing.assert_allclose(call(twice), 12 * x0 if not twice else 2 * 6 * x0, rtol=1e-14)
+        assert GE.SERVED[0] == served + 2

@@ -243,5 +243,6 @@ def _op_by_op(e, leaves, g, create_graph):
     return [Tensor._wrap(np.zeros(l.shape)) if h is None else h for h, l in zip(hs, leaves)]
 
 
-_GRAD_OF = _h.host_op("grad_of", "GradOfBackward", _forward, _reverse, _h.SAVE_OUT, entry=True)
+# (it keeps no value: its reverse reads the original graph's, so the gradient may change in place)
+_GRAD_OF = _h.host_op("grad_of", "GradOfBackward", _forward, _reverse, 0, entry=True)
 api.FUSED_GRAD[0] = attempt
