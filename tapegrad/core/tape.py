@@ -435,6 +435,11 @@ class Tape:
         self.versions.append(ver)
         return s
 
+    def intact(self):
+        """Nothing of this tape was freed and no in-place op ran anywhere since it was
+        made (or marked): a backward's checks of its saved values cannot fail."""
+        return not self.freed.size and inplace_counter[0] == self.inplace_mark
+
     def seal(self):
         self.sealed = True
         self.limit = 0          # the owner's next op sees "no room" and starts a new tape

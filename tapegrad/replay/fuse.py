@@ -766,7 +766,7 @@ class FusedPlan:
     def sweep_own(self, T, slot_seeds, retain, tgt_ids, accumulate, pending, leaf_grads):
         vals = T.arena
         if not (type(vals) is FusedVals and tgt_ids is None and accumulate and not T.hooks and not T.retained
-                and not T.ext and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size
+                and not T.ext and T.intact()
                 and all(s in vals.fv for s in slot_seeds)):
             return False
         seeds = {}

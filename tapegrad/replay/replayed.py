@@ -96,8 +96,7 @@ class ArraysPlan(_Plan):
 
     def prepare(self, T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads):
         """(As ``_Plan.prepare``, with the marks and layout of earlier replays.)"""
-        if (tgt_ids is None and not T.hooks and not T.retained and not T.freed.size
-                and _tp.inplace_counter[0] == T.inplace_mark):
+        if tgt_ids is None and not T.hooks and not T.retained and T.intact():
             # every replay of a recording marks and lays out the same way
             key = tuple(slot_seeds)
             marks = self.marks.get(key)
@@ -125,7 +124,7 @@ class NumbersPlan(_Plan):
         """Sweep ``T`` on numbers (``sweep_scalar``) and return True, or False when
         it needs the ordinary sweep."""
         if not (tgt_ids is None and accumulate and len(slot_seeds) == 1 and not T.hooks and not T.retained
-                and _tp.inplace_counter[0] == T.inplace_mark and not T.freed.size):
+                and T.intact()):
             return False
         n = T.n
         ints, flts = T.views
