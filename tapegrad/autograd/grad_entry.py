@@ -23,8 +23,9 @@ import numpy as np
 
 from .. import _jit
 from ..core import tape as _tp
-from ..core.registry import GRAD_FN_NAMES, LEAF, META_END
+from ..core.registry import GRAD_FN_NAMES
 from ..core.tensor import Tensor
+from ..kernels import sweep as K
 from ..ops import host as _h
 from . import api, engine, walk
 from . import tangent_program as _program
@@ -176,24 +177,12 @@ def _seeds_targets(x_slot, deps):
 
 
 def _leaves_reached(T, s):
-    """The leaf slots of ``T`` that the graph from slot ``s`` reaches."""
+    """The leaf slots of ``T`` that the graph from slot ``s`` reaches (the sweep's own mark;
+    nothing counts as freed)."""
     ints, _ = T.arrays()
-    aux = walk.aux_array(T)
-    seen, todo, leaves = {s}, [s], []
-    while todo:
-        e = todo.pop()
-        row = ints[e]
-        op = int(row[_tp.OP])
-        if op == LEAF:
-            leaves.append(e)
-            continue
-        if op < META_END:
-            continue
-        for i in walk.entry_inputs(row, aux):
-            if i >= 0 and i not in seen:
-                seen.add(i)
-                todo.append(i)
-    return tuple(sorted(leaves))
+    reach = K.mark(ints, T.aux_array(), K.SAVES_TABLE, walk.zeros_u8(T.n), np.array([s], np.int64),
+                   np.zeros(0, np.int64), False, False, 0)[1]
+    return tuple(l for l in sorted(T.leaves) if reach[l])
 
 
 class _Entry:
@@ -219,8 +208,7 @@ def _reverse(xs, y, g, ints, floats, needs, entry, tie):
     if is_grad_enabled():       # a derivative of the result wanted too: op by op
         return _op_by_op(e, leaves, g, True)
     # the errors of a backward through the original graph: freed, or changed in place
-    # (neither can have happened while the tape freed nothing and nothing changed in place)
-    if T.freed.size or _tp.inplace_counter[0] != T.inplace_mark:
+    if not T.intact():
         walk.mark(T, T.arrays()[0], {e.out._slot: None}, {id(x): x for x in leaves}, False)
     u = np.ascontiguousarray(g._data, _F64).reshape(1, -1)
     seeds = {t: (u if t == e.x_slot else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in e.seeds}
