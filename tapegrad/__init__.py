@@ -56,6 +56,9 @@ from .replay.compile import register_wrapper as _register_wrapper  # noqa: E402
 from .replay.tapefile import register_function as _register_function  # noqa: E402
 _register_wrapper(nn.Module, nn.modules.OptimizedModule)            # tg.compile(module), as torch.compile
 _register_function("label_flags", nn.functional.label_flags)        # the labels' guard of a loss, in tape files
+# create_graph gradients of a scalar as one entry (registers its host op and api.grad's entry
+# point; imported after tg.linalg and tg.fft, so their host ops keep their opcodes)
+from .autograd import grad_entry as _grad_entry  # noqa: F401,E402
 
 
 def __getattr__(name):
@@ -68,4 +71,3 @@ def __getattr__(name):
                       "tape of tg.record is tapegrad.RecordedTape", DeprecationWarning, stacklevel=2)
         return RecordedTape
     raise AttributeError("module 'tapegrad' has no attribute %r" % name)
-from .autograd import grad_entry as _grad_entry  # noqa: F401,E402  (its host op registers after every other)
