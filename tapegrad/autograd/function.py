@@ -151,10 +151,7 @@ class Function:
         ctx._input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx._nargs = len(args)
         # (the tape owns the context, as it owns the entry: ``Tape.host_state``)
-        T = y._tape
-        if getattr(T, "host_state", None) is None:
-            T.host_state = {}
-        T.host_state[y._slot] = (cls, ctx)
+        y._tape.keep_host_state(y._slot, (cls, ctx))
         res = tuple(views.get(i, o) for i, o in enumerate(outs))
         return res[0] if single else res
 

@@ -83,10 +83,7 @@ class Attempt:
                     continue
                 name, deps = got
                 y = _h.record(_GRAD_OF, [T.leaves[s] for s in targets], g, grad_fn=name)
-                U = y._tape
-                if getattr(U, "host_state", None) is None:
-                    U.host_state = {}
-                U.host_state[y._slot] = _Entry(T, out, self.slots[i], seeds, targets, p)
+                y._tape.keep_host_state(y._slot, _Entry(T, out, self.slots[i], seeds, targets, p))
                 res[id(x)] = y
         SERVED[0] += 1
         return res

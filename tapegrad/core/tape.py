@@ -435,6 +435,12 @@ class Tape:
         self.versions.append(ver)
         return s
 
+    def keep_host_state(self, s, obj):
+        """Keep ``obj`` for the host entry at slot ``s`` (``host_state``), as long as the tape."""
+        if getattr(self, "host_state", None) is None:
+            self.host_state = {}
+        self.host_state[s] = obj
+
     def intact(self):
         """Nothing of this tape was freed and no in-place op ran anywhere since it was
         made (or marked): a backward's checks of its saved values cannot fail."""
