@@ -51,8 +51,11 @@ def test_same_as_op_by_op(f, n_in):
     served = GE.SERVED[0]
     first = _double_backward(f, arrays, vs)      # op by op, observed
     assert GE.SERVED[0] == served
+    runs = TP.RUNS[0]
     again = [_double_backward(f, arrays, vs) for _ in range(2)]
     assert GE.SERVED[0] == served + 2, "the entry did not serve"
+    # per call, one program run gives the gradients and one per gradient its second backward
+    assert TP.RUNS[0] == runs + 2 * (1 + n_in)
     for got in again:
         assert got[0] == first[0]
         assert got[2] == first[2]               # grad_fn names
@@ -94,7 +97,9 @@ def test_linear_and_unused_inputs():
         assert not gx.requires_grad and gw.requires_grad
         np.testing.assert_array_equal(gx.numpy(), [3.0, 3.0, 3.0])
         np.testing.assert_array_equal(gw.detach().numpy(), [2.0, 4.0, 6.0])
+        runs = TP.RUNS[0]
         gw.sum().backward()
+        assert TP.RUNS[0] == runs + (k in (1, 2))     # (w's program, where served)
     assert GE.SERVED[0] == served + 2
 
 
@@ -114,6 +119,27 @@ def test_a_value_changed_in_place_raises_as_op_by_op():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         call(True).sum().backward()
     assert GE.SERVED[0] == served + 2
+
+
+def test_a_value_changed_in_place_before_the_gradient_raises():
+    """Served or not, ``grad`` itself raises when a value its backward reads changed."""
+    def call(change):
+        x = tg.tensor([0.5, 1.5], requires_grad=True)
+        e = x.exp()
+        y = (e * e).sum()
+        if change:
+            with tg.no_grad():
+                e.mul_(2.0)
+        return tg.autograd.grad(y, x, create_graph=True)[0]
+    served = GE.SERVED[0]
+    for _ in range(2):
+        g = call(False)
+        np.testing.assert_allclose(g.detach().numpy(), 2 * np.exp(2 * np.array([0.5, 1.5])), rtol=1e-14)
+        g.sum().backward()
+    assert GE.SERVED[0] == served + 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        call(True)
+    assert GE.SERVED[0] == served + 1
 
 
 @pytest.mark.parametrize("case", ["hook", "anomaly", "retain_graph=False", "two outputs", "grad_outputs"])

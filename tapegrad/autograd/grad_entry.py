@@ -69,7 +69,9 @@ class Attempt:
             progs = self._programs()
             if progs is None:
                 return None
-        arrays = engine.run_backward([(out, np.ones(1))], True, self.inputs, False)
+        arrays = self._gradients(progs)
+        if arrays is None:
+            arrays = engine.run_backward([(out, np.ones(1))], True, self.inputs, False)
         res = {}
         with set_grad_enabled(True):
             for i, got, seeds, targets, p in progs:
@@ -87,6 +89,25 @@ class Attempt:
                 res[id(x)] = y
         SERVED[0] += 1
         return res
+
+    def _gradients(self, progs):
+        """{id(input): flat gradient} from one run of a program whose wanted slots hold
+        every input with a gradient (its gradients, the tangents left at zero): the
+        compiled backward's bookkeeping costs more than that run.  None where no program
+        holds them all, or the tape freed something or changed in place (the backward
+        then says what)."""
+        T = self.T
+        if not T.intact():
+            return None
+        want = {self.slots[i] for i, got, _, _, _ in progs if got is not None}
+        for _, got, seeds, targets, p in progs:
+            if got and want <= set(targets):
+                res = _program.execute(p, T, {t: np.zeros((1, int(T.field(t, _tp.SIZE)))) for t in seeds})
+                if res is None:
+                    return None
+                _tp.rotate()    # (as after a backward: the entries go to a new tape, which refers to this one)
+                return {id(x): res[2 * targets.index(s)] for x, s in zip(self.inputs, self.slots) if s in want}
+        return None
 
     def _programs(self):
         """Per input (index, observed, seeds, targets, program), once the op-by-op path
