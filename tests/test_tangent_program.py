@@ -120,13 +120,22 @@ def _rosen(x):
 
 
 @compiled_code
-def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled):
-    x = RNG.uniform(-2, 2, 500)
+@pytest.mark.parametrize("n, own", [(517, True), (518, False)], ids=["own buffer", "past OWN_BUFFER_MAX"])
+def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled, monkeypatch, n, own):
+    """The loop adds into x's adjoint at x[:-1] and at x[1:]: the second through a buffer
+    of its own (added after the loop), or, for a larger x, into x's arrays directly."""
+    if not own:
+        monkeypatch.setattr(TP, "OWN_BUFFER_MAX", n - 1)
+    x = RNG.uniform(-2, 2, n)
     (got,), (v,) = _check(_rosen, [x])
     want = np.zeros_like(x)
     want[:-1] = (1200 * x[:-1] ** 2 - 400 * x[1:] + 2) * v[:-1] - 400 * x[:-1] * v[1:]
     want[1:] += -400 * x[:-1] * v[:-1] + 200 * v[1:]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+    runs = [g[2] for g in TP._PROGRAMS.values() if g[2] is not None and n in g[1].sizes.values()]
+    assert len(runs) == 1
+    assert {"bg0_0", "bh0_0"} <= set(runs[0].py_func.__code__.co_varnames) if own else \
+        not any(name.startswith("bg") for name in runs[0].py_func.__code__.co_varnames)
 
 
 @compiled_code
