@@ -4,11 +4,11 @@ The general ``create_graph`` path (``differentiable``) records the gradient's
 computation op by op from Python, so that a second backward can walk it.  For the
 most common second-order use, one scalar differentiated once more (``H v`` by
 double backward, a gradient penalty), the same second backward can instead come
-from the tape itself: the gradient ``g_i`` of input ``x_i`` is computed by the
-compiled sweep and recorded as one host entry ``grad_of`` whose inputs are the
-leaves ``g_i`` depends on, and whose reverse for an adjoint ``u`` is one run of the
-tape's compiled forward-over-reverse program (``tangent_program``) along ``u`` at
-``x_i``: ``d/dl (u . g_i)`` for every such leaf ``l``.
+from the tape itself: the gradient ``g_i`` of input ``x_i`` is one run of the tape's
+compiled forward-over-reverse program (``tangent_program``) with its tangents at
+zero (or the compiled sweep's), recorded as one host entry ``grad_of`` whose inputs
+are the leaves ``g_i`` depends on, and whose reverse for an adjoint ``u`` is one run
+of the same program along ``u`` at ``x_i``: ``d/dl (u . g_i)`` for every such leaf ``l``.
 
 What the user sees stays that of the op-by-op path, which serves the first calls of
 each tape structure and is observed (``_Observation``): each gradient's ``grad_fn``
