@@ -256,26 +256,28 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
 
 
 def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):
-    """At the stop of host entry ``e``: its input adjoints by the op's reverse rule
-    (the differentiable one, ``ops/host.py``) on arrays, grad mode off, added into the
+    """At the stop of host entry ``e``: its input adjoints by the op's reverse on arrays,
+    or its differentiable one (``ops/host.py``) with grad mode off, added into the
     adjoint store ``A`` (an adjoint ``touched`` 0 was never written: overwritten,
     then marked written, as the sweep's ``fresh`` bookkeeping expects).  Returns the
     context of slot values, made at the first host entry of the backward."""
     if not touched[e]:
         return ctx          # no gradient reached it: nothing to add
-    if ctx is None:
-        ctx = differentiable._Context(T, ints, flts, reach)
     row = ints[e].tolist()
-    op = row[_tp.OP]
-    g = Tensor._const(A.view(e, sizes[e]))
-    with set_grad_enabled(False):
-        parts = FAMILY_RULES[HOST].differentiable_reverse(ctx, e, op & K.INDEX_MASK, row, flts[e, _tp.F0],
-                                                          flts[e, _tp.F1], g)
+    k = row[_tp.OP] & K.INDEX_MASK
+    rules = FAMILY_RULES[HOST]
+    parts = rules.array_reverse(T, e, k, row, A.view(e, sizes[e]))
+    if parts is None:
+        if ctx is None:
+            ctx = differentiable._Context(T, ints, flts, reach)
+        with set_grad_enabled(False):
+            parts = [(i, r._data) for i, r in rules.differentiable_reverse(
+                ctx, e, k, row, flts[e, _tp.F0], flts[e, _tp.F1], Tensor._const(A.view(e, sizes[e])))]
     for i, r in parts:
         view = A.view(i, sizes[i])
         if view is None:
             continue
-        d = r._data.reshape(-1)
+        d = r.reshape(-1)
         if touched[i]:
             view += d
         else:

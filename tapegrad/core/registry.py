@@ -130,7 +130,12 @@ class FamilyRules(NamedTuple):
     adjoints for a batch ``G`` of the entry's adjoints (the reverse rule on K rows);
     ``curvature(ctx, s, k, row, f0, f1, g)``: for one adjoint ``g`` of the entry, the
     (input slot, ``(K, n_i)``) directional derivatives of its reverse rule as the
-    values it reads move along their tangents (empty for a linear op)."""
+    values it reads move along their tangents (empty for a linear op).
+
+    ``array_reverse(T, s, k, row, g)``, or None: at the compiled backward's stop at
+    entry ``s`` of tape ``T``, the (input slot, flat float64 adjoint) pairs for its flat
+    adjoint array ``g``, without tensors; or None where ``differentiable_reverse`` (grad
+    mode off) must run instead."""
     differentiable_reverse: Callable
     replay_rule: Callable
     expands_adjoint: bool
@@ -139,6 +144,7 @@ class FamilyRules(NamedTuple):
     tangent: Callable = None
     batched_reverse: Callable = None
     curvature: Callable = None
+    array_reverse: Callable = None
 
 
 FAMILY_RULES = {}       # family -> FamilyRules

@@ -56,6 +56,10 @@ class HostOp(NamedTuple):
     # batched_reverse also gets ``adjoints``: how many leading rows of G are adjoints (the
     # rest, in forward over reverse, are their tangents), for a rule that checks them (eig)
     adjoint_rows: bool = False
+    # the compiled backward's reverse on arrays, or None (``reverse`` then runs, grad mode off):
+    #   array_reverse(g, entry) -> per input its flat float64 adjoint (None: none), from the
+    #   output's flat float64 adjoint ``g``; or None, for ``reverse`` to run instead
+    array_reverse: Callable = None
 
 
 HOST_OPS = {}       # kernel index -> HostOp
@@ -63,7 +67,8 @@ BY_NAME = {}        # op name -> HostOp
 _SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
 
 
-def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=None, adjoint_rows=False):
+def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=None, adjoint_rows=False,
+            array_reverse=None):
     """Define the host op ``name`` (an opcode of the HOST family)."""
     if not callable(forward) or not callable(reverse):
         raise OpDefinitionError("host op %r: its forward and its reverse rule must be functions" % name)
@@ -72,7 +77,7 @@ def host_op(name, grad_fn, forward, reverse, saves, entry=False, forward_mode=No
     k = len(HOST_OPS)
     code = define(HOST, k, name, saves=saves)
     op = HOST_OPS[k] = BY_NAME[name] = HostOp(name, code, forward, reverse, saves, grad_fn, entry, forward_mode,
-                                                   adjoint_rows)
+                                                   adjoint_rows, array_reverse)
     return op
 
 
@@ -153,6 +158,17 @@ def differentiable_reverse(ctx, s, k, row, f0, f1, g):
     else:
         grads = op.reverse(xs, y, g, ints, (f0, f1), needs)
     return [(i, shaped(r, (r.numel(),))) for i, r, nd in zip(slots, grads, needs) if nd and r is not None]
+
+
+def array_reverse(T, s, k, row, g):
+    """The op's ``array_reverse`` at entry ``s`` (see ``FamilyRules``), or None."""
+    rule = HOST_OPS[k].array_reverse
+    if rule is None:
+        return None
+    grads = rule(g, entry=(T, s))
+    if grads is None:
+        return None
+    return [(i, r) for i, r in zip(_slots_and_meta(T.aux_array(), row)[0], grads) if r is not None]
 
 
 def _shaped(t, shape):
@@ -244,4 +260,5 @@ def curvature(ctx, s, k, row, f0, f1, g):
 
 register_family(HOST, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                   scalar_replay=frozenset(), compiled_forward=_compiled_forward,
-                                  tangent=tangent, batched_reverse=batched_reverse, curvature=curvature))
+                                  tangent=tangent, batched_reverse=batched_reverse, curvature=curvature,
+                                  array_reverse=array_reverse))
