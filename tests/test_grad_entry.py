@@ -327,3 +327,32 @@ def test_a_served_gradient_changed_in_place_or_differentiated_twice():
         for _ in range(2):
             np.testing.assert_allclose(call(twice), 12 * x0 if not twice else 2 * 6 * x0, rtol=1e-14)
         assert GE.SERVED[0] == served + 2
+
+
+@pytest.mark.parametrize("on_arrays", [True, False], ids=["array reverse", "tensor reverse"])
+def test_the_second_backward_takes_the_array_reverse(monkeypatch, on_arrays):
+    """The compiled backward's stop at a served gradient runs its program on arrays, no
+    tensors made (``array_reverse``); without it the tensor reverse gives the same."""
+    from tapegrad.core.registry import index
+    from tapegrad.ops import host as H
+    k = index(GE._GRAD_OF.code)
+    calls = []
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return GE._reverse(*args, **kw)
+    op = H.HOST_OPS[k]
+    assert op is GE._GRAD_OF
+    monkeypatch.setitem(H.HOST_OPS, k, op._replace(reverse=spy, array_reverse=op.array_reverse if on_arrays else None))
+    x0, v = RNG.standard_normal(40), RNG.standard_normal(40)
+    served, want = GE.SERVED[0], None
+    for _ in range(3):
+        got = _double_backward(rosen, [x0], [v])[3][0]
+        want = got if want is None else want
+    assert GE.SERVED[0] == served + 2 and len(calls) == (0 if on_arrays else 2)
+    h = x0[:-1]
+    hv = np.zeros_like(x0)
+    hv[:-1] = (1200 * h ** 2 - 400 * x0[1:] + 2) * v[:-1] - 400 * h * v[1:]
+    hv[1:] += -400 * h * v[:-1] + 200 * v[1:]
+    np.testing.assert_allclose(got, hv, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(want, hv, rtol=1e-12, atol=1e-10)

@@ -236,6 +236,20 @@ def _reverse(xs, y, g, ints, floats, needs, entry, tie):
     return [Tensor._wrap(res[2 * j + 1].reshape(x.shape)) for j, x in enumerate(leaves)]
 
 
+def _array_reverse(g, entry):
+    """``_reverse`` at the compiled backward's stop, on its flat adjoint array ``g``; None
+    (``_reverse`` then runs and says why) where the original graph freed something or
+    changed in place, or the program cannot run."""
+    U, s = entry
+    e = U.host_state[s]
+    T = e.T
+    if not T.intact():
+        return None
+    seeds = {t: (g.reshape(1, -1) if t == e.x_slot else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in e.seeds}
+    res = _program.execute(e.program, T, seeds)
+    return None if res is None else res[1::2]
+
+
 def _op_by_op(e, leaves, g, create_graph):
     """The adjoints as the op-by-op path computes them: the gradient recorded, then
     differentiated along ``g``."""
@@ -250,5 +264,5 @@ def _op_by_op(e, leaves, g, create_graph):
 
 
 # (it keeps no value: its reverse reads the original graph's, so the gradient may change in place)
-_GRAD_OF = _h.host_op("grad_of", "GradOfBackward", _forward, _reverse, 0, entry=True)
+_GRAD_OF = _h.host_op("grad_of", "GradOfBackward", _forward, _reverse, 0, entry=True, array_reverse=_array_reverse)
 api.FUSED_GRAD[0] = attempt
