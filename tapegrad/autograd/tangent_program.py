@@ -973,7 +973,7 @@ class _Source:
         the loop: Rosenbrock's program at 10^4 elements takes 1.5-2 times as long.  At
         10^6 the loop is bound by memory, and the buffers' traffic costs more.)"""
         first = consts.setdefault(("first", b), at)
-        n = self.p.sizes[b]
+        n = self.p._size(b)
         if at == first or n > OWN_BUFFER_MAX:
             return "ag%d" % b, "ah%d" % b
         names = consts.get(("own", b, at))
