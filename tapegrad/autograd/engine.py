@@ -266,13 +266,14 @@ def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):
     row = ints[e].tolist()
     k = row[_tp.OP] & K.INDEX_MASK
     rules = FAMILY_RULES[HOST]
-    parts = rules.array_reverse(T, e, k, row, A.view(e, sizes[e]))
+    g = A.view(e, sizes[e])
+    parts = rules.array_reverse(T, e, k, row, g)
     if parts is None:
         if ctx is None:
             ctx = differentiable._Context(T, ints, flts, reach)
         with set_grad_enabled(False):
             parts = [(i, r._data) for i, r in rules.differentiable_reverse(
-                ctx, e, k, row, flts[e, _tp.F0], flts[e, _tp.F1], Tensor._const(A.view(e, sizes[e])))]
+                ctx, e, k, row, flts[e, _tp.F0], flts[e, _tp.F1], Tensor._const(g))]
     for i, r in parts:
         view = A.view(i, sizes[i])
         if view is None:

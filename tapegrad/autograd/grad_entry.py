@@ -102,7 +102,7 @@ class Attempt:
         want = {self.slots[i] for i, got, _, _, _ in progs if got is not None}
         for _, got, seeds, targets, p in progs:
             if got and want <= set(targets):
-                res = _program.execute(p, T, {t: np.zeros((1, int(T.field(t, _tp.SIZE)))) for t in seeds})
+                res = _run(T, p, seeds, None, None)
                 if res is None:
                     return None
                 _tp.rotate()    # (as after a backward: the entries go to a new tape, which refers to this one)
@@ -228,9 +228,7 @@ def _reverse(xs, y, g, ints, floats, needs, entry, tie):
     # the errors of a backward through the original graph: freed, or changed in place
     if not T.intact():
         walk.mark(T, T.arrays()[0], {e.out._slot: None}, {id(x): x for x in leaves}, False)
-    u = np.ascontiguousarray(g._data, _F64).reshape(1, -1)
-    seeds = {t: (u if t == e.x_slot else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in e.seeds}
-    res = _program.execute(e.program, T, seeds)
+    res = _run(T, e.program, e.seeds, e.x_slot, np.ascontiguousarray(g._data, _F64))
     if res is None:             # (a value it reads is not float64)
         return _op_by_op(e, leaves, g, False)
     return [Tensor._wrap(res[2 * j + 1].reshape(x.shape)) for j, x in enumerate(leaves)]
@@ -242,12 +240,18 @@ def _array_reverse(g, entry):
     changed in place, or the program cannot run."""
     U, s = entry
     e = U.host_state[s]
-    T = e.T
-    if not T.intact():
+    if not e.T.intact():
         return None
-    seeds = {t: (g.reshape(1, -1) if t == e.x_slot else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in e.seeds}
-    res = _program.execute(e.program, T, seeds)
+    res = _run(e.T, e.program, e.seeds, e.x_slot, g)
     return None if res is None else res[1::2]
+
+
+def _run(T, program, seeds, x_slot, u):
+    """The program's flat results (per wanted slot, its gradient and their derivative)
+    with the tangent ``u`` at ``x_slot`` (None: zero) and zero at its other seeded
+    slots; None where it cannot run (``_program.execute``)."""
+    return _program.execute(program, T, {t: (u.reshape(1, -1) if t == x_slot and u is not None
+                                             else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in seeds})
 
 
 def _op_by_op(e, leaves, g, create_graph):
