@@ -7,6 +7,7 @@ broadcasting, sums and means over dims, several loops) against the NumPy walk
 against finite differences of the gradient and against Rosenbrock's Hessian by hand.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -136,6 +137,54 @@ def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled, monkeypa
     assert len(runs) == 1
     assert {"bg0_0", "bh0_0"} <= set(runs[0].py_func.__code__.co_varnames) if own else \
         not any(name.startswith("bg") for name in runs[0].py_func.__code__.co_varnames)
+
+
+_HALVES = [
+    ("rosenbrock, own buffer", _rosen, [(517,)]),
+    ("several loops, a constant index", lambda x: (x.reshape(4, 5) * x[:5]).tanh().sum() * x[3] + x[7] ** 3, [(20,)]),
+    ("two inputs, matrix products", lambda a, b: ((a @ b).tanh() * (b.t() @ a.t()).t()).sum() + (a @ b[:, 0]).exp().sum(),
+     [(3, 4), (4, 5)]),
+    ("softmax and logsumexp", lambda x: (F.softmax(x.reshape(6, 4), 1) * x.reshape(6, 4).cos()).sum()
+     + x.reshape(4, 6).logsumexp(0).square().sum(), [(24,)]),
+    ("concatenation", lambda w: (tg.cat([w, w.sin()]) ** 2).sum() + tg.stack([w, w * w]).exp().sum(), [(5,)]),
+]
+
+
+@compiled_code
+@pytest.mark.parametrize("f, shapes", [c[1:] for c in _HALVES], ids=[c[0] for c in _HALVES])
+def test_the_gradient_and_curvature_kinds_are_halves_of_hvp(compiled, f, shapes):
+    """The "grad" and "hv" programs (a served grad(create_graph=True): its gradients,
+    then their derivative along the second backward's adjoint) are the "hvp" program
+    without the other half of its results: the same values, bit for bit, and without
+    the arrays of the half they leave out."""
+    xs = [tg.tensor(RNG.uniform(-1.5, 1.5, sh), requires_grad=True) for sh in shapes]
+    out = f(*xs)
+    T = out._tape
+    slots = [x._slot for x in xs]
+    assert all(T.leaves[s] is x for s, x in zip(slots, xs))
+    seeds = {s: RNG.standard_normal((1, x.numel())) for s, x in zip(slots, xs)}
+    res = {}
+    for kind in ("hvp", "grad", "hv"):
+        got = TP.program(T, kind, sorted(seeds), slots, (out._slot,))
+        assert got[2] is not None, got[1]
+        res[kind] = TP.execute(got, T, {s: seeds[s] for s in sorted(seeds)})
+        names = set(got[2].py_func.__code__.co_varnames)
+        for half, kept in (("ag", kind != "hv"), ("ah", kind != "grad")):
+            wanted = {"%s%d" % (half, s) for s in slots}
+            assert wanted <= names if kept else not wanted & names
+            own = {n for n in names if re.match(r"[bc]%s(%s)_\d+$" % (half[1], "|".join(map(str, slots))), n)}
+            assert kept or not own      # (their own buffers and accumulators too)
+            if f is _rosen:
+                assert own == ({"b%s%d_0" % (half[1], slots[0])} if kept else set())
+    assert len(res["grad"]) == len(res["hv"]) == len(slots)
+    for j in range(len(slots)):
+        np.testing.assert_array_equal(res["grad"][j], res["hvp"][2 * j])
+        np.testing.assert_array_equal(res["hv"][j], res["hvp"][2 * j + 1])
+    # and the gradients are backward's; the curvature is the NumPy walk's (finite differences above)
+    out.backward(retain_graph=True)
+    for j, x in enumerate(xs):
+        np.testing.assert_allclose(res["grad"][j], x.grad.numpy().reshape(-1), rtol=1e-12, atol=1e-12)
+    assert np.abs(res["hv"][0]).max() > 0
 
 
 @compiled_code

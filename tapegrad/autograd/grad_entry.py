@@ -5,10 +5,11 @@ computation op by op from Python, so that a second backward can walk it.  For th
 most common second-order use, one scalar differentiated once more (``H v`` by
 double backward, a gradient penalty), the same second backward can instead come
 from the tape itself: the gradient ``g_i`` of input ``x_i`` is one run of the tape's
-compiled forward-over-reverse program (``tangent_program``) with its tangents at
-zero (or the compiled sweep's), recorded as one host entry ``grad_of`` whose inputs
-are the leaves ``g_i`` depends on, and whose reverse for an adjoint ``u`` is one run
-of the same program along ``u`` at ``x_i``: ``d/dl (u . g_i)`` for every such leaf ``l``.
+compiled program (``tangent_program``, kind "grad": the reverse alone), or the
+compiled sweep's, recorded as one host entry ``grad_of`` whose inputs are the leaves
+``g_i`` depends on, and whose reverse for an adjoint ``u`` is one run of its forward-
+over-reverse program along ``u`` at ``x_i`` (kind "hv": the tangents of the adjoints
+alone): ``d/dl (u . g_i)`` for every such leaf ``l``.
 
 What the user sees stays that of the op-by-op path, which serves the first calls of
 each tape structure and is observed (``_Observation``): each gradient's ``grad_fn``
@@ -85,7 +86,7 @@ class Attempt:
                     continue
                 name, deps = got
                 y = _h.record(_GRAD_OF, [T.leaves[s] for s in targets], g, grad_fn=name)
-                y._tape.keep_host_state(y._slot, _Entry(T, out, self.slots[i], seeds, targets, p))
+                y._tape.keep_host_state(y._slot, _Entry(T, out, self.slots[i], seeds, targets, p[1]))
                 res[id(x)] = y
         SERVED[0] += 1
         return res
@@ -102,28 +103,28 @@ class Attempt:
         want = {self.slots[i] for i, got, _, _, _ in progs if got is not None}
         for _, got, seeds, targets, p in progs:
             if got and want <= set(targets):
-                res = _run(T, p, seeds, None, None)
+                res = _run(T, p[0], seeds, None, None)
                 if res is None:
                     return None
                 _tp.rotate()    # (as after a backward: the entries go to a new tape, which refers to this one)
-                return {id(x): res[2 * targets.index(s)] for x, s in zip(self.inputs, self.slots) if s in want}
+                return {id(x): res[targets.index(s)] for x, s in zip(self.inputs, self.slots) if s in want}
         return None
 
     def _programs(self):
-        """Per input (index, observed, seeds, targets, program), once the op-by-op path
-        was observed ``OBSERVE`` times and every program is compiled (then kept in the
-        observation); else None.  Each call counts a walk of the programs: compiled at
-        their ``COMPILE_AFTER``-th."""
+        """Per input (index, observed, seeds, targets, (its gradients' program, their
+        derivatives')), once the op-by-op path was observed ``OBSERVE`` times and every
+        program is compiled (then kept in the observation); else None.  Each call counts
+        a walk of the programs: compiled at their ``COMPILE_AFTER``-th."""
         obs, T, out = self.obs, self.T, self.out
         progs, ready = [], True
         for i, got in enumerate(obs.per_input):
             if got:
                 seeds, targets = _seeds_targets(self.slots[i], got[1])
-                p = _program.program(T, "hvp", seeds, targets, (out._slot,))
-                if p is None:
+                p = tuple(_program.program(T, kind, seeds, targets, (out._slot,)) for kind in ("grad", "hv"))
+                if None in p:
                     obs.ok = False
                     return None
-                ready = ready and p[2] is not None
+                ready = ready and p[0][2] is not None and p[1][2] is not None
                 progs.append((i, got, seeds, targets, p))
             else:
                 progs.append((i, got, None, None, None))
@@ -231,7 +232,7 @@ def _reverse(xs, y, g, ints, floats, needs, entry, tie):
     res = _run(T, e.program, e.seeds, e.x_slot, np.ascontiguousarray(g._data, _F64))
     if res is None:             # (a value it reads is not float64)
         return _op_by_op(e, leaves, g, False)
-    return [Tensor._wrap(res[2 * j + 1].reshape(x.shape)) for j, x in enumerate(leaves)]
+    return [Tensor._wrap(h.reshape(x.shape)) for h, x in zip(res, leaves)]
 
 
 def _array_reverse(g, entry):
@@ -242,14 +243,13 @@ def _array_reverse(g, entry):
     e = U.host_state[s]
     if not e.T.intact():
         return None
-    res = _run(e.T, e.program, e.seeds, e.x_slot, g)
-    return None if res is None else res[1::2]
+    return _run(e.T, e.program, e.seeds, e.x_slot, g)
 
 
 def _run(T, program, seeds, x_slot, u):
-    """The program's flat results (per wanted slot, its gradient and their derivative)
-    with the tangent ``u`` at ``x_slot`` (None: zero) and zero at its other seeded
-    slots; None where it cannot run (``_program.execute``)."""
+    """The program's flat results (per wanted slot: its gradient, "grad", or the
+    gradient's derivative, "hv") with the tangent ``u`` at ``x_slot`` (None: zero) and
+    zero at its other seeded slots; None where it cannot run (``_program.execute``)."""
     return _program.execute(program, T, {t: (u.reshape(1, -1) if t == x_slot and u is not None
                                              else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in seeds})
 

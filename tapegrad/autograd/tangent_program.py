@@ -25,6 +25,7 @@ reason is kept in ``_PROGRAMS``).
 """
 import ast
 import hashlib
+import re
 import threading
 
 import numpy as np
@@ -48,6 +49,7 @@ _GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _
 _REVERSE_READS_TY = (_rd.LOGSUMEXP, _rd.STD, _rd.SOFTMAX, _rd.LOG_SOFTMAX)     # (the others' curvature needs no dy)
 _TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
+_F64 = np.dtype(np.float64)
 
 
 class Unsupported(Exception):
@@ -180,9 +182,11 @@ class _Plan:
     def __init__(self, T, lo, hi, seeds, targets, outs, kind="hvp"):
         ints, flts = T.arrays()
         aux = T.aux_array()
-        # "hvp": forward over reverse from outs[0] (``out``); "jvp": the tangents of ``outs`` only
+        # "hvp": forward over reverse from outs[0] (``out``), each wanted slot's adjoint and
+        # its tangent; "grad", "hv": the adjoints alone, their tangents alone (``_RETURNS``);
+        # "jvp": the tangents of ``outs`` only
         self.lo, self.kind, self.outs = lo, kind, list(outs)
-        self.out = outs[0] if kind == "hvp" else None
+        self.out = outs[0] if kind != "jvp" else None
         self.seeds, self.targets = list(seeds), list(targets)
         self.sizes = {}
         size = self._size = lambda s: self.sizes.setdefault(s, int(ints[s, _SIZE]))     # noqa: E731
@@ -220,6 +224,8 @@ class _Plan:
                                                         "an input, or does not depend on the inputs"))
         if any(t not in seeds for t in targets):
             raise Unsupported("a wanted slot has no direction")
+        if kind in ("grad", "hv") and any(t in self.group_of for t in targets):
+            raise Unsupported("a wanted slot is computed by the program")     # (its adjoint is read, not only returned)
         loops = sum(not call for _, _, call in self.groups)
         if loops > MAX_LOOPS:
             raise Unsupported("its entries make %d loops (at most %d)" % (loops, MAX_LOOPS))
@@ -470,10 +476,10 @@ class _Source:
         for n, members, call in p.groups:
             if any(e.slot in self.t_arrays for e in members):
                 (self._forward_call if call else self._forward)(n, members)
-        if p.kind == "hvp":
+        if p.kind != "jvp":
             for n, members, call in reversed(p.groups):
                 (self._reverse_call if call else self._reverse)(n, members)
-            ret = "return (%s,)" % ", ".join("ag%d, ah%d" % (t, t) for t in p.targets)
+            ret = "return (%s,)" % ", ".join("%s%d" % (a, t) for t in p.targets for a in _RETURNS[p.kind])
         else:       # (new arrays: the work array is the next call's)
             ret = "return (%s,)" % ", ".join([self._jvp_output(o) for o in p.outs])
         self.lines = head = []
@@ -501,7 +507,12 @@ class _Source:
         for e in p.entries:
             if e.kind == "unary" and e.baked is None:
                 self.emit(1, "p%d, q%d = prm[%d, 0], prm[%d, 1]" % (e.slot, e.slot, e.slot - p.lo, e.slot - p.lo))
-        return "\n".join(head + body + ["    " + ret]) + "\n"
+        source = "\n".join(head + body + ["    " + ret]) + "\n"
+        if p.kind in ("grad", "hv"):
+            left_out = "h" if p.kind == "grad" else "g"
+            source = _without_sinks(source, {"a%s%d" % (left_out, t) for t in p.targets},
+                                    re.compile(r"[bc]%s(%s)_\d+$" % (left_out, "|".join(map(str, p.targets)))))
+        return source
 
     def _jvp_output(self, o):
         """A jvp's output tangent as a new array: its own, or its base's through the map."""
@@ -991,6 +1002,67 @@ class _Source:
         return names[0], names[1]
 
 
+_RETURNS = {"hvp": ("ag", "ah"), "grad": ("ag",), "hv": ("ah",)}     # per wanted slot, what a kind returns
+
+
+def _without_sinks(source, sinks, sink_pattern):
+    """The program ``source`` without the statements that write the arrays ``sinks``
+    (the names, and those ``sink_pattern`` matches: a wanted slot's adjoint, or its
+    tangent, which the program's kind does not return; nothing reads them but the
+    return), then without the assignments of names nothing reads any more (what only
+    fed them).  LLVM drops what then only fed those, up to the loads of the tangents.
+    (The generated statements that assign a name do nothing else; ``source`` is the
+    function alone.)"""
+    fn = ast.parse(source).body[0]
+
+    def base(t):
+        while isinstance(t, ast.Subscript):
+            t = t.value
+        return t.id if isinstance(t, ast.Name) else None
+
+    def sink(t):
+        b = base(t)
+        return b is not None and (b in sinks or sink_pattern.match(b) is not None)
+
+    def prune(body, read):
+        out = []
+        for st in body:
+            if isinstance(st, (ast.For, ast.If)):
+                st.body, st.orelse = prune(st.body, read), prune(st.orelse, read)
+                if isinstance(st, ast.For) and not st.body:
+                    continue
+                st.body = st.body or [ast.Pass()]
+            elif isinstance(st, ast.AugAssign):
+                if sink(st.target) or (isinstance(st.target, ast.Name) and st.target.id not in read):
+                    continue
+            elif isinstance(st, ast.Assign):
+                keep = []
+                for t in st.targets:
+                    if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple):
+                        pairs = [(a, v) for a, v in zip(t.elts, st.value.elts)
+                                 if not sink(a) and not (isinstance(a, ast.Name) and a.id not in read)]
+                        if len(pairs) == 1:
+                            (t, st.value), = pairs
+                            keep.append(t)
+                        elif pairs:
+                            t.elts, st.value.elts = [a for a, _ in pairs], [v for _, v in pairs]
+                            keep.append(t)
+                    elif not sink(t) and not (isinstance(t, ast.Name) and t.id not in read):
+                        keep.append(t)
+                if not keep:
+                    continue
+                st.targets = keep
+            out.append(st)
+        return out
+
+    while True:
+        before = ast.dump(fn)
+        read = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        fn.body = prune(fn.body, read)
+        if ast.dump(fn) == before:
+            return ast.unparse(fn) + "\n"
+
+
 # -- running: a program per tape structure, compiled in the background ------------------
 _PROGRAMS = {}      # structure key -> [walks seen, plan or Unsupported or None, compiled function or None]
 RUNS = [0]          # calls of compiled programs (tests, benchmarks)
@@ -1025,8 +1097,11 @@ def _key(T, lo, hi, seeds, targets, outs, ints, flts):
 
 
 def _slot_value(T, ints, flts, s):
-    if ints[s, _OP] == _tp.LEAF:
-        v = T.leaves[s]._data
+    leaf = T.leaves.get(s)
+    if leaf is not None:
+        v = leaf._data
+        if v.dtype is _F64 and v.flags.c_contiguous:
+            return v.reshape(-1)
     else:
         v = T.vals[s]
         if v is None:
@@ -1107,11 +1182,11 @@ def program(T, kind, seeds, targets, outs):
 
 def execute(got, T, seeds):
     """Run ``got``'s compiled program (``program``) on tape ``T``'s values with the
-    tangents ``seeds`` {slot: (1, n)}: its flat results, or None while it is not
-    compiled, or when a value it reads was freed or is not float64 (the caller then
-    takes another path)."""
+    tangents ``seeds`` {slot: (1, n)} (one direction: the callers check): its flat
+    results, or None while it is not compiled, or when a value it reads was freed or is
+    not float64 (the caller then takes another path)."""
     plan, run = got[1], got[2]
-    if run is None or any(d.shape[0] != 1 for d in seeds.values()):
+    if run is None:
         return None
     ints, flts = T.arrays()
     vals = []
