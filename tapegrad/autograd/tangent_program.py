@@ -1089,11 +1089,9 @@ def _key(T, lo, hi, seeds, targets, outs, ints, flts):
     their versions (absolute: a loss recorded again on a fresh tape finds the same),
     the auxiliary words, the sizes of the slots before ``lo``, the parameters written
     into the program (``_baked_opcodes``), the seeded, wanted and output slots."""
-    ops = ints[lo:hi + 1, _OP]
-    baked = np.flatnonzero(_baked_opcodes()[ops])
+    baked = _baked_opcodes()[ints[lo:hi + 1, _OP]]
     return (lo, ints[lo:hi + 1, :_tp.VERSION].tobytes(), T.aux_array().tobytes(), ints[:lo, _SIZE].tobytes(),
-            flts[lo + baked, _tp.F0:_tp.F1 + 1].tobytes() if baked.size else b"", tuple(seeds), tuple(targets),
-            tuple(outs))
+            flts[lo:hi + 1, _tp.F0:_tp.F1 + 1][baked].tobytes(), tuple(seeds), tuple(targets), tuple(outs))
 
 
 def _slot_value(T, ints, flts, s):

@@ -306,7 +306,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "versions", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "host_state", "__weakref__")
+                 "host_state", "_arrays", "__weakref__")
     # ``host_state``: {slot: object} what a host entry keeps in Python beside the tape
     # (a tg.autograd.Function's context), owned by the tape; unset until one is kept
 
@@ -342,6 +342,7 @@ class Tape:
         self.inplace_mark = inplace_counter[0]
         self.sources = None     # [(first slot, user source line)] recorded in anomaly mode
         self.nodes = None       # slot -> grad_fn Node (weak), so grad_fn is the same object each time
+        self._arrays = None     # (n, buf, ints, flts) of the last ``arrays()``
         _LIVE.add(self)
 
     def __len__(self):
@@ -458,10 +459,16 @@ class Tape:
 
     def arrays(self):
         """Views of the entries: (int64 (n, 12), float64 (n, 12)); only the int
-        fields of the first, the float fields (F0, F1, VAL) of the second mean anything."""
-        n = self.n
-        ints = np.frombuffer(self.buf, dtype=np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
-        flts = np.frombuffer(self.buf, dtype=np.float64, count=n * NFIELDS).reshape(n, NFIELDS)
+        fields of the first, the float fields (F0, F1, VAL) of the second mean anything.
+        (The last call's, while no entry was added: a backward and the programs ask
+        several times.)"""
+        n, buf = self.n, self.buf
+        got = self._arrays
+        if got is not None and got[0] == n and got[1] is buf:
+            return got[2], got[3]
+        ints = np.frombuffer(buf, dtype=np.int64, count=n * NFIELDS).reshape(n, NFIELDS)
+        flts = np.frombuffer(buf, dtype=np.float64, count=n * NFIELDS).reshape(n, NFIELDS)
+        self._arrays = (n, buf, ints, flts)
         return ints, flts
 
     def adopt(self, t):
