@@ -97,12 +97,14 @@ def values(T, flts, lay):
     """The saved values of tape ``T`` as the sweep reads them, laid out by ``lay``."""
     vloc, vsmall, vbig = lay[0], lay[1], lay[2]
     vals = T.vals
-    parts = [flts[:, _tp.VAL]]
     if vsmall.size:
-        parts += [vals[s] for s in vsmall.tolist()]
+        parts = [flts[:, _tp.VAL]] + [vals[s] for s in vsmall.tolist()]
         if any(v is None for v in parts):   # (a value freed under an entry that reads it: never garbage)
             raise RuntimeError(walk.SECOND_TIME)
-    V = _Slots(vloc, np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe"))
+        arena = np.concatenate(parts, axis=None, dtype=np.float64, casting="unsafe")
+    else:
+        arena = np.array(flts[:, _tp.VAL])
+    V = _Slots(vloc, arena)
     for s in vbig.tolist():
         v = vals[s]
         if v is None:
@@ -210,8 +212,8 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     host = None
     if fams & HOST_BIT:
         fams &= ~HOST_BIT
-        host = process & ((ints[:, _tp.OP] >> FAMILY_SHIFT) == HOST).astype(np.uint8)
-    if T.hooks or T.retained or host is not None:
+        host = process * ((ints[:, _tp.OP] >> FAMILY_SHIFT) == HOST)
+    if T.hooks or T.retained:
         stops = np.zeros(n, np.uint8) if host is None else host.copy()
         for s, h in T.hooks.items():
             if h[0]:
@@ -219,7 +221,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         for s in T.retained:
             stops[s] = 1
     else:
-        stops = walk.zeros_u8(n)
+        stops = walk.zeros_u8(n) if host is None else host
     aux = walk.aux_array(T)
     if host is not None and not fams:
         # host entries only: the whole sweep is Python's (no compiled variant needed)
@@ -268,6 +270,7 @@ def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):
     rules = FAMILY_RULES[HOST]
     g = A.view(e, sizes[e])
     parts = rules.array_reverse(T, e, k, row, g)
+    fresh = parts is not None       # (new arrays: one may become the adjoint itself)
     if parts is None:
         if ctx is None:
             ctx = differentiable._Context(T, ints, flts, reach)
@@ -282,6 +285,9 @@ def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):
         if touched[i]:
             view += d
         else:
-            view[:] = d
+            if fresh and i in A.big and d.dtype == np.float64 and d.flags.c_contiguous and d.size == view.size:
+                A.add_big(i, d)
+            else:
+                view[:] = d
             touched[i] = 1
     return ctx

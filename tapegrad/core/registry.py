@@ -134,8 +134,9 @@ class FamilyRules(NamedTuple):
 
     ``array_reverse(T, s, k, row, g)``, or None: at the compiled backward's stop at
     entry ``s`` of tape ``T``, the (input slot, flat float64 adjoint) pairs for its flat
-    adjoint array ``g``, without tensors; or None where ``differentiable_reverse`` (grad
-    mode off) must run instead."""
+    adjoint array ``g``, without tensors, each a new array the backward may keep as
+    that slot's adjoint; or None where ``differentiable_reverse`` (grad mode off) must
+    run instead."""
     differentiable_reverse: Callable
     replay_rule: Callable
     expands_adjoint: bool

@@ -57,8 +57,9 @@ class HostOp(NamedTuple):
     # rest, in forward over reverse, are their tangents), for a rule that checks them (eig)
     adjoint_rows: bool = False
     # the compiled backward's reverse on arrays, or None (``reverse`` then runs, grad mode off):
-    #   array_reverse(g, entry) -> per input its flat float64 adjoint (None: none), from the
-    #   output's flat float64 adjoint ``g``; or None, for ``reverse`` to run instead
+    #   array_reverse(g, entry) -> per input its flat float64 adjoint (None: none), a new
+    #   array the backward may keep, from the output's flat float64 adjoint ``g``; or None,
+    #   for ``reverse`` to run instead
     array_reverse: Callable = None
 
 
