@@ -20,6 +20,8 @@ entry differentiates op by op again.  Anything else (several outputs, given
 ``grad_outputs``, hooks, anomaly mode, recording for replay, float32, interpreted
 backward passes) takes the op-by-op path.
 """
+import contextlib
+
 import numpy as np
 
 from .. import _jit
@@ -39,17 +41,19 @@ ENABLED = [True]
 SERVED = [0]            # grad calls the entry served (tests, benchmarks)
 
 _F64 = np.dtype(np.float64)
+_NOTHING = contextlib.nullcontext()
 
 
 class _Observation:
     """What the op-by-op path gave for one tape structure: per input, None (no
     gradient), False (a gradient that does not require grad) or (its grad_fn name,
     the leaf slots its graph reaches); ``ok`` False where the entry cannot stand in."""
-    __slots__ = ("calls", "per_input", "ok", "programs")
+    __slots__ = ("calls", "per_input", "ok", "programs", "gradients")
 
     def __init__(self):
         self.calls, self.per_input, self.ok = 0, None, True
         self.programs = None        # once every program is compiled: what ``fused`` found
+        self.gradients = None       # then where ``_gradients`` takes them, or False
 
 
 _OBSERVED = {}          # structure key -> _Observation
@@ -74,7 +78,7 @@ class Attempt:
         if arrays is None:
             arrays = engine.run_backward([(out, np.ones(1))], True, self.inputs, False)
         res = {}
-        with set_grad_enabled(True):
+        with set_grad_enabled(True) if not is_grad_enabled() else _NOTHING:
             for i, got, seeds, targets, p in progs:
                 x = self.inputs[i]
                 g = arrays.get(id(x))
@@ -93,22 +97,21 @@ class Attempt:
 
     def _gradients(self, progs):
         """{id(input): flat gradient} from one run of a program whose wanted slots hold
-        every input with a gradient (its gradients, the tangents left at zero): the
+        every input with a gradient (a "grad" program: the gradients alone): the
         compiled backward's bookkeeping costs more than that run.  None where no program
         holds them all, or the tape freed something or changed in place (the backward
         then says what)."""
-        T = self.T
-        if not T.intact():
+        T, where = self.T, self.obs.gradients
+        if where is None:
+            where = self.obs.gradients = _where_gradients(progs, self.slots)
+        if not where or not T.intact():
             return None
-        want = {self.slots[i] for i, got, _, _, _ in progs if got is not None}
-        for _, got, seeds, targets, p in progs:
-            if got and want <= set(targets):
-                res = _run(T, p[0], seeds, None, None)
-                if res is None:
-                    return None
-                _tp.rotate()    # (as after a backward: the entries go to a new tape, which refers to this one)
-                return {id(x): res[targets.index(s)] for x, s in zip(self.inputs, self.slots) if s in want}
-        return None
+        program, seeds, picks = where
+        res = _run(T, program, seeds, None, None)
+        if res is None:
+            return None
+        _tp.rotate()    # (as after a backward: the entries go to a new tape, which refers to this one)
+        return {id(self.inputs[i]): res[j] for i, j in picks}
 
     def _programs(self):
         """Per input (index, observed, seeds, targets, (its gradients' program, their
@@ -190,6 +193,16 @@ def attempt(outputs, inputs, given, retain_graph):
     return a
 
 
+def _where_gradients(progs, slots):
+    """(a "grad" program whose wanted slots hold every input with a gradient, its seeded
+    slots, [(input index, its result's index)]), or False where none does."""
+    want = {slots[i] for i, got, _, _, _ in progs if got is not None}
+    for _, got, seeds, targets, p in progs:
+        if got and want <= set(targets):
+            return p[0], seeds, [(i, targets.index(s)) for i, s in enumerate(slots) if s in want]
+    return False
+
+
 def _seeds_targets(x_slot, deps):
     """The program's seeded slots (the leaves reached, and the input itself) and wanted ones."""
     return sorted(set(deps) | {x_slot}), list(deps)
@@ -251,7 +264,21 @@ def _run(T, program, seeds, x_slot, u):
     gradient's derivative, "hv") with the tangent ``u`` at ``x_slot`` (None: zero) and
     zero at its other seeded slots; None where it cannot run (``_program.execute``)."""
     return _program.execute(program, T, {t: (u.reshape(1, -1) if t == x_slot and u is not None
-                                             else np.zeros((1, int(T.field(t, _tp.SIZE))))) for t in seeds})
+                                             else _zeros(int(T.field(t, _tp.SIZE)))) for t in seeds})
+
+
+_ZEROS = {}
+
+
+def _zeros(n):
+    """A (1, n) tangent of zeros, shared: a program only reads its seeds' tangents (not
+    marked read-only, which Numba would compile the program for once more)."""
+    z = _ZEROS.get(n)
+    if z is None:
+        if len(_ZEROS) > 64:
+            _ZEROS.clear()
+        z = _ZEROS[n] = np.zeros((1, n))
+    return z
 
 
 def _op_by_op(e, leaves, g, create_graph):
