@@ -356,3 +356,32 @@ def test_the_second_backward_takes_the_array_reverse(monkeypatch, on_arrays):
     hv[1:] += -400 * h * v[:-1] + 200 * v[1:]
     np.testing.assert_allclose(got, hv, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(want, hv, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [50, 3000], ids=["adjoints in the arena", "adjoints of their own"])
+def test_every_path_adds_into_the_second_backwards_adjoints(n):
+    """Both gradients' reverses reach x and w, and so do ops recorded after them: each
+    adds in, whether the adjoints live in the backward's arena or are arrays of their
+    own (past ``engine.BIG``; the first reverse's result then becomes the adjoint)."""
+    from tapegrad.autograd import engine
+    assert (n >= engine.BIG) == (n == 3000)
+    arrays = [RNG.uniform(-1, 1, n) for _ in range(2)]
+    v, u = RNG.standard_normal(n), RNG.standard_normal(n)
+
+    def call():
+        x, w = (tg.tensor(a, requires_grad=True) for a in arrays)
+        gx, gw = tg.autograd.grad(two_inputs(x, w), [x, w], create_graph=True)
+        ((gx * tg.tensor(v)).sum() + (gw * tg.tensor(u)).sum() + (x * w).sum()).backward()
+        return x.grad.numpy(), w.grad.numpy()
+    served = GE.SERVED[0]
+    got = [call() for _ in range(3)]
+    assert GE.SERVED[0] == served + 2
+    # by hand: f = sum(sin(x w)^2) + sum(x^2 w) + sum(exp(w)), elementwise Hessian blocks
+    x, w = arrays
+    s2, c2 = np.sin(2 * x * w), np.cos(2 * x * w)
+    fxx, fww = 2 * w * w * c2 + 2 * w, 2 * x * x * c2 + np.exp(w)
+    fxw = s2 + 2 * x * w * c2 + 2 * x
+    want = (fxx * v + fxw * u + w, fxw * v + fww * u + x)
+    for gx, gw in got:
+        np.testing.assert_allclose(gx, want[0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gw, want[1], rtol=1e-12, atol=1e-12)
