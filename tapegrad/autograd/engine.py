@@ -1,7 +1,8 @@
 """Backward over one or several tapes.
 
 The walk over the tapes is ``walk.over_tapes``; per tape (``_sweep_tape``):
-  1. ``walk.mark``: which entries the roots reach (compiled);
+  1. ``walk.mark``: which entries the roots reach (compiled; on a small tape, the
+     last result for the same structure, ``_bookkeeping``);
   2. gather the values those entries saved into one arena (large arrays by address);
   3. seed the roots' adjoints, ``run`` the compiled sweep (pausing only for hooks,
      ``walk.at_stop``);
@@ -87,10 +88,36 @@ class _Slots:
         x.grad = Tensor._wrap(g) if x.grad is None else Tensor._wrap(x.grad._data + g)
 
 
-def _storage(T, ints, sizes, flts, needval, reach):
-    """The value and adjoint storage of one backward (see ``kernels.sweep.layout``)."""
+# A backward's bookkeeping on a small tape (which entries it processes, where values
+# and adjoints live) depends on the tape's structure, roots and targets alone while
+# nothing of the tape was freed or changed in place: it is kept per structure (a
+# loop's next backward finds it), as the tangent programs are.
+BOOK_ENTRIES = 64       # tapes of up to this many entries ...
+BOOK_AUX = 512          # ... and auxiliary words
+BOOK_MAX = 256          # structures kept (then forgotten all at once)
+_BOOKS = {}
+
+
+def _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids, ext_leads):
+    """``walk.mark``'s results, and the layout of the values and adjoints
+    (``kernels.sweep.layout``), of this backward: (process, reach, needval, target
+    slots, families, layout).  The arrays may be shared: read them only."""
+    key = targets = None
+    if T.n <= BOOK_ENTRIES and T.aux_len <= BOOK_AUX and T.intact():
+        targets = walk.target_slots(T, tgt_ids, ext_leads)
+        key = (ints[:, :_tp.VERSION].tobytes(), T.aux_array().tobytes(), tuple(slot_seeds), tuple(targets[0]),
+               tgt_ids is not None, ext_leads, targets[2])
+        got = _BOOKS.get(key)
+        if got is not None:
+            process, reach, needval, fams, lay = got
+            return process, reach, needval, targets[0], fams, lay
+    process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads, targets)
     lay = K.layout(ints, sizes, needval, reach, BIG)
-    return values(T, flts, lay), adjoints(sizes, lay), lay[6].copy()
+    if key is not None:
+        if len(_BOOKS) >= BOOK_MAX:
+            _BOOKS.clear()
+        _BOOKS[key] = (process, reach, needval, fams, lay)
+    return process, reach, needval, tslots, fams, lay
 
 
 def values(T, flts, lay):
@@ -194,9 +221,9 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
     if plan is None:
-        process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads)
+        process, reach, needval, tslots, fams, lay = _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids, ext_leads)
         hi = max(slot_seeds)
-        V, A, touched = _storage(T, ints, sizes, flts, needval, reach)
+        V, A, touched = values(T, flts, lay), adjoints(sizes, lay), lay[6].copy()
     else:
         marks, process, reach, needval, tslots, fams, hi, V, A, touched = plan.prepare(
             T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads)

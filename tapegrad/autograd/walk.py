@@ -95,11 +95,11 @@ def tape_order(roots):
 
 
 # -- 1. mark ---------------------------------------------------------------------------
-def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
+def mark(T, ints, slot_seeds, tgt_ids, ext_leads, targets=None):
     """Which entries this backward runs (see ``kernels.sweep.mark``), after the
     checks that it can: nothing it needs was freed or changed in place.
     Returns (process, reach, needval, {target slot: [tensors]}, mask of the families
-    of the entries to process)."""
+    of the entries to process).  ``targets``: ``target_slots``' result, when known."""
     n = T.n
     freed = T.freed
     if freed.size < n:
@@ -110,27 +110,7 @@ def mark(T, ints, slot_seeds, tgt_ids, ext_leads):
         else:           # nothing freed yet (``free`` makes the tape its own array)
             freed = zeros_u8(n)
     roots = np.fromiter(slot_seeds.keys(), np.int64, len(slot_seeds))
-
-    # target slots on this tape
-    tslots = {}
-    if tgt_ids is not None:
-        for tid, t in tgt_ids.items():
-            if t._tape is T:
-                tslots.setdefault(t._slot, []).append(t)
-            elif t._tape is None:
-                if t._tape_id == T.id and T.leaves.get(t._slot) is t:      # (its latest slot: most often)
-                    tslots.setdefault(t._slot, []).append(t)
-                    continue
-                for s, leaf in T.leaves.items():
-                    if leaf is t:
-                        tslots.setdefault(s, []).append(t)
-    targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
-    # below the lowest target (or EXT entry, when gradient may leave through one) nothing leads
-    lo = 0
-    if tgt_ids is not None:
-        lo = min(tslots) if tslots else n
-        if ext_leads and T.ext:
-            lo = min(lo, min(T.ext))
+    tslots, targets, lo = target_slots(T, tgt_ids, ext_leads) if targets is None else targets
 
     # (the bookkeeping kernels run as Python until the compiled kernels are loaded)
     k = K.mark if _jit.READY[0] else K.mark.py_func
@@ -169,6 +149,31 @@ def _version_error(T, s, ints):
         "%s%s is at version %d; expected version %d instead. Hint: enable anomaly detection to find the "
         "operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
         % (desc, where, ver[0], T.field(s, _tp.VERSION)))
+
+
+def target_slots(T, tgt_ids, ext_leads):
+    """({target slot on tape ``T``: [tensors]}, those slots as an array, the lowest slot
+    from which gradient may lead to a target: below it nothing does)."""
+    tslots = {}
+    if tgt_ids is not None:
+        for tid, t in tgt_ids.items():
+            if t._tape is T:
+                tslots.setdefault(t._slot, []).append(t)
+            elif t._tape is None:
+                if t._tape_id == T.id and T.leaves.get(t._slot) is t:      # (its latest slot: most often)
+                    tslots.setdefault(t._slot, []).append(t)
+                    continue
+                for s, leaf in T.leaves.items():
+                    if leaf is t:
+                        tslots.setdefault(s, []).append(t)
+    targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
+    # (the lowest target, or EXT entry when gradient may leave through one)
+    lo = 0
+    if tgt_ids is not None:
+        lo = min(tslots) if tslots else T.n
+        if ext_leads and T.ext:
+            lo = min(lo, min(T.ext))
+    return tslots, targets, lo
 
 
 # -- 2. the stops of the sweep ---------------------------------------------------------
