@@ -657,3 +657,26 @@ def test_saved_tape_file_replays(tmp_path):
     assert value == pytest.approx(ev, rel=1e-13)
     np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(gv, ew, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("sl", [slice(1, None), slice(None, -1), slice(None, None, 2), slice(5, 2),
+                                slice(-100, 100), slice(1, 3, 4)])
+def test_a_single_slice_is_the_same_as_through_the_general_index(sl):
+    """``x[a:b:c]`` (read without the general index walk) gives what ``x[(a:b:c,)]``
+    gives: values, a view sharing x's version, grad_fn, gradient."""
+    xv = np.arange(12.0).reshape(4, 3)
+    got, want = [], []
+    for spelled, out in ((lambda x: x[sl], got), (lambda x: x[(sl,)], want)):
+        x = tg.tensor(xv, requires_grad=True)
+        y = spelled(x)
+        out += [y.detach().numpy().copy(), y.grad_fn.name(), y._ver is x._ver]
+        (y * tg.tensor(np.arange(y.numel(), dtype=float).reshape(y.shape))).sum().backward()
+        out.append(x.grad.numpy())
+    np.testing.assert_array_equal(got[0], xv[sl])
+    assert got[1] == want[1] == "SliceBackward0"
+    assert got[2] and want[2]
+    np.testing.assert_array_equal(got[3], want[3])
+    x = tg.tensor(xv)
+    for bad, msg in ((slice(None, None, 0), "slice step cannot be zero"), (slice(None, None, -1), "step must be")):
+        with pytest.raises(ValueError, match=msg):
+            x[bad]

@@ -696,6 +696,10 @@ def _empty_index(adv):
 
 
 def getitem(x, idx):
+    if (type(idx) is slice and x._data.ndim and type(idx.start) in _BOUNDS and type(idx.stop) in _BOUNDS
+            and (idx.step is None or (type(idx.step) is int and idx.step > 0))):
+        # x[a:b], the most common index, as _normalize_index reads it, without its walk
+        return strided(x, lambda a: a[idx], "SliceBackward0", ("slice", idx.start, idx.stop, idx.step))
     pre, adv, name = _normalize_index(x, idx)
     if adv is None:
         return strided(x, lambda a: a[pre], name, ("index",) + _index_key(pre))
@@ -707,6 +711,9 @@ def getitem(x, idx):
         if rec is not None:
             rec.gathered(out, x.shape, adv)
     return out
+
+
+_BOUNDS = (int, type(None))
 
 
 def _gather(x, adv):
