@@ -135,6 +135,15 @@ _true_div = _arith("div", "/", _DIV, _DIV_S, _RDIV_S)
 _pow = _arith("pow", "** or pow()", _POW, _POW_S, _RPOW_S)
 
 
+def _pow_number(t, x):
+    """``t ** x`` for a Python number ``x``, as ``_pow`` gives it (errors included)."""
+    try:
+        return _POW_S(t, x)
+    except ValueError as e:
+        _value_error(e)
+        raise
+
+
 def pow(input, exponent):
     """``input ** exponent`` (either may be a number)."""
     return _pow(input, exponent)
@@ -1195,7 +1204,8 @@ def _setitem(self, idx, value):
 
 def _operator(name, dispatcher, by_float=None):
     """Tensor <op> Tensor goes straight to the op's recorder, which hands a Python
-    float on its right to ``by_float`` (when given) and anything else to ``dispatcher``."""
+    float or int on its right to ``by_float`` (when given: what ``dispatcher`` calls
+    for one) and anything else to ``dispatcher``."""
     _B[name].operator[:] = [dispatcher, by_float]
     return _B[name].record
 
@@ -1213,7 +1223,7 @@ class _TensorMethods:
     __rmul__ = lambda s, o: mul(o, s)
     __truediv__ = _operator("div", _true_div, _DIV_S)
     __rtruediv__ = _rdiv
-    __pow__ = _operator("pow", _pow)
+    __pow__ = _operator("pow", _pow, _pow_number)
     __rpow__ = _rpow
     __matmul__ = matmul
     __rmatmul__ = _rmatmul

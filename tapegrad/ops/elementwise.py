@@ -862,7 +862,7 @@ def _binary_recorder(op):
         _save_conditions(code)
     # The Tensor operator (``__mul__``...) is this function itself, one call less per
     # op; any other right operand goes to the general dispatcher set in ``operator``.
-    # ``operator[1]``: the op with a Python float on the right (``y * 0.5``: mul_s).
+    # ``operator[1]``: the op with a Python float or int on the right (``y * 0.5``: mul_s).
     operator = op.operator = [None, None]
     number = op.number
     promote = _promote_sub if op.name == "sub" else _promote
@@ -871,7 +871,7 @@ def _binary_recorder(op):
     def record(a, b, c=None, name=-1):
         tb = type(b)
         if tb is not Tensor and tb is not NumberTensor and not isinstance(b, Tensor):
-            if tb is float and operator[1] is not None:
+            if (tb is float or tb is int) and operator[1] is not None:
                 return operator[1](a, b)
             return operator[0](a, b)            # as ``a <op> b``: a number, array...
         if number is not None and c is None and (a._requires_grad or b._requires_grad):
