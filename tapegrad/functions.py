@@ -1012,6 +1012,20 @@ def _rsub(self, other):
     return sub(other, self)
 
 
+def _radd(self, other):
+    t = type(other)
+    if t is float or t is int:          # (``1 + x``: what add() would do, with fewer calls)
+        return _ADD_S(self, other)
+    return _add(other, self)
+
+
+def _rmul(self, other):
+    t = type(other)
+    if t is float or t is int:          # (``2 * x``: what mul() would do, with fewer calls)
+        return _MUL_S(self, other)
+    return mul(other, self)
+
+
 def _rdiv(self, other):
     return _true_div(other, self)
 
@@ -1216,11 +1230,11 @@ class _TensorMethods:
     Tensor type sits in the core, which knows no op, so ``_bind`` copies this class
     body onto it at import (one attribute each: no extra call per op)."""
     __add__ = _operator("add", _add, _ADD_S)
-    __radd__ = lambda s, o: _add(o, s)
+    __radd__ = _radd
     __sub__ = _operator("sub", _sub, _sub_float)
     __rsub__ = _rsub
     __mul__ = _operator("mul", mul, _MUL_S)
-    __rmul__ = lambda s, o: mul(o, s)
+    __rmul__ = _rmul
     __truediv__ = _operator("div", _true_div, _DIV_S)
     __rtruediv__ = _rdiv
     __pow__ = _operator("pow", _pow, _pow_number)
