@@ -251,7 +251,7 @@ def accumulate_array(leaf, g, owned):
     else:
         g = g.reshape(d.shape)
     if x.grad is None:
-        if owned and g.dtype is d.dtype:
+        if owned and g.dtype == d.dtype:     # (==: an array made by compiled code has a dtype object of its own)
             x.grad = Tensor._wrap(g)             # a fresh array nobody else holds: no copy
         else:
             x.grad = Tensor._wrap(np.array(g, dtype=d.dtype))
