@@ -1005,25 +1005,21 @@ def _copy_(self, src, non_blocking=False):
     return self
 
 
-def _rsub(self, other):
-    t = type(other)
-    if t is float or t is int:          # (``1 - x``: what sub() would do, with fewer calls)
-        return _RSUB_S(self, other)
-    return sub(other, self)
+def _number_on_left(by_number, general):
+    """``number <op> x``: a Python float or int goes to the op's number recorder
+    ``by_number`` (what ``general`` would call, with fewer calls), anything else to
+    ``general(other, x)``."""
+    def reflected(self, other):
+        t = type(other)
+        if t is float or t is int:
+            return by_number(self, other)
+        return general(other, self)
+    return reflected
 
 
-def _radd(self, other):
-    t = type(other)
-    if t is float or t is int:          # (``1 + x``: what add() would do, with fewer calls)
-        return _ADD_S(self, other)
-    return _add(other, self)
-
-
-def _rmul(self, other):
-    t = type(other)
-    if t is float or t is int:          # (``2 * x``: what mul() would do, with fewer calls)
-        return _MUL_S(self, other)
-    return mul(other, self)
+_rsub = _number_on_left(_RSUB_S, sub)
+_radd = _number_on_left(_ADD_S, _add)
+_rmul = _number_on_left(_MUL_S, mul)
 
 
 def _rdiv(self, other):
