@@ -101,7 +101,8 @@ _BOOKS = {}
 def _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids, ext_leads):
     """``walk.mark``'s results, and the layout of the values and adjoints
     (``kernels.sweep.layout``), of this backward: (process, reach, needval, target
-    slots, families, layout).  The arrays may be shared: read them only."""
+    slots, families, layout, host: the processed host entries, or None without any).
+    The arrays may be shared: read them only."""
     key = targets = None
     if T.n <= BOOK_ENTRIES and T.aux_len <= BOOK_AUX and T.intact():
         targets = walk.target_slots(T, tgt_ids, ext_leads)
@@ -109,15 +110,21 @@ def _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids, ext_leads):
                tgt_ids is not None, ext_leads, targets[2])
         got = _BOOKS.get(key)
         if got is not None:
-            process, reach, needval, fams, lay = got
-            return process, reach, needval, targets[0], fams, lay
+            process, reach, needval, fams, lay, host = got
+            return process, reach, needval, targets[0], fams, lay, host
     process, reach, needval, tslots, fams = mark(T, ints, slot_seeds, tgt_ids, ext_leads, targets)
     lay = K.layout(ints, sizes, needval, reach, BIG)
+    host = _host_entries(ints, process) if fams & HOST_BIT else None
     if key is not None:
         if len(_BOOKS) >= BOOK_MAX:
             _BOOKS.clear()
-        _BOOKS[key] = (process, reach, needval, fams, lay)
-    return process, reach, needval, tslots, fams, lay
+        _BOOKS[key] = (process, reach, needval, fams, lay, host)
+    return process, reach, needval, tslots, fams, lay, host
+
+
+def _host_entries(ints, process):
+    """1 at the processed entries of host ops (their reverse runs in Python), else 0."""
+    return process * ((ints[:, _tp.OP] >> FAMILY_SHIFT) == HOST)
 
 
 def values(T, flts, lay):
@@ -221,12 +228,14 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
     ints, flts = T.arrays()
     sizes = ints[:, _tp.SIZE]
     if plan is None:
-        process, reach, needval, tslots, fams, lay = _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids, ext_leads)
+        process, reach, needval, tslots, fams, lay, host = _bookkeeping(T, ints, sizes, slot_seeds, tgt_ids,
+                                                                         ext_leads)
         hi = max(slot_seeds)
         V, A, touched = values(T, flts, lay), adjoints(sizes, lay), lay[6].copy()
     else:
         marks, process, reach, needval, tslots, fams, hi, V, A, touched = plan.prepare(
             T, ints, flts, sizes, slot_seeds, tgt_ids, ext_leads)
+        host = _host_entries(ints, process) if fams & HOST_BIT else None
     for s, gs in slot_seeds.items():
         view = A.view(s, sizes[s])
         view[:] = gs[0].reshape(-1)
@@ -236,10 +245,7 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
 
     # slots where control returns to Python: hooks and retain_grad on non-leaves, and
     # the entries of host ops (their reverse runs in Python: ``_host_reverse``)
-    host = None
-    if fams & HOST_BIT:
-        fams &= ~HOST_BIT
-        host = process * ((ints[:, _tp.OP] >> FAMILY_SHIFT) == HOST)
+    fams &= ~HOST_BIT
     if T.hooks or T.retained:
         stops = np.zeros(n, np.uint8) if host is None else host.copy()
         for s, h in T.hooks.items():
