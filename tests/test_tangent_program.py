@@ -121,12 +121,10 @@ def _rosen(x):
 
 
 @compiled_code
-@pytest.mark.parametrize("n, own", [(517, True), (518, False)], ids=["own buffer", "past OWN_BUFFER_MAX"])
-def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled, monkeypatch, n, own):
-    """The loop adds into x's adjoint at x[:-1] and at x[1:]: the second through a buffer
-    of its own (added after the loop), or, for a larger x, into x's arrays directly."""
-    if not own:
-        monkeypatch.setattr(TP, "OWN_BUFFER_MAX", n - 1)
+@pytest.mark.parametrize("n", [517, 10_000])
+def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled, n):
+    """The loop adds into x's adjoint at x[:-1] and at x[1:]: element i + 1's share waits
+    in a local carried to the next iteration (no buffer, no store read back)."""
     x = RNG.uniform(-2, 2, n)
     (got,), (v,) = _check(_rosen, [x])
     want = np.zeros_like(x)
@@ -135,12 +133,36 @@ def test_rosenbrock_equals_its_hessian_vector_product_by_hand(compiled, monkeypa
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
     runs = [g[2] for g in TP._PROGRAMS.values() if g[2] is not None and n in g[1].sizes.values()]
     assert len(runs) == 1
-    assert {"bg0_0", "bh0_0"} <= set(runs[0].py_func.__code__.co_varnames) if own else \
-        not any(name.startswith("bg") for name in runs[0].py_func.__code__.co_varnames)
+    names = set(runs[0].py_func.__code__.co_varnames)
+    assert {"kag0_0", "kah0_0"} <= names and not any(name.startswith("bg") for name in names)
+
+
+@compiled_code
+@pytest.mark.parametrize("n, own", [(300, True), (301, False)], ids=["own buffer", "past OWN_BUFFER_MAX"])
+def test_two_gathers_of_one_input_add_into_its_adjoint(compiled, monkeypatch, n, own):
+    """Added at x[p] and x[q] (index arrays, not shifts), the second goes through a buffer
+    of its own, added after the loop, or, for a larger x, into x's arrays directly;
+    x itself, at i, is added as Rosenbrock's shifts are."""
+    if not own:
+        monkeypatch.setattr(TP, "OWN_BUFFER_MAX", n - 1)
+    p, q = RNG.permutation(n), RNG.permutation(n)
+    x = RNG.uniform(-1.5, 1.5, n)
+    (got,), (v,) = _check(lambda t: (t[p] * t[q] * t.sin()).sum(), [x])
+    a, b, c = x[p], x[q], np.sin(x)         # by hand: d/dx of sum(a b c), then along v
+    va, vb, vc = v[p], v[q], np.cos(x) * v
+    want = np.zeros_like(x)
+    np.add.at(want, p, vb * c + b * vc)
+    np.add.at(want, q, va * c + a * vc)
+    want += np.cos(x) * (va * b + a * vb) - np.sin(x) * v * a * b
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    runs = [g[2] for g in TP._PROGRAMS.values() if g[2] is not None and n in g[1].sizes.values()]
+    names = set(runs[-1].py_func.__code__.co_varnames)
+    assert "kag0_0" not in names and "uag0_0_1" in names        # (x at i: one offset, nothing carried)
+    assert ({"bg0_0", "bh0_0"} <= names) if own else not any(name.startswith("bg") for name in names)
 
 
 _HALVES = [
-    ("rosenbrock, own buffer", _rosen, [(517,)]),
+    ("rosenbrock, a shift", _rosen, [(517,)]),
     ("several loops, a constant index", lambda x: (x.reshape(4, 5) * x[:5]).tanh().sum() * x[3] + x[7] ** 3, [(20,)]),
     ("two inputs, matrix products", lambda a, b: ((a @ b).tanh() * (b.t() @ a.t()).t()).sum() + (a @ b[:, 0]).exp().sum(),
      [(3, 4), (4, 5)]),
@@ -174,8 +196,8 @@ def test_the_gradient_and_curvature_kinds_are_halves_of_hvp(compiled, f, shapes)
             assert wanted <= names if kept else not wanted & names
             own = {n for n in names if re.match(r"[bc]%s(%s)_\d+$" % (half[1], "|".join(map(str, slots))), n)}
             assert kept or not own      # (their own buffers and accumulators too)
-            if f is _rosen:
-                assert own == ({"b%s%d_0" % (half[1], slots[0])} if kept else set())
+            if f is _rosen:     # (x[1:]'s share carried in a local: no buffer)
+                assert not own and (("k%s%d_0" % (half, slots[0]) in names) == kept)
     assert len(res["grad"]) == len(res["hv"]) == len(slots)
     for j in range(len(slots)):
         np.testing.assert_array_equal(res["grad"][j], res["hvp"][2 * j])

@@ -566,6 +566,7 @@ class _Source:
         self._loops += 1
         self._dp = "d%d_" % self._loops
         self._adj = {}          # slot -> the names of its adjoint and that's tangent now (each assigned once)
+        self._shifted = {}      # (array, offset) -> [its sum this iteration, additions] (``_add_shifted``)
         self.emit(1, "for i in range(%d):" % n)
         for e in members:
             if e.kind != "sum":
@@ -598,7 +599,42 @@ class _Source:
                 c1 = None if h is None else dual(rule, dict({k: (v, None) for k, (v, _) in env.items()},
                                                             g=(h, None)))[0]
                 self._add(e, e.ops[j], c0, _plus(c1, curvature), consts, pre, post)
+        self._carry_shifted(n, pre, post)
         self._around(pre, post)
+
+    def _add_shifted(self, array, off, c):
+        """Add ``c`` into ``array[off + i]``: into a local this iteration, written by
+        ``_carry_shifted`` (each name assigned once)."""
+        got = self._shifted.setdefault((array, off), [None, 0])
+        got[1] += 1
+        name = "u%s_%d_%d" % (array, off, got[1])
+        self.emit(2, "%s = %s" % (name, c if got[0] is None else "%s + %s" % (got[0], c)))
+        got[0] = name
+
+    def _carry_shifted(self, n, pre, post):
+        """Write what the loop just emitted added into arrays at ``off + i`` (``_add_shifted``).
+        An array added to at offsets ``lo..hi`` has its element ``lo + i`` complete at
+        iteration ``i``: written then; the sums for ``lo + i + 1 .. hi + i`` wait in
+        locals carried to the next iteration (``k<array>_<d>``), the last of them
+        written after the loop.  (Added in memory at ``x[:-1]`` and ``x[1:]`` of one
+        ``x``, each element would depend on the previous iteration's store, which keeps
+        LLVM from vectorizing the loop; buffers of their own instead cost a pass each
+        to zero and to add in: Rosenbrock's programs at 10^4 elements take about twice
+        as long either way.)"""
+        arrays = {}
+        for (array, off), (name, _) in self._shifted.items():
+            arrays.setdefault(array, {})[off] = name
+        for array, sums in arrays.items():
+            lo, hi = min(sums), max(sums)
+            carry = ["k%s_%d" % (array, d) for d in range(hi - lo)]
+            pre.extend("%s = 0.0" % c for c in carry)
+            done = " + ".join(t for t in (carry[0] if carry else None, sums.get(lo)) if t is not None)
+            self.emit(2, "%s[%s] += %s" % (array, "%d + i" % lo if lo else "i", done))
+            for d, c in enumerate(carry):
+                nxt = carry[d + 1] if d + 1 < len(carry) else None
+                self.emit(2, "%s = %s" % (c, " + ".join(t for t in (nxt, sums.get(lo + d + 1)) if t is not None)
+                                          or "0.0"))
+                post.append("%s[%d] += %s" % (array, n + lo + d, c))
 
     # -- a matrix product between the loops: np.dot on whole arrays ---------------------
     def _whole(self, name, acc, size):
@@ -969,6 +1005,14 @@ class _Source:
                     post.append("ah%d[%s] += %s" % (b, at, names[1]))
                     self.h_live.add(b)
             return
+        shift = _SHIFT.match(at)
+        if shift is not None:       # (the arrays of a slot that is not the loop's member: it reads none)
+            off = int(shift.group(1) or 0)
+            self._add_shifted("ag%d" % b, off, c0)
+            if c1 is not None:
+                self._add_shifted("ah%d" % b, off, c1)
+                self.h_live.add(b)
+            return
         g, h = self._adjoint_arrays(b, at, consts, pre, post, c1 is not None)
         self.emit(2, "%s[%s] += %s" % (g, at, c0))
         if c1 is not None:
@@ -976,13 +1020,13 @@ class _Source:
             self.h_live.add(b)
 
     def _adjoint_arrays(self, b, at, consts, pre, post, tangent):
-        """The arrays a loop adds into slot ``b``'s adjoint and its tangent at index ``at``:
-        ``ag``/``ah`` at the loop's first index into them; at any other, for an adjoint
-        small enough to stay in cache, zeroed buffers of its own, added in after the loop.
-        (``x[1:]`` and ``x[:-1]`` of one ``x`` into one array would carry a dependence
-        from each element to the next through memory, which keeps LLVM from vectorizing
-        the loop: Rosenbrock's program at 10^4 elements takes 1.5-2 times as long.  At
-        10^6 the loop is bound by memory, and the buffers' traffic costs more.)"""
+        """The arrays a loop adds into slot ``b``'s adjoint and its tangent at index ``at``
+        (an index array's: shifts go to ``_add_shifted``): ``ag``/``ah`` at the loop's first
+        index into them; at any other, for an adjoint small enough to stay in cache, zeroed
+        buffers of its own, added in after the loop.  (Two index arrays into one array
+        may carry a dependence from one element to another through memory, which keeps
+        LLVM from vectorizing the loop.  At 10^6 elements the loop is bound by memory,
+        and the buffers' traffic costs more.)"""
         first = consts.setdefault(("first", b), at)
         n = self.p._size(b)
         if at == first or n > OWN_BUFFER_MAX:
@@ -1000,6 +1044,9 @@ class _Source:
             pre.append("%s[:] = 0.0" % names[1])
             post.append("ah%d += %s" % (b, names[1]))
         return names[0], names[1]
+
+
+_SHIFT = re.compile(r"(?:(\d+) \+ )?i$")       # an index ``i`` or ``off + i``
 
 
 _RETURNS = {"hvp": ("ag", "ah"), "grad": ("ag",), "hv": ("ah",)}     # per wanted slot, what a kind returns
