@@ -22,6 +22,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,23 @@ settings.register_profile("tapegrad-fuzz-long",
                           deadline=None, derandomize=False, suppress_health_check=_HEALTH, print_blob=True)
 LONG = os.environ.get("TAPEGRAD_FUZZ", "").lower() == "long"
 PROFILE = settings.get_profile("tapegrad-fuzz-long" if LONG else "tapegrad-fuzz-ci")
+
+
+
+@pytest.fixture(autouse=True)
+def _no_tangent_programs_in_ci():
+    """In CI's profile the NumPy walk serves every second derivative and forward-mode
+    product: a structure met a few times would otherwise have its tangent programs
+    compiled in the background, about a second each and dozens of structures (several
+    minutes of a cold run).  The programs of the fuzzer's programs are checked by
+    ``_hvp_long`` in the long profile and by test_grad_entry.py."""
+    from tapegrad.autograd import tangent_program as tp
+    saved = tp.MODE[0]
+    if not LONG:
+        tp.MODE[0] = "off"
+    yield
+    tp.MODE[0] = saved
+
 
 # Set to True to steer the generator around patterns of known, still-open bugs (each
 # with a regression test below), so the fuzzer keeps looking for new ones.  All fixed.
