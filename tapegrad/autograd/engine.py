@@ -270,10 +270,13 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
                 A.arena, aux, hi, -1, K.ENTRIES)
         ctx = None
+        only_host_stops = not (T.hooks or T.retained)
         while e >= 0:
             walk.at_stop(T, e, A.view(e, sizes[e]), A)
             if host is not None and host[e]:
                 ctx = _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx)
+            if only_host_stops and not process[:e].any():
+                break           # (nothing left to sweep below a host entry: no call to resume)
             e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
                     A.arena, aux, e, e, K.ENTRIES)
     for s in A.big:
