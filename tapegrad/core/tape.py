@@ -336,7 +336,7 @@ class Tape:
         self.imports = {}       # id(tensor) -> slot, for EXT entries
         self.hooks = {}         # slot -> (hooks, shape, dtype) of a non-leaf tensor
         self.retained = {}      # slot -> weakref of a tensor that called retain_grad()
-        self.freed = np.zeros(0, np.uint8)
+        self.freed = _NO_FREED     # (never written: a tape that frees gets an array of its own)
         self.aux = []           # chunks of int64 words; see aux_append
         self.aux_len = 0
         self.inplace_mark = inplace_counter[0]
