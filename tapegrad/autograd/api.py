@@ -196,14 +196,17 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs
     given = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
     _no_implicit_complex(outputs, given)
     outputs, given = _pairs(outputs), _pairs(given)
-    grads = _make_grads(outputs, given)
-    _check_roots(outputs)
     if retain_graph is None:
         retain_graph = create_graph
     graph = create_graph or _tp.anomaly[0]
-    attempt = FUSED_GRAD[0](outputs, inputs, given, retain_graph) if fuse and create_graph and FUSED_GRAD[0] else None
+    # (an attempt needs one scalar output on a tape, so that the checks below cannot fail)
+    attempt = FUSED_GRAD[0](outputs, inputs, given, retain_graph) if (
+        fuse and create_graph and FUSED_GRAD[0] and len(outputs) == len(given) == 1 and given[0] is None
+        and isinstance(outputs[0], Tensor)) else None
     res = attempt.fused() if attempt is not None else None
     if res is None:
+        grads = _make_grads(outputs, given)
+        _check_roots(outputs)
         res, _ = _run(outputs, grads, given, retain_graph, inputs, False, graph, create_graph)
         if attempt is not None:
             attempt.observe(res)
