@@ -71,10 +71,13 @@ def replay(k):
     return register
 
 
+_ALL_AXES = [tuple(range(n)) for n in range(33)]
+
+
 def normalize_dims(dim, ndim):
     """``dim`` (None, int, or tuple) as a sorted tuple of non-negative axes."""
     if dim is None:
-        return tuple(range(ndim))
+        return _ALL_AXES[ndim] if ndim < len(_ALL_AXES) else tuple(range(ndim))
     if ndim == 0:
         dims = dim if isinstance(dim, (list, tuple)) else (dim,)
         for d in dims:
@@ -166,6 +169,7 @@ def _count(shape, axes):
 
 # -- sum --------------------------------------------------------------------------
 declare(SUM, "sum")
+_add_reduce = np.add.reduce
 SHORT_AXIS = 8          # NumPy adds fewer than 8 elements one after another (its pairwise sum's block)
 
 
@@ -179,7 +183,7 @@ def sum_values(d, axes, keepdims=False, dtype=None):
         for j in range(2, d.shape[-1]):
             out += d[..., j]
         return out[..., None] if keepdims else out
-    return d.sum(axis=axes, keepdims=keepdims, dtype=dtype)
+    return _add_reduce(d, axes, dtype, None, keepdims)      # (d.sum's own call, without its Python wrapper)
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, **kw):
