@@ -199,10 +199,9 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs
     if retain_graph is None:
         retain_graph = create_graph
     graph = create_graph or _tp.anomaly[0]
-    # (an attempt needs one scalar output on a tape, so that the checks below cannot fail)
-    attempt = FUSED_GRAD[0](outputs, inputs, given, retain_graph) if (
-        fuse and create_graph and FUSED_GRAD[0] and len(outputs) == len(given) == 1 and given[0] is None
-        and isinstance(outputs[0], Tensor)) else None
+    # (an attempt takes one scalar output on a tape and no given gradient: the checks
+    # below cannot fail for it, and run only on the op-by-op path)
+    attempt = FUSED_GRAD[0](outputs, inputs, given, retain_graph) if fuse and create_graph and FUSED_GRAD[0] else None
     res = attempt.fused() if attempt is not None else None
     if res is None:
         grads = _make_grads(outputs, given)

@@ -162,10 +162,12 @@ class Attempt:
 
 def attempt(outputs, inputs, given, retain_graph):
     """An ``Attempt`` for ``grad(outputs, inputs, given, retain_graph, create_graph=True)``,
-    or None where only the op-by-op path serves."""
+    or None where only the op-by-op path serves.  (Called before ``grad`` checks its
+    arguments: an attempt is made only for one float64 scalar output on a tape, given
+    no gradient, for which those checks cannot fail.)"""
     if (not ENABLED[0] or not _jit.READY[0] or engine.INTERPRET[0] == "always" or _program.MODE[0] == "off"
             or _tp.anomaly[0] or engine.PROFILERS or retain_graph is False
-            or len(outputs) != 1 or given[0] is not None):
+            or len(outputs) != 1 or len(given) != 1 or given[0] is not None or not isinstance(outputs[0], Tensor)):
         return None
     out = outputs[0]
     T = out._tape
