@@ -758,6 +758,7 @@ chunk = _sh.chunk
 unbind = _sh.unbind
 tensor_split = _sh.tensor_split
 narrow = _sh.narrow
+select = _sh.select
 tile = _sh.tile
 roll = _sh.roll
 flip = _sh.flip
@@ -1417,6 +1418,8 @@ class _TensorMethods:
     unbind = unbind
     tensor_split = tensor_split
     narrow = _narrow_m
+    select = _sh.select
+    unfold = _sh.unfold
     repeat = _sh.repeat
     tile = _sh.tile_method
     roll = _roll_m

@@ -1,5 +1,5 @@
 """The shape ops PyTorch has and tapegrad makes from its views, gathers, cat and
-elementwise ops: split, chunk, unbind, tensor_split, narrow, repeat, tile, roll,
+elementwise ops: split, chunk, unbind, tensor_split, narrow, select, unfold, repeat, tile, roll,
 flip, fliplr, flipud, rot90, tril, triu, diag, diag_embed, trace, movedim,
 swapaxes, atleast_nd, the stacks, outer, inner, kron, block_diag, cartesian_prod
 and meshgrid.  Each is checked against literal values, against PyTorch (values,
@@ -30,6 +30,11 @@ CASES = {
     "tensor_split_indices": (lambda m, x: x.tensor_split([1, -1, 7], 1), [(2, 5, 4)]),
     "narrow": (lambda m, x: m.narrow(x, 1, -3, 2), [(2, 5, 4)]),
     "narrow_method": (lambda m, x: x.narrow(2, 1, 2), [(2, 5, 4)]),
+    "select": (lambda m, x: m.select(x, -2, -1), [(2, 5, 4)]),
+    "select_method": (lambda m, x: x.select(0, 1), [(2, 5, 4)]),
+    "unfold": (lambda m, x: x.unfold(1, 2, 2), [(2, 5, 4)]),
+    "unfold_overlapping": (lambda m, x: x.unfold(-1, 3, 1), [(2, 5, 4)]),
+    "unfold_scalar": (lambda m, x: x.unfold(0, 1, 3), [()]),
     "repeat": (lambda m, x: x.repeat(2, 1, 2, 1), [(2, 5, 4)]),
     "repeat_same_ndim": (lambda m, x: x.repeat((1, 3)), [(2, 3)]),
     "tile": (lambda m, x: m.tile(x, (2, 1)), [(2, 5, 4)]),
@@ -104,7 +109,8 @@ CASES = {
 
 # results that are views of their (first) input, in PyTorch and in tapegrad
 VIEWS = {"split_int", "split_sizes", "split_last", "chunk", "chunk_method", "unbind", "unbind_method",
-         "tensor_split_sections", "tensor_split_indices", "narrow", "narrow_method", "movedim", "movedim_tuple",
+         "tensor_split_sections", "tensor_split_indices", "narrow", "narrow_method", "select", "select_method",
+         "unfold", "unfold_overlapping", "unfold_scalar", "movedim", "movedim_tuple",
          "moveaxis", "swapaxes", "swapdims", "atleast_1d", "atleast_1d_one", "atleast_2d", "atleast_3d",
          "meshgrid_ij", "meshgrid_xy", "meshgrid_scalar", "split_empty_pieces", "chunk_more_than_size",
          "movedim_scalar", "movedim_negative"}

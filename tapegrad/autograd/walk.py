@@ -25,7 +25,7 @@ import numpy as np
 from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as K
-from ..core.registry import CONST, EXT, GRAD_FN_NAMES, LEAF, META_END
+from ..core.registry import CHECK_TAPES, CONST, EXT, GRAD_FN_NAMES, LEAF, META_END, check_entries
 from ..ops.shape import VARIADIC
 from ..core.dtypes import tensor_type_name
 from ..core.tensor import Tensor
@@ -55,6 +55,8 @@ def over_tapes(seeds, sweep_tape, to_leaf, retain, targets, accumulate, *extra):
     for T in tape_order(list(pending)):
         slot_seeds = pending.pop(T, None)
         if slot_seeds:
+            if CHECK_TAPES[0]:
+                check_entries(T.arrays()[0], T.aux_array())
             # with targets, gradient leaves through EXT entries only if a target may
             # lie on another tape
             ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())

@@ -12,6 +12,7 @@ the tape's integer ``aux`` buffer as ``[ndim, offset, *shape, *strides]``.
 import numpy as np
 
 from .._jit import address_as_pointer, jit, numba
+from .registry import EntryError
 
 
 @jit(inline="always")
@@ -264,3 +265,82 @@ def strided_gather_add(dst, src, aux, at):
                     p += istr
                 p2 += rstr
         pos = _carry(idx, shape, strides, nd - 3, pos)
+
+
+# -- checks: what compiled code indexes without bounds checks lies inside its arrays --
+# The kernels above read and write ``dst[pos]`` for every position a descriptor or an
+# index array gives, unchecked.  So every descriptor and index array is checked once,
+# where it is made (``ops/shape.py``'s views, the shape family's recorder, a tape file
+# on load: ``FamilyRules.check_entries``), and a wrong one raises ``EntryError`` there.
+# The checks take arrays of entries at a time: a tape file of 10^5 entries is checked
+# in a few NumPy passes.  Positions are computed in float64: exact below 2**53, and any
+# larger one lies outside every array anyway.
+MAX_NDIM = 64           # NumPy's limit
+
+
+def refuse(ok, es, message):
+    """Raise EntryError for the first entry ``es[i]`` whose ``ok[i]`` is False, with
+    ``message(i)``."""
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise EntryError(message(i), entry=int(es[i]))
+
+
+def descriptor_spans(aux, ats, es):
+    """(element count, lowest, highest flat index), float64 arrays, of the descriptors
+    at ``aux[ats]`` (of entries ``es``); EntryError when one is malformed."""
+    ats = np.asarray(ats, np.int64)
+    size = len(aux)
+    refuse((ats >= 0) & (ats + 2 <= size), es, lambda i: "a descriptor at word %d of %d" % (ats[i], size))
+    if not ats.size:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    nd = aux[ats]
+    refuse((nd >= 0) & (nd <= MAX_NDIM) & (ats + 2 + 2 * nd <= size), es,
+           lambda i: "a descriptor of %d dimensions at word %d of %d" % (nd[i], ats[i], size))
+    count = np.ones(ats.size)
+    lo = aux[ats + 1].astype(np.float64)
+    hi = lo.copy()
+    for d in range(int(nd.max())):
+        has = nd > d
+        n = np.where(has, aux[np.where(has, ats + 2 + d, 0)], 1).astype(np.float64)
+        st = np.where(has, aux[np.where(has, ats + 2 + nd + d, 0)], 0).astype(np.float64)
+        refuse(n >= 0, es, lambda i: "a descriptor with a dimension of size %d" % n[i])
+        count *= n
+        reach = (n - 1) * st
+        hi += np.maximum(reach, 0.0)
+        lo += np.minimum(reach, 0.0)
+    return count, lo, hi
+
+
+def check_descriptors(aux, ats, bases, counts, es, what="a view"):
+    """Raise EntryError unless each descriptor at ``aux[ats]`` reaches only elements
+    ``0 .. bases - 1`` and has ``counts`` elements (None: any number)."""
+    count, lo, hi = descriptor_spans(aux, ats, es)
+    if counts is not None:
+        counts = np.broadcast_to(counts, count.shape)
+        refuse(count == counts, es, lambda i: "%s's descriptor has %d elements where %d are expected"
+               % (what, count[i], counts[i]))
+    bases = np.broadcast_to(bases, count.shape)
+    refuse((count == 0) | ((lo >= 0) & (hi < bases)), es,
+           lambda i: "%s's descriptor reaches elements %d to %d of an array of %d" % (what, lo[i], hi[i], bases[i]))
+    return count
+
+
+def check_descriptor(aux, at, base_size, count=None, what="a view"):
+    """``check_descriptors`` of one descriptor (a view made while recording); returns
+    its number of elements."""
+    return int(check_descriptors(np.asarray(aux, np.int64), [at], [base_size], None if count is None else [count],
+                                 [-1], what)[0])
+
+
+def check_indices(idx, size, what="an index"):
+    """Raise EntryError unless every element of the integer array ``idx`` is in ``0 .. size - 1``."""
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise EntryError("%s reaches elements %d to %d of an array of %d" % (what, int(idx.min()), int(idx.max()), size))
+
+
+def aux_words(aux, at, count, what="an entry"):
+    """``aux[at:at + count]``, EntryError when it lies outside ``aux``."""
+    if count < 0 or not 0 <= at or at + count > len(aux):
+        raise EntryError("%s's %d parameter words at word %d lie outside the %d words" % (what, count, at, len(aux)))
+    return aux[at:at + count]

@@ -9,6 +9,7 @@ names share one kernel (``x * 2`` and ``x / 2`` are both the scalar-multiply
 kernel) and one name can cover several kernels.
 """
 
+import os
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -105,6 +106,16 @@ class OpDefinitionError(Exception):
     naming the op and the piece)."""
 
 
+class EntryError(ValueError):
+    """An entry's parameters would make compiled code index outside an array (a
+    descriptor, an index or a size that disagrees with its inputs); ``entry``: its
+    index on the tape, when known."""
+
+    def __init__(self, message, entry=None):
+        super().__init__(message)
+        self.entry = entry
+
+
 class FamilyRules(NamedTuple):
     """What the Python passes need of an op family, one lookup per entry
     (``FAMILY_RULES[family(op)]``); each family module registers its own at import.
@@ -136,7 +147,13 @@ class FamilyRules(NamedTuple):
     entry ``s`` of tape ``T``, the (input slot, flat float64 adjoint) pairs for its flat
     adjoint array ``g``, without tensors, each a new array the backward may keep as
     that slot's adjoint; or None where ``differentiable_reverse`` (grad mode off) must
-    run instead."""
+    run instead.
+
+    ``check_entries(ks, es, ints, aux)``: raise ``EntryError`` (naming the entry)
+    unless every index the family's compiled code derives from entries ``es``
+    (kernel indices ``ks``: arrays; their input slots, sizes and parameter words)
+    lies inside the arrays it indexes; every family has one (``check_entries``
+    below: a tape file on load, ``TAPEGRAD_CHECK_TAPES=1`` before every sweep)."""
     differentiable_reverse: Callable
     replay_rule: Callable
     expands_adjoint: bool
@@ -146,6 +163,7 @@ class FamilyRules(NamedTuple):
     batched_reverse: Callable = None
     curvature: Callable = None
     array_reverse: Callable = None
+    check_entries: Callable = None
 
 
 FAMILY_RULES = {}       # family -> FamilyRules
@@ -154,4 +172,48 @@ FAMILY_RULES = {}       # family -> FamilyRules
 def register_family(fam, rules):
     if fam in FAMILY_RULES:
         raise OpDefinitionError("the %s family registered twice" % FAMILY_NAMES[fam])
+    if rules.check_entries is None:
+        raise OpDefinitionError("the %s family has no check_entries: its compiled code would index by "
+                                "parameters nothing checked" % FAMILY_NAMES[fam])
     FAMILY_RULES[fam] = rules
+
+
+# TAPEGRAD_CHECK_TAPES=1: every tape is checked entry by entry (``check_entries``)
+# before a backward sweeps it, and every recording when it is made, so that a wrong
+# descriptor or index made anywhere raises EntryError instead of reaching a kernel
+# (a test mode: CI runs the bounds-checked suite so).
+CHECK_TAPES = [os.environ.get("TAPEGRAD_CHECK_TAPES", "") == "1"]
+
+
+def check_entries(ints, aux, start=0):
+    """Check entries ``start ..`` of a tape (``ints``: its (n, NFIELDS) integer fields,
+    ``aux`` its parameter words) with their families' ``check_entries``: an entry that
+    would make compiled code index outside an array raises ``EntryError`` naming it.
+    Meta entries (leaf, constant, import) index nothing."""
+    ops = ints[start:, 0]
+    es = np.arange(start, ints.shape[0])
+    real = ops >= META_END
+    fine = ~real | np.isin(ops, np.fromiter(OP_NAMES, np.int64))
+    if not fine.all():
+        i = int(np.argmin(fine))
+        raise EntryError("entry %d has the unknown opcode %d" % (es[i], ops[i]), entry=int(es[i]))
+    fams = ops >> FAMILY_SHIFT
+    for fam in np.unique(fams[real]).tolist():
+        sel = real & (fams == fam)
+        try:
+            FAMILY_RULES[fam].check_entries(ops[sel] & INDEX_MASK, es[sel], ints, aux)
+        except EntryError as err:
+            e = err.entry
+            raise EntryError("entry %d (%s): %s" % (e, OP_NAMES[int(ints[e, 0])], err), entry=e) from None
+
+
+def each_entry(check):
+    """A family's ``check_entries`` made of ``check(k, e, ints, aux)``, which checks one entry."""
+    def check_each(ks, es, ints, aux):
+        for k, e in zip(ks.tolist(), es.tolist()):
+            try:
+                check(k, e, ints, aux)
+            except EntryError as err:
+                err.entry = e
+                raise
+    return check_each

@@ -506,7 +506,7 @@ BINARY_BY_NAME = {op.name: op for op in ALL_BINARY}
 
 # -- recording ------------------------------------------------------------------
 from ..core import tape as _tp  # noqa: E402
-from ..core.descriptors import broadcast_strides, descriptor  # noqa: E402
+from ..core.descriptors import broadcast_strides, check_descriptor, descriptor  # noqa: E402
 from ..core.tensor import NumberTensor, Tensor  # noqa: E402
 from ..core.registry import name_id  # noqa: E402
 
@@ -620,10 +620,13 @@ def _broadcast_plan(osh, ins):
     if not general:
         return None, bits
     words = []
+    n = int(np.prod(osh, dtype=np.int64))
     for k, v in enumerate(ins):
         if v.shape == osh:
             bits |= 8 << k
-        words += descriptor(osh, broadcast_strides(v.shape, osh))
+        d = descriptor(osh, broadcast_strides(v.shape, osh))
+        check_descriptor(d, 0, v.size, n, "a broadcast")       # (once per shapes: the plan is kept)
+        words += d
     if len(ins) == 2:
         words += descriptor((0,), (0,))
     return np.array(words, np.int64), bits
@@ -1036,6 +1039,7 @@ def binary(op, a, b, c=None, name=-1):
 # NumPy function of that name: a rule may apply it to a parameter);
 # ``kernels.codegen.check_row`` refuses a rule calling anything else.
 from ..core.registry import UNARY as _UNARY_FAMILY, BINARY as _BINARY_FAMILY, FamilyRules, register_family  # noqa: E402
+from ..core.descriptors import check_descriptors, refuse     # noqa: E402
 from .shape import expand_adjoint, gather_flat, scatter_add     # noqa: E402
 
 
@@ -1343,16 +1347,53 @@ def _always(k, ints, e, sizes, aux, live):
     return True
 
 
+def unary_check_entries(ks, es, ints, aux):
+    """``FamilyRules.check_entries``: a unary kernel reads its input and adds into its
+    adjoint at the output's indices."""
+    a, n = ints[es, _tp.A], ints[es, _tp.SIZE]
+    ok = (a >= 0) & (a < es)
+    ok[ok] = ints[a[ok], _tp.SIZE] == n[ok]
+    refuse(ok, es, lambda i: "input slot %d for an output of %d elements" % (a[i], n[i]))
+
+
+def binary_check_entries(ks, es, ints, aux):
+    """``FamilyRules.check_entries``: a binary (or three-input) kernel reads input j at
+    the output's index, at 0 (PARAM bit j: a one-element input), or, with AUX, through
+    the j-th broadcast descriptor (PARAM bit 3 + j: one of the output's shape)."""
+    rows = ints[es]
+    n, at, bits = rows[:, _tp.SIZE], rows[:, _tp.AUX], rows[:, _tp.PARAM]
+    slots = rows[:, [_tp.A, _tp.B, _tp.C]]
+    refuse((slots[:, :2] >= 0).all(1) & (slots[:, 2] >= -1) & (slots < es[:, None]).all(1), es,
+           lambda i: "input slots %s" % slots[i].tolist())
+    mapped = at >= 0
+    nd = np.zeros(es.size, np.int64)
+    if mapped.any():
+        refuse(~mapped | (at < len(aux)), es, lambda i: "a broadcast at word %d of %d" % (at[i], len(aux)))
+        nd[mapped] = aux[at[mapped]]
+    w = 2 + 2 * nd
+    for j in range(3):
+        s = slots[:, j]
+        size = np.where(s >= 0, ints[np.maximum(s, 0), _tp.SIZE], 0)
+        m = mapped & (s >= 0)
+        if m.any():         # (the sweep's broadcast add and sub read every input's descriptor)
+            check_descriptors(aux, at[m] + j * w[m], size[m], n[m], es[m], "input %d's broadcast" % j)
+            refuse(aux[at[m] + j * w[m]] == nd[m], es[m], lambda i: "broadcast descriptors of unlike dimensions")
+        full = np.where(mapped, bits >> (3 + j) & 1, ~bits >> j & 1).astype(bool)
+        refuse((s < 0) | np.where(full, size == n, mapped | (n == 0) | (size >= 1)), es,
+               lambda i: "input %d of %d elements for an output of %d" % (j, size[i], n[i]))
+
+
 # The first table: a compiled reverse, a compiled replay of arrays and of single numbers
 # (the kernels generated from the rows).
 register_family(_UNARY_FAMILY, FamilyRules(unary_differentiable_reverse, unary_replay_rule, expands_adjoint=False,
                                            scalar_replay=frozenset(range(len(UNARY_OPS))), compiled_forward=_always,
                                            tangent=unary_tangent, batched_reverse=unary_batched_reverse,
-                                           curvature=unary_curvature))
+                                           curvature=unary_curvature, check_entries=unary_check_entries))
 register_family(_BINARY_FAMILY, FamilyRules(binary_differentiable_reverse, binary_replay_rule, expands_adjoint=False,
                                             scalar_replay=frozenset(range(len(BINARY_OPS))),
                                             compiled_forward=_always, tangent=binary_tangent,
-                                            batched_reverse=binary_batched_reverse, curvature=binary_curvature))
+                                            batched_reverse=binary_batched_reverse, curvature=binary_curvature,
+                                            check_entries=binary_check_entries))
 
 
 def _never(k, ints, e, sizes, aux, live):
@@ -1366,11 +1407,11 @@ register_family(UNARY2, FamilyRules(
     expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never,
     tangent=_functools.partial(unary_tangent, table=UNARY_OPS_2),
     batched_reverse=_functools.partial(unary_batched_reverse, table=UNARY_OPS_2),
-    curvature=_functools.partial(unary_curvature, table=UNARY_OPS_2)))
+    curvature=_functools.partial(unary_curvature, table=UNARY_OPS_2), check_entries=unary_check_entries))
 register_family(BINARY2, FamilyRules(
     _functools.partial(binary_differentiable_reverse, table=BINARY_OPS_2),
     _functools.partial(binary_replay_rule, table=BINARY_OPS_2),
     expands_adjoint=False, scalar_replay=frozenset(), compiled_forward=_never,
     tangent=_functools.partial(binary_tangent, table=BINARY_OPS_2),
     batched_reverse=_functools.partial(binary_batched_reverse, table=BINARY_OPS_2),
-    curvature=_functools.partial(binary_curvature, table=BINARY_OPS_2)))
+    curvature=_functools.partial(binary_curvature, table=BINARY_OPS_2), check_entries=binary_check_entries))

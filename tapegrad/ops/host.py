@@ -20,7 +20,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..core import tape as _tp
-from ..core.registry import (GRAD_FN_NAMES, HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, FamilyRules,
+from ..core.descriptors import aux_words
+from ..core.registry import (GRAD_FN_NAMES, HOST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT, EntryError, FamilyRules, each_entry,
                              NoForwardRule, OpDefinitionError, define, name_id, register_family)
 from ..core.tensor import Tensor
 from .shape import VARIADIC     # (an entry whose input slots are listed in aux)
@@ -259,7 +260,34 @@ def curvature(ctx, s, k, row, f0, f1, g):
             for i, d, nd in zip(slots, ds, needs) if nd and d is not None]
 
 
+@each_entry
+def check_entries(k, e, ints, aux):
+    """``FamilyRules.check_entries``: a host op's reverse runs in NumPy, on its inputs'
+    and output's values shaped by the words ``record`` wrote; they must agree with
+    the slots' sizes (``[m, slots[m]]`` when variadic, ``[len(ints), ints, nin,
+    (ndim, shape)[nin], ndim, shape]``)."""
+    row = ints[e].tolist()
+    at = row[_tp.AUX]
+    if row[_tp.C] == VARIADIC:
+        m = int(aux_words(aux, at, 1, "a host op")[0])
+        slots = [int(v) for v in aux_words(aux, at + 1, m, "a host op")]
+        p = at + 1 + m
+    else:
+        slots, p = [v for v in (row[_tp.A], row[_tp.B], row[_tp.C]) if v != -1], at
+    p += 1 + int(aux_words(aux, p, 1, "a host op")[0])
+    nin = int(aux_words(aux, p, 1, "a host op")[0])
+    p += 1
+    if nin != len(slots) or any(not 0 <= s < e for s in slots):
+        raise EntryError("%d inputs described for the input slots %s" % (nin, slots))
+    for s in slots + [e]:
+        nd = int(aux_words(aux, p, 1, "a host op")[0])
+        shape = [int(v) for v in aux_words(aux, p + 1, nd, "a host op")] if 0 <= nd <= 64 else [-1]
+        if min(shape, default=0) < 0 or int(np.prod(shape, dtype=object)) != ints[s, _tp.SIZE]:
+            raise EntryError("slot %d of %d elements described as of shape %s" % (s, ints[s, _tp.SIZE], shape))
+        p += 1 + nd
+
+
 register_family(HOST, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                   scalar_replay=frozenset(), compiled_forward=_compiled_forward,
                                   tangent=tangent, batched_reverse=batched_reverse, curvature=curvature,
-                                  array_reverse=array_reverse))
+                                  array_reverse=array_reverse, check_entries=check_entries))

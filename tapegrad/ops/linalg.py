@@ -10,7 +10,9 @@ from ..core import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
 from ..core.tensor import Tensor, to_operand
 from ..core.dtypes import cpp_name, torch_name
-from ..core.registry import LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, FamilyRules, define, name_id, register_family
+from ..core.descriptors import aux_words, check_indices
+from ..core.registry import (LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, EntryError, FamilyRules, define, each_entry,
+                             name_id, register_family)
 from ._dual import gather_columns, scatter_columns
 from .elementwise import BINARY_BY_NAME
 from .shape import reshape, transpose
@@ -455,6 +457,28 @@ def curvature(ctx, s, k, row, f0, f1, g):
     return out
 
 
+@each_entry
+def check_entries(k, e, ints, aux):
+    """``FamilyRules.check_entries``: ``linalg_reverse`` and ``linalg_forward`` slice batch
+    ``ia`` of A (n x kk) and ``ib`` of B (kk x m) for each output batch, from
+    ``[nb, n, kk, m, (ia, ib)[nb]]``, and hand the slices to BLAS unchecked."""
+    row = ints[e]
+    a, b, at, size = int(row[_tp.A]), int(row[_tp.B]), int(row[_tp.AUX]), int(row[_tp.SIZE])
+    if not (0 <= a < e and 0 <= b < e):
+        raise EntryError("input slots %d, %d" % (a, b))
+    nb, n, kk, m = (int(v) for v in aux_words(aux, at, 4, "matmul"))
+    if min(nb, n, kk, m) < 0 or nb * n * m != size:
+        raise EntryError("%d products of (%d x %d) @ (%d x %d) for an output of %d" % (nb, n, kk, kk, m, size))
+    pairs = aux_words(aux, at + 4, 2 * nb, "matmul")
+    for idx, s, block, what in ((pairs[0::2], a, n * kk, "A"), (pairs[1::2], b, kk * m, "B")):
+        count = int(ints[s, _tp.SIZE]) // block if block else 0
+        if block and int(ints[s, _tp.SIZE]) % block:
+            raise EntryError("%s of %d elements is no stack of %d-element matrices" % (what, ints[s, _tp.SIZE], block))
+        if block:
+            check_indices(idx, count, "a batch index of " + what)
+
+
 register_family(LINALG, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                     scalar_replay=frozenset(), compiled_forward=_compiled_forward,
-                                    tangent=tangent, batched_reverse=batched_reverse, curvature=curvature))
+                                    tangent=tangent, batched_reverse=batched_reverse, curvature=curvature,
+                                    check_entries=check_entries))

@@ -23,7 +23,8 @@ import numpy as np
 from .. import _jit
 from ..core import tape as _tp
 from .._jit import jit
-from ..core.descriptors import c_strides, descriptor, strided_gather_add, strided_map, strided_map_np, u64
+from ..core.descriptors import (c_strides, check_descriptor, check_descriptors, descriptor, refuse, strided_gather_add, strided_map,
+                                strided_map_np, u64)
 from ..core.tensor import Tensor, _wrap_dim
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT
@@ -111,7 +112,11 @@ def _groups(shape, axes):
     key = (shape, axes)
     w = _GROUPS.get(key)
     if w is None:
-        w = _GROUPS[key] = np.array(_group_words(shape, axes), np.int64)
+        w = np.array(_group_words(shape, axes), np.int64)
+        n = int(np.prod(shape, dtype=np.int64))
+        kept = n // max(_count(shape, axes), 1) if n else 0
+        check_descriptor(w, 0, kept, n, "the groups")     # (once per shape and axes: kept)
+        w = _GROUPS[key] = w
     return w
 
 
@@ -1601,11 +1606,25 @@ def _log(x):
 
 from .elementwise import UNARY_BY_NAME, tensor_where    # noqa: E402
 
+
+def check_entries(ks, es, ints, aux):
+    """``FamilyRules.check_entries``: ``reduce_reverse`` reads the output and its adjoint
+    at each input element's group (the descriptor at AUX), unchecked; PARAM is the
+    number of groups."""
+    a, n, groups = ints[es, _tp.A], ints[es, _tp.SIZE], ints[es, _tp.PARAM]
+    refuse((a >= 0) & (a < es), es, lambda i: "no input slot (%d)" % a[i])
+    nx = ints[a, _tp.SIZE]
+    out = np.where(np.isin(ks, list(PER_ROW)), nx, groups)
+    refuse((n == out) & (groups >= 0) & ((nx == 0) | (groups > 0)), es,
+           lambda i: "%d groups of an input of %d elements for an output of %d" % (groups[i], nx[i], n[i]))
+    check_descriptors(aux, ints[es, _tp.AUX], groups, nx, es, "the groups")
+
+
 # a one-element sum, mean, cumsum, cumprod or logcumsumexp is its input: the compiled replay of single numbers passes it on
 register_family(REDUCE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                     scalar_replay=frozenset((SUM, MEAN, CUMSUM, CUMPROD, LOGCUMSUMEXP)),
                                     compiled_forward=_compiled_forward, tangent=tangent,
-                                    batched_reverse=batched_reverse, curvature=curvature))
+                                    batched_reverse=batched_reverse, curvature=curvature, check_entries=check_entries))
 for _k, _code in CODES.items():
     for _table, _piece in ((_DIFFERENTIABLE, "differentiable reverse (@differentiable)"),
                            (_REPLAY, "replay rule (@replay)")):

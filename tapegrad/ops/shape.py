@@ -13,16 +13,17 @@ import numpy as np
 
 from ..core import tape as _tp
 from .._jit import jit
-from ..core.descriptors import (c_strides, descriptor, slot_view, strided_gather_add, strided_map, strided_map_np,
-                                strided_scatter_add, u64)
+from ..core.descriptors import (aux_words, c_strides, check_descriptor, check_descriptors, descriptor, refuse,
+                                slot_view, strided_gather_add, strided_map, strided_map_np, strided_scatter_add, u64)
 from ..core.dtypes import tensor_type_name, torch_name
 from ..core.tensor import Tensor, _wrap_dim
 from ..core.promotion import DEFAULT, promote_types
 from ._args import numpy_names
 from ._dual import gather_columns, scatter_columns
-from ._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, record_shape as _record
-from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, SHAPE, FamilyRules, OpDefinitionError, define, name_id,
-                             register_family)
+from ._record import (CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER, check_words,
+                      record_shape as _record)
+from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, SHAPE, EntryError, FamilyRules, OpDefinitionError, define,
+                             each_entry, name_id, register_family)
 
 CODES = {
     RESHAPE: define(SHAPE, RESHAPE, "reshape"),
@@ -152,7 +153,14 @@ def _mark_view(t, x):
 
 
 def out_is_view(a, b):
-    return a.base is not None and (a.base is b or a.base is b.base)
+    base = a.base
+    if base is None:
+        return False
+    if base is b or base is b.base:
+        return True
+    # (NumPy's as_strided, which unfold uses, keeps its input one object further down)
+    return type(base) is not np.ndarray and (getattr(base, "base", None) is b
+                                             or (b.base is not None and getattr(base, "base", None) is b.base))
 
 
 def reshape(x, shape, name="ViewBackward0"):
@@ -251,12 +259,30 @@ def unsqueeze(input, dim=None, **kw):
 
 def _view_words(shape, index_fn):
     """Descriptor of ``index_fn`` applied to a C-ordered array of ``shape``,
-    found by applying it to a zero-size-buffer int8 array (only the geometry is used)."""
+    found by applying it to a zero-size-buffer int8 array (only the geometry is used).
+    The compiled reverse adds through it unchecked, so it is checked here: the result
+    must be a view of the probe (a NumPy scalar or a copy is not: its address says
+    nothing), lying inside it."""
     dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=shape, strides=c_strides(shape),
                                             writeable=False)
     v = index_fn(dummy)
+    if type(v) is not np.ndarray or not _views(v, dummy):
+        raise EntryError("a view of a tensor of shape %s was computed as a %s, not a view"
+                         % (list(shape), "NumPy scalar" if isinstance(v, np.generic) else "copy"))
     off = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
-    return descriptor(v.shape, v.strides, off), v.shape
+    words = descriptor(v.shape, v.strides, off)
+    check_descriptor(words, 0, int(np.prod(shape, dtype=np.int64)), v.size)
+    return words, v.shape
+
+
+def _views(v, probe):
+    """Whether array ``v`` is ``probe`` or a view made from it (its chain of bases reaches it)."""
+    root = probe.base
+    while v is not None:
+        if v is probe or v is root:
+            return True
+        v = v.base
+    return False
 
 
 _VIEWS = {}     # (input shape, what the view is) -> its descriptor words
@@ -1162,6 +1188,46 @@ def narrow(input, dim, start, length):
     return _slices(x, ax, [(start, start + length)], "SliceBackward0", False)[0]
 
 
+def select(input, dim, index):
+    """``input`` indexed by ``index`` along ``dim`` (a view, one dimension fewer)."""
+    x = input
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    ax = _wrap_dim(dim, x.ndim)
+    i, n = index.__index__(), x.shape[ax]
+    if not -n <= i < n:
+        raise IndexError("select(): index %d out of range for tensor of size %s at dimension %d"
+                         % (i, list(x.shape), ax))
+    i %= n
+    key = (_FULL,) * ax + (i, Ellipsis)     # (``...``: a 0-d result stays a view, never a NumPy scalar)
+    return strided(x, lambda a: a[key], "SelectBackward0", ("select", ax, i))
+
+
+def unfold(self, dimension, size, step):
+    """``Tensor.unfold``: the windows of ``size`` elements, ``step`` apart, along
+    ``dimension``, as a new last dimension (a view; windows may overlap)."""
+    x = self
+    ax = _wrap_dim(dimension, max(x.ndim, 1))
+    size, step = size.__index__(), step.__index__()
+    n = x.shape[ax] if x.ndim else 1
+    if size < 0:
+        raise RuntimeError("size is %d but must be >= 0" % size)
+    if size > n:
+        raise RuntimeError("maximum size for tensor at dimension %d is %d but size is %d" % (ax, n, size))
+    if step <= 0:
+        raise RuntimeError("step is %d but must be > 0" % step)
+    count = (n - size) // step + 1
+
+    def windows(a):
+        if a.ndim == 0:     # (the one window, of ``size`` 0 or 1 elements)
+            return a.reshape(1)[:size]
+        sh, st = a.shape, a.strides
+        return np.lib.stride_tricks.as_strided(
+            a, sh[:ax] + (count,) + sh[ax + 1:] + (size,), st[:ax] + (st[ax] * step,) + st[ax + 1:] + (st[ax],),
+            writeable=step >= size and a.flags.writeable)     # (overlapping windows: no writing through them)
+    return strided(x, windows, "UnfoldBackward0", ("unfold", ax, size, step))
+
+
 # -- movedim, swapaxes: permute and transpose under PyTorch's names --
 def _dim_list(d):
     """An int, a 0-d integer tensor or a sequence of them, as a list of ints."""
@@ -1236,7 +1302,8 @@ def _flipped(x, dims):
         if a in axes[:i]:
             raise RuntimeError("dim %d appears multiple times in the list of dims" % a)
     key = tuple(sorted(axes))
-    idx = tuple(slice(None, None, -1) if i in key else _FULL for i in range(nd))
+    # (a 0-d array indexed by () is a NumPy scalar, not a view: ``...`` keeps it an array)
+    idx = tuple(slice(None, None, -1) if i in key else _FULL for i in range(nd)) or Ellipsis
     return strided_copy(x, lambda a: a[idx], "FlipBackward0", ("flip",) + key)
 
 
@@ -1850,10 +1917,59 @@ def curvature(ctx, s, k, row, f0, f1, g):
     return ()
 
 
+def check_entries(ks, es, ints, aux):
+    """``FamilyRules.check_entries``: the shape kernels (``shape_reverse``, ``shape_forward``)
+    index the input, the output and setitem's value by these words unchecked."""
+    a, n, at = ints[es, _tp.A], ints[es, _tp.SIZE], ints[es, _tp.AUX]
+    needs_a = (ks != CAT) & (ks != SETITEM)
+    refuse(~needs_a | ((a >= 0) & (a < es)), es, lambda i: "no input slot (%d)" % a[i])
+    na = np.where(a >= 0, ints[np.maximum(a, 0), _tp.SIZE], 0)
+    same = ks == RESHAPE
+    refuse(~same | (na == n), es, lambda i: "an input of %d elements for an output of %d" % (na[i], n[i]))
+    for kind, base, count in ((STRIDED, na, n), (STRIDED_SCATTER, n, na)):
+        m = ks == kind
+        if m.any():
+            check_descriptors(aux, at[m], base[m], count[m], es[m])
+    rest = ~same & (ks != STRIDED) & (ks != STRIDED_SCATTER)
+    _check_each(ks[rest], es[rest], ints, aux)
+
+
+@each_entry
+def _check_each(k, e, ints, aux):
+    row = ints[e]
+    sizes = ints[:, _tp.SIZE]
+    a, b, at, n = int(row[_tp.A]), int(row[_tp.B]), int(row[_tp.AUX]), int(row[_tp.SIZE])
+    if k == CAT:            # aux: [m, slots[m], outer, total, (inner, offset)[m]]
+        m = int(aux_words(aux, at, 1, "cat")[0])
+        w = [int(v) for v in aux_words(aux, at, 3 + 3 * m, "cat")]
+        outer, total = w[1 + m], w[2 + m]
+        if outer < 0 or total < 0 or outer * total != n:
+            raise EntryError("%d rows of %d elements for an output of %d" % (outer, total, n))
+        at_row = 0          # (the inputs' pieces of a row lie side by side, in order)
+        for j in range(m):
+            sj, inner, off = w[1 + j], w[3 + m + 2 * j], w[4 + m + 2 * j]
+            if not -1 <= sj < e or inner < 0 or off != at_row or (sj >= 0 and sizes[sj] != outer * inner):
+                raise EntryError("input %d (slot %d) does not fit rows of %d elements" % (j, sj, total))
+            at_row += inner
+        if at_row != total:
+            raise EntryError("inputs of %d elements per row for rows of %d" % (at_row, total))
+    elif k == SETITEM:
+        if a >= 0 and sizes[a] != n:
+            raise EntryError("an input of %d elements for an output of %d" % (sizes[a], n))
+        r = int(aux_words(aux, at, 1, "setitem")[0])
+        check_words(k, aux_words(aux, at, 1 + 2 * max(r, 0), "setitem"), 0, n, sizes[b] if b >= 0 else 0)
+    elif k == GATHER:
+        check_words(k, aux_words(aux, at, n, "gather"), sizes[a], n, 0)
+    elif k == SCATTER_ADD:
+        check_words(k, aux_words(aux, at, sizes[a], "scatter"), sizes[a], n, 0)
+    else:
+        raise EntryError("shape kernel %d has no check" % k)
+
+
 for _k, _code in CODES.items():
     if _k not in _DIFFERENTIABLE:
         raise OpDefinitionError("shape op %r: no rules (_rules) in tapegrad/ops/shape.py" % OP_NAMES[_code])
 register_family(SHAPE, FamilyRules(differentiable_reverse, replay_rule, expands_adjoint=True,
                                    scalar_replay=frozenset((RESHAPE, STRIDED, GATHER)),
                                    compiled_forward=_compiled_forward, tangent=tangent,
-                                   batched_reverse=batched_reverse, curvature=curvature))
+                                   batched_reverse=batched_reverse, curvature=curvature, check_entries=check_entries))

@@ -15,7 +15,7 @@ from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as _ks
 from ..ops import shape as _sh
-from ..core.registry import CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_END, SHAPE
+from ..core.registry import CHECK_TAPES, CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_END, SHAPE, check_entries
 from ..ops._record import RESHAPE
 from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
@@ -46,6 +46,8 @@ class Recording(Forward):
         self.f0 = flts[:, _tp.F0].copy()
         self.f1 = flts[:, _tp.F1].copy()
         self.aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+        if CHECK_TAPES[0]:          # (the compiled forwards and fused programs index by these words too)
+            check_entries(self.ints, self.aux)
         self.shapes = dict(T.shapes)
         # the dtypes of the reshape entries: a float cast (``x.float()``) is one, its replay casts
         reshape = (SHAPE << FAMILY_SHIFT) | RESHAPE
