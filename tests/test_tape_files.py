@@ -281,8 +281,9 @@ def test_header_never_names_python_objects(tmp_path):
 
 
 def test_loaded_tapes_replay_bounds_checked(tmp_path):
-    """Indices a crafted file holds (here a gather's) are checked by NumPy when the
-    tape replays: an error, never a read or write out of bounds."""
+    """A loaded tape replays with NumPy's bounds-checked passes, or with the compiled ones
+    when trusted; an index a crafted file holds (here a gather's) is refused on load,
+    trusted or not, before anything replays it."""
     idx = np.array([0, 2, 3])
     tape = tg.record(lambda x: (x[idx] * x[idx]).sum(), np.arange(5.0))
     path = tmp_path / "g.tape"
@@ -294,15 +295,86 @@ def test_loaded_tapes_replay_bounds_checked(tmp_path):
     np.testing.assert_array_equal(g, [2.0, 0.0, 6.0, 1.0, 0.0])
     assert tg.load_tape(str(path), trusted=True).value_and_grad(x)[0] == v
 
-    def huge_index(h, arrays):
-        aux = arrays[_array_of(h, "aux")]
-        aux[aux == 3] = 10 ** 9         # (the gather's flat index of x[3])
-    _rewrite(path, edit_arrays=huge_index)
-    crafted = tg.load_tape(str(path))
-    with pytest.raises(IndexError):
-        crafted.value_and_grad(x)
-    with pytest.raises(IndexError):
-        crafted(x)
+    def huge_index(row, aux, at):
+        assert aux[at + 2] == 3
+        aux[at + 2] = 10 ** 9           # (the gather's flat index of x[3])
+    _rewrite(path, edit_arrays=_entry_editor("gather", huge_index))
+    for trusted in (False, True):
+        with pytest.raises(ValueError, match=r"entry \d+ \(gather\): a gather's index reaches elements 0 to "
+                                             r"1000000000 of an array of 5"):
+            tg.load_tape(str(path), trusted=trusted)
+
+
+def _entry_editor(op_name, edit):
+    """An ``edit_arrays`` for ``_rewrite``: ``edit(row, aux, at)`` on the first entry of
+    op ``op_name`` (its int64 fields, the aux words, its AUX offset)."""
+    def editor(h, arrays):
+        entries, aux = arrays[_array_of(h, "entries")], arrays[_array_of(h, "aux")]
+        code = next(c for c, n in _state_field(h, "op_names") if n == op_name)
+        row = entries[np.flatnonzero(entries[:, 0] == code)[0]]
+        edit(row, aux, int(row[4]))
+    return editor
+
+
+def _more(row, aux, at, k, by):
+    aux[at + k] += by
+
+
+# (function, example input, op, edit, what the loader says): each edit makes a compiled
+# kernel index outside an array unless the loader refuses it
+_W = np.arange(6.0).reshape(2, 3)
+CRAFTED = [
+    ("view offset", lambda x: x[1:].sum(), np.arange(4.0), "strided", lambda r, a, at: _more(r, a, at, 1, 10 ** 6),
+     "descriptor reaches elements"),
+    ("view stride", lambda x: x.t().sum(), _W, "strided", lambda r, a, at: _more(r, a, at, 4, 7),
+     "descriptor reaches elements"),
+    ("view size", lambda x: x.flip(0).sum(), np.arange(4.0), "strided", lambda r, a, at: _more(r, a, at, 2, 2 ** 40),
+     "descriptor has"),
+    ("negative gather", lambda x: x[np.array([0, 2])].sum(), np.arange(4.0), "gather",
+     lambda r, a, at: a.__setitem__(at, -1), "index reaches elements -1"),
+    ("reduction groups", lambda x: x.sum(1).prod(), _W, "sum", lambda r, a, at: _more(r, a, at, 1, 5),
+     "the groups's descriptor reaches"),
+    ("reduction group count", lambda x: x.softmax(1).sum(), _W, "softmax", lambda r, a, at: r.__setitem__(5, 1),
+     "the groups's descriptor reaches elements 0 to 1 of an array of 1"),
+    ("broadcast", lambda x: (x * np.arange(3.0)).sum(), _W, "mul", lambda r, a, at: _more(r, a, at, 4 + 2 + 2, 3),
+     "broadcast's descriptor"),
+    ("unary size", lambda x: x.sin().sum(), np.arange(4.0), "sin", lambda r, a, at: r.__setitem__(7, 40),
+     "for an output of 40"),
+    ("matmul batch", lambda x: (x @ x.t()).sum(), _W, "matmul", lambda r, a, at: _more(r, a, at, 4, 3),
+     "a batch index of A"),
+    ("cat offset", lambda x: tg.cat([x, x * 2]).sum(), np.arange(3.0), "cat", lambda r, a, at: _more(r, a, at, 6, 2),
+     "does not fit rows"),
+    ("setitem position", lambda x: _setitem(x), np.arange(4.0), "setitem", lambda r, a, at: _more(r, a, at, 1, 99),
+     "a setitem's position reaches"),
+    ("host shapes", lambda x: tg.linalg.solve(x, x.sum(1)).sum(), np.eye(2) + 1, "linalg_solve",
+     lambda r, a, at: _more(r, a, at, 4, 1), "described as of shape"),
+    ("claimed size", lambda x: (x * 2).sum(), np.arange(4.0), "sum", lambda r, a, at: r.__setitem__(7, 2 ** 36),
+     "groups of an input of 4 elements for an output of 68719476736"),
+    ("claimed size past the limit", lambda x: (x * 2).sum(), np.arange(4.0), "sum",
+     lambda r, a, at: r.__setitem__(7, 2 ** 40), "elements in all"),
+]
+
+
+def _setitem(x):
+    y = x * 1.0
+    y[1] = x[0] * 3
+    return y.sum()
+
+
+@pytest.mark.parametrize("what, fn, x0, op, edit, message", CRAFTED, ids=[c[0] for c in CRAFTED])
+def test_crafted_entries_are_refused_on_load(tmp_path, what, fn, x0, op, edit, message):
+    """Every family's parameter words and sizes are checked when a file is loaded
+    (``FamilyRules.check_entry``), trusted or not: a crafted or damaged tape is refused
+    before a kernel could read or write outside an array."""
+    path = tmp_path / "t.tape"
+    tape = tg.record(fn, x0)
+    tape.save(str(path))
+    v, g = tg.load_tape(str(path), trusted=True).value_and_grad(x0)
+    assert v == tape.value_and_grad(x0)[0]
+    _rewrite(path, edit_arrays=_entry_editor(op, edit))
+    for trusted in (False, True):
+        with pytest.raises(ValueError, match=message):
+            tg.load_tape(str(path), trusted=trusted)
 
 
 def test_saved_tape_keeps_its_view_links(tmp_path):

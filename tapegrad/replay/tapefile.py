@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..ops import shape as _sh
-from ..core.registry import META_END, OP_NAMES
+from ..core.registry import META_END, OP_NAMES, EntryError, check_entries
 from .forward import _DERIVED_FNS
 from .recording import Recording
 from .session import _extremum_lin, _live_lin, _order_lin
@@ -42,6 +42,7 @@ HEADER = "header.json"
 _NUMERIC_KINDS = "biufc"
 _ZIP_MAGIC = b"PK\x03\x04"
 MAX_HEADER_BYTES = 1 << 28
+MAX_ELEMENTS = 1 << 40      # elements of all entries together: 8 TiB of float64, far past any real tape
 
 
 # The functions a recording may refer to (its live gathers and label guards), by the
@@ -448,6 +449,13 @@ def _recording_from_state(st, r):
                 raise bad("entry %d reads a slot outside the tape's earlier entries" % s)
         elif not -1 <= row[_tp.C] < s:
             raise bad("entry %d reads slot %d (an entry reads earlier ones only)" % (s, int(row[_tp.C])))
+    total = int(entries[:, _tp.SIZE].sum(dtype=object))
+    if total > MAX_ELEMENTS:
+        raise bad("its entries hold %d elements in all (a tape file is refused past %d)" % (total, MAX_ELEMENTS))
+    try:    # every index the compiled kernels derive from an entry lies inside its arrays
+        check_entries(entries, aux)
+    except EntryError as e:
+        raise bad(str(e)) from None
     for key in ("derived_dtypes", "casts"):
         dd = st.get(key, {})
         if not isinstance(dd, dict) or not all(
