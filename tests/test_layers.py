@@ -87,6 +87,10 @@ FLOORS = {
     "tapegrad.nn.functional": 6,
     "tapegrad.nn.modules": 6,
     "tapegrad.optim": 6,
+    "tapegrad.optim.optimizer": 6,      # the Optimizer base class, shared arithmetic
+    "tapegrad.optim.adaptive": 6,       # RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, SparseAdam
+    "tapegrad.optim.lbfgs": 6,
+    "tapegrad.optim.lr_scheduler": 6,
     "tapegrad.profile": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
     "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
