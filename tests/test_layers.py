@@ -86,6 +86,10 @@ FLOORS = {
     "tapegrad.nn": 6,
     "tapegrad.nn.functional": 6,
     "tapegrad.nn.modules": 6,
+    "tapegrad.nn.utils": 6,             # clip_grad_norm_, parameters_to_vector, rnn.pad_sequence
+    "tapegrad.nn.utils.clip_grad": 6,
+    "tapegrad.nn.utils.convert_parameters": 6,
+    "tapegrad.nn.utils.rnn": 6,
     "tapegrad.optim": 6,
     "tapegrad.optim.optimizer": 6,      # the Optimizer base class, shared arithmetic
     "tapegrad.optim.adaptive": 6,       # RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, SparseAdam
