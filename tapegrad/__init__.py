@@ -43,7 +43,7 @@ bool = np.dtype(np.bool_)
 clip = clamp
 
 
-from . import nn, optim  # noqa: E402,F401
+from . import nn, optim, utils  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (tg.special)
 from .serialization import load, save  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401  (tg.linalg)

@@ -96,6 +96,12 @@ FLOORS = {
     "tapegrad.optim.lbfgs": 6,
     "tapegrad.optim.lr_scheduler": 6,
     "tapegrad.profile": 6,
+    "tapegrad.utils": 6,                # tg.utils.data: datasets, samplers, DataLoader
+    "tapegrad.utils.data": 6,
+    "tapegrad.utils.data.dataset": 6,
+    "tapegrad.utils.data.sampler": 6,
+    "tapegrad.utils.data._collate": 6,
+    "tapegrad.utils.data.dataloader": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
     "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
     "tapegrad.distributions.constraints": 6,
