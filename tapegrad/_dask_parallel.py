@@ -21,6 +21,8 @@ it held from their lineage (the persisted graph) and reruns the call's tasks.  A
 exception raised by the loss on a worker is raised by the call in the client.
 
 This module imports Dask; ``import tapegrad`` does not import this module.
+``tapegrad.distributed`` (torch.distributed's answers for a single process) hands
+its names out on first use.
 """
 import operator
 import os
