@@ -352,3 +352,32 @@ def test_training_loop_with_dataloader():
         losses = train()
     assert losses[-1] < 1e-3 * losses[0]
     assert train() == losses
+
+
+def test_distributed_sampler():
+    from tapegrad.utils.data import DistributedSampler
+    ds = list(range(10))
+    shares = [list(DistributedSampler(ds, num_replicas=3, rank=r, shuffle=False)) for r in range(3)]
+    assert shares == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]          # (padded by repetition)
+    assert [list(DistributedSampler(ds, 3, r, shuffle=False, drop_last=True)) for r in range(3)] == \
+        [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    s = DistributedSampler(ds, 2, 0, seed=5)
+    a = list(s)
+    s.set_epoch(1)
+    b = list(s)
+    assert len(a) == len(s) == 5 and a != b and a == list(DistributedSampler(ds, 2, 0, seed=5))
+    both = a + list(DistributedSampler(ds, 2, 1, seed=5))
+    assert sorted(both) == ds
+    with pytest.raises(RuntimeError, match="^Requires distributed package to be available$"):
+        DistributedSampler(ds)
+    with pytest.raises(ValueError, match=r"^Invalid rank 3, rank should be in the interval \[0, 2\]$"):
+        DistributedSampler(ds, 3, 3)
+    try:
+        import torch.utils.data.distributed as tud
+    except ImportError:
+        return
+    for kw in (dict(shuffle=False), dict(shuffle=False, drop_last=True)):
+        for n, reps in ((10, 3), (7, 4), (12, 5)):
+            for r in range(reps):
+                assert list(DistributedSampler(range(n), reps, r, **kw)) == \
+                    list(tud.DistributedSampler(range(n), reps, r, **kw))

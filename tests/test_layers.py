@@ -119,6 +119,7 @@ FLOORS = {
     "tapegrad.utils.data.sampler": 6,
     "tapegrad.utils.data._collate": 6,
     "tapegrad.utils.data.dataloader": 6,
+    "tapegrad.utils.data.distributed": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
     "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
     "tapegrad.distributions.constraints": 6,
