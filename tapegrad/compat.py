@@ -55,11 +55,9 @@ class _TensorType(type):
                 return from_data(np.asarray(data).astype(dt) if isinstance(data, np.ndarray)
                                  else _cast_list(data, dt), dt)
             raise TypeError("new(): data must be a sequence (got %s)" % type(data).__name__)
+        pos, bad = next((i, a) for i, a in enumerate(args, 1) if not isinstance(a, (int, np.integer)))
         raise TypeError("new(): argument 'size' failed to unpack the object at pos %d with error \"type must be "
-                        "tuple of ints,but got %s\"" % (next(i for i, a in enumerate(args, 1)
-                                                             if not isinstance(a, (int, np.integer))),
-                                                        type(next(a for a in args
-                                                                  if not isinstance(a, (int, np.integer)))).__name__))
+                        "tuple of ints,but got %s\"" % (pos, type(bad).__name__))
 
     def __repr__(cls):
         return "<class 'tapegrad.%s'>" % cls.__name__

@@ -153,6 +153,9 @@ def test_legacy_constructors():
         tg.FloatTensor(tg.ones(2))
     with pytest.raises(TypeError, match=r"^new\(\): data must be a sequence \(got float\)$"):
         tg.FloatTensor(3.0)
+    with pytest.raises(TypeError, match=r"^new\(\): argument 'size' failed to unpack the object at pos 2 with error "
+                                        r"\"type must be tuple of ints,but got float\"$"):
+        tg.FloatTensor(2, 3.0)
     with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
         tg.FloatTensor([1.0], device="cuda")
 
