@@ -166,11 +166,12 @@ class _StorageMethods:
         return int(d.__array_interface__["data"][0]) if d.size else 0
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
-        """Without ``dtype``, the legacy type name (``tapegrad.DoubleTensor``); with one
-        (a dtype, a legacy type or its name), the tensor in that dtype (itself when it
+        """Without ``dtype``, PyTorch's legacy type name (``"torch.DoubleTensor"``: scripts
+        compare it with PyTorch's strings); with one (a dtype, a legacy type, or its name
+        spelled ``torch.`` or ``tapegrad.``), the tensor in that dtype (itself when it
         already is; a recorded copy otherwise, as ``to(dtype)``)."""
         if dtype is None:
-            return _type_name(self.dtype)
+            return "torch." + tensor_type_name(self.dtype)
         if isinstance(dtype, str):
             dt = _dtype_of_type_name(dtype)
         elif isinstance(dtype, _TensorType):

@@ -171,7 +171,8 @@ def test_legacy_constructors_against_torch():
 
 def test_type_method():
     x = tg.ones(2)
-    assert x.type() == "tapegrad.DoubleTensor" and tg.ones(1, dtype=tg.int32).type() == "tapegrad.IntTensor"
+    assert x.type() == "torch.DoubleTensor" and tg.ones(1, dtype=tg.int32).type() == "torch.IntTensor"
+    assert x.type(x.type()) is x
     assert x.type(tg.float64) is x and x.type(tg.DoubleTensor) is x
     assert x.type(tg.LongTensor).dtype == tg.int64 and x.type("torch.IntTensor").dtype == tg.int32
     assert x.type("tapegrad.FloatTensor").dtype == tg.float32
