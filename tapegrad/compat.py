@@ -20,7 +20,7 @@ from .ops import shape as _sh
 
 __all__ = ["DoubleTensor", "FloatTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
            "ByteTensor", "BoolTensor", "as_strided", "promote_types", "set_default_dtype", "set_default_device",
-           "get_default_device", "set_default_tensor_type", "is_storage", "typename"]
+           "get_default_device", "set_default_tensor_type", "is_storage", "typename", "bfloat16"]
 
 _PREFIXES = ("tapegrad.", "torch.")
 
@@ -308,6 +308,25 @@ def set_default_device(device):
 def get_default_device():
     """``device(type='cpu')``."""
     return device("cpu")
+
+
+class _AbsentDtype:
+    """A dtype PyTorch has and tapegrad cannot hold (NumPy has no bfloat16): the name
+    exists, so that a script's table of dtypes loads; making a tensor of it raises
+    NumPy's ``TypeError: Cannot interpret 'tapegrad.bfloat16' as a data type``."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "tapegrad." + self.name
+
+    def __reduce__(self):
+        return (_AbsentDtype, (self.name,))
+
+
+bfloat16 = _AbsentDtype("bfloat16")
 
 
 def is_storage(obj, /):

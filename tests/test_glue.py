@@ -211,6 +211,13 @@ def test_promote_types():
             assert "torch." + got.name == str(torch.promote_types(getattr(torch, a), getattr(torch, b))), (a, b)
 
 
+def test_bfloat16_is_named_but_refused():
+    table = {"float32": tg.float32, "bfloat16": tg.bfloat16, "float16": tg.float16}     # (nanoGPT's table loads)
+    assert repr(table["bfloat16"]) == "tapegrad.bfloat16"
+    with pytest.raises(TypeError, match="^Cannot interpret 'tapegrad.bfloat16' as a data type$"):
+        tg.zeros(2, dtype=tg.bfloat16)
+
+
 def test_default_dtype_and_device():
     assert tg.get_default_dtype() == tg.float64
     tg.set_default_dtype(tg.float64)
