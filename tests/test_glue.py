@@ -530,3 +530,80 @@ def test_cpu_grad_scaler_against_torch():
         return
     torch.set_default_dtype(torch.float64)
     assert ours == run(torch)
+
+
+def test_a_gpt_style_training_script_runs(tmp_path):
+    """The glue a nanoGPT-style train.py touches on the CPU, end to end (its model
+    replaced by a small one of the layers tapegrad has)."""
+    from contextlib import nullcontext
+
+    import tapegrad as torch                                       # (the import changed)
+    from tapegrad.distributed import destroy_process_group, init_process_group  # noqa: F401
+    from tapegrad.nn.parallel import DistributedDataParallel as DDP  # noqa: F401
+
+    torch.manual_seed(1337)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    device_type = "cpu"
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+    data = np.arange(200, dtype=np.uint16) % 13
+    vocab, block = 13, 8
+
+    def get_batch():
+        ix = torch.randint(len(data) - block, (4,))
+        x = torch.stack([torch.from_numpy((data[i:i + block]).astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block]).astype(np.int64)) for i in ix])
+        return x.to("cpu"), y.to("cpu")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Parameter(torch.randn(vocab, 16) * 0.02)
+            self.head = torch.nn.Linear(16, vocab)
+
+        def forward(self, idx, targets):
+            logits = self.head(self.wte[idx])
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, vocab), targets.view(-1), ignore_index=-1)
+            return logits, loss
+
+    model = Tiny()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    import inspect
+    fused = "fused" in inspect.signature(torch.optim.AdamW).parameters and device_type == "cuda"
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=1e-2, betas=(0.9, 0.99), **(dict(fused=True) if fused else dict()))
+    with pytest.warns(UserWarning, match="CUDA is not available"), pytest.warns(FutureWarning):
+        scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+    losses = []
+    X, Y = get_batch()
+    for it in range(30):
+        lr = 1e-2 * min(1.0, (it + 1) / 5)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with ctx:
+            logits, loss = model(X, Y)
+        X, Y = get_batch()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+    ckpt = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": 30}
+    torch.save(ckpt, tmp_path / "ckpt.pt")
+    back = torch.load(tmp_path / "ckpt.pt")
+    model2 = Tiny()
+    model2.load_state_dict(back["model"])
+    opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2)
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        opt2.load_state_dict(back["optimizer"])
+    est = torch.zeros(3)
+    with torch.no_grad():
+        for k in range(3):
+            est[k] = model2(X, Y)[1].item()
+    np.testing.assert_allclose(est.mean().item(), model(X, Y)[1].item(), rtol=1e-12)
