@@ -8,7 +8,10 @@ an input that already requires grad, as the inputs an outer transform makes do, 
 differentiated through an identity view of it with ``create_graph=True``, so the
 result stays differentiable for the outer transform.
 
-Differences from PyTorch: there is no ``vmap``; ``jacfwd`` and ``jvp`` compute with
+``vmap`` (in ``tapegrad._vmap``) maps a function over a dimension by calling it once
+per index.
+
+Differences from PyTorch: ``jacfwd`` and ``jvp`` compute with
 reverse sweeps (the Jacobian row by row, and ``jvp`` by the double-backward trick),
 with the same values; arguments named by ``argnums`` are tensors (a tuple of tensors
 counts as several), and outputs are a tensor or a tuple of tensors.
@@ -20,8 +23,9 @@ from .autograd import functional as _functional
 from .autograd.api import grad_op_by_op as _grad
 from .autograd.grad_mode import enable_grad
 from .core.tensor import Tensor
+from ._vmap import vmap  # noqa: F401
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap"]
 
 
 def _argnums(argnums, nargs, api):

@@ -333,11 +333,19 @@ def test_requires_grad_on_creators():
         assert t.requires_grad and t.is_leaf
 
 
-def test_out_refused():
-    for f in (lambda: tg.zeros(2, out=tg.zeros(2)), lambda: tg.randn(2, out=tg.zeros(2)),
-              lambda: tg.arange(3, out=tg.zeros(3)), lambda: tg.randperm(3, out=tg.zeros(3))):
-        with pytest.raises(TypeError, match="out= is not supported by tapegrad"):
-            f()
+def test_out_is_written():
+    """out= as PyTorch's: the result is written into ``out``, which is returned."""
+    out = tg.ones(2)
+    assert tg.zeros(2, out=out) is out and out.tolist() == [0.0, 0.0]
+    out = tg.zeros(3)
+    assert tg.arange(3, out=out) is out and out.tolist() == [0.0, 1.0, 2.0]
+    out = tg.zeros(3, dtype=tg.int64)
+    assert sorted(tg.randperm(3, out=out).tolist()) == [0, 1, 2]
+    out = tg.zeros(2)
+    tg.manual_seed(0)
+    tg.randn(2, out=out)
+    tg.manual_seed(0)
+    assert out.tolist() == tg.randn(2).tolist()
 
 
 # -- nn.Module.to / cpu / cuda / double / float ----------------------------------------------------------

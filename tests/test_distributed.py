@@ -135,7 +135,7 @@ def test_chunks_evaluated_in_blocks_of_rows(client):
         assert _rel(gw, gw0) <= 1e-12 and _rel(gb, gb0) <= 1e-12
 
         def shapes(token):
-            from tapegrad import distributed as tdist
+            from tapegrad import _dask_parallel as tdist
             return sorted({k[3][0][0] for k in tdist._TAPES if k[0] == token})
         got = set(x for res in client.run(shapes, obj._token).values() for x in res)
         assert got == {(25, 4)}         # one tape per block shape: 300 and 100 are both 25-row blocks
@@ -178,7 +178,7 @@ def test_workers_differentiate_the_parameters_only(client):
     obj.value_and_grad(w, b)
 
     def inspect(token):
-        from tapegrad import distributed as tdist
+        from tapegrad import _dask_parallel as tdist
         out = []
         for k, tape in tdist._TAPES.items():
             if k[0] == token:
@@ -192,7 +192,7 @@ def test_workers_differentiate_the_parameters_only(client):
     obj.close()
 
     def kept(token):        # close() drops the loss and the tapes on the workers
-        from tapegrad import distributed as tdist
+        from tapegrad import _dask_parallel as tdist
         return token in tdist._LOSSES or any(k[0] == token for k in tdist._TAPES)
     assert not any(client.run(kept, obj._token).values())
 
@@ -428,7 +428,7 @@ def test_worker_killed_between_and_during_calls(client):
 
 
 def test_starts_its_own_cluster_without_a_client(client, monkeypatch):
-    from tapegrad import distributed as tdist
+    from tapegrad import _dask_parallel as tdist
 
     def no_client():
         raise ValueError("No clients found")

@@ -30,6 +30,21 @@ def test_digits_mlp(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_char_model(tmp_path, capsys):
+    """One epoch: below the uniform guess by far, text from the vocabulary, the curves drawn."""
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "char.png"
+    res = _load("char_model").main(["--epochs", "1", "--hidden", "64", "--sample", "60", "--plot", str(png)])
+    assert res["uniform"] == pytest.approx(np.log(59)) and len(res["vocab"]) == 59
+    assert res["val_loss"] < 2.0 < res["uniform"]
+    assert len(res["history"]["batch_loss"]) == len(res["history"]["lr"]) == 244
+    assert max(res["history"]["lr"]) == pytest.approx(1e-2, rel=1e-3)         # (OneCycleLR's peak)
+    assert res["sample"].startswith("In the beginning") and len(res["sample"]) == 16 + 60
+    assert set(res["sample"]) <= set(res["vocab"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "validation" in capsys.readouterr().out
+
+
 def test_rosenbrock_lbfgs(capsys):
     res = _load("rosenbrock_lbfgs").main(["--n", "50"])
     assert res["max_err"] < 1e-3

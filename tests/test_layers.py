@@ -68,11 +68,27 @@ FLOORS = {
     "tapegrad.creation": 5,             # creation and random functions (over functions.where)
     "tapegrad.numeric": 5,              # cov, trapezoid, norm...: compositions of the functions
     "tapegrad.cuda": 5,                 # tg.cuda: no CUDA device
+    "tapegrad.cuda.amp": 6,             # its deprecated amp spellings, over tg.amp
+    "tapegrad.amp": 6,                  # autocast (changes nothing), GradScaler
+    "tapegrad.accelerator": 5,          # tg.accelerator: none
+    "tapegrad.backends": 5,             # tg.backends: CPU-only answers and inert flags
+    "tapegrad.backends.cpu": 5,
+    "tapegrad.backends.cuda": 5,
+    "tapegrad.backends.cudnn": 5,
+    "tapegrad.backends.mps": 5,
+    "tapegrad.backends.mkl": 5,
+    "tapegrad.backends.mkldnn": 5,
+    "tapegrad.backends.openmp": 5,
+    "tapegrad.onnx": 5,                 # importable; export raises
+    "tapegrad._out": 5,                 # out=: the result copied into a given tensor
+    "tapegrad.compat": 5,               # legacy tensor types, storage queries, as_strided, promote_types
+    "tapegrad.autograd.variable": 4,    # the legacy Variable
     "tapegrad.serialization": 6,        # tg.save / tg.load
     "tapegrad.linalg": 5,               # tg.linalg: host ops (LAPACK) and compositions, on the public ops
     "tapegrad.complex_tensor": 5,       # complex tensors: views of real (..., 2) pair tensors
     "tapegrad.fft": 5,                  # tg.fft: host ops (pocketfft) on pair tensors
     "tapegrad.func": 6,                 # tg.func: torch.func's transforms over autograd.grad
+    "tapegrad._vmap": 6,                # vmap: a call per index, the results stacked
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers
@@ -86,8 +102,24 @@ FLOORS = {
     "tapegrad.nn": 6,
     "tapegrad.nn.functional": 6,
     "tapegrad.nn.modules": 6,
+    "tapegrad.nn.parallel": 6,          # DataParallel (runs the module), DistributedDataParallel (raises)
+    "tapegrad.nn.utils": 6,             # clip_grad_norm_, parameters_to_vector, rnn.pad_sequence
+    "tapegrad.nn.utils.clip_grad": 6,
+    "tapegrad.nn.utils.convert_parameters": 6,
+    "tapegrad.nn.utils.rnn": 6,
     "tapegrad.optim": 6,
+    "tapegrad.optim.optimizer": 6,      # the Optimizer base class, shared arithmetic
+    "tapegrad.optim.adaptive": 6,       # RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, SparseAdam
+    "tapegrad.optim.lbfgs": 6,
+    "tapegrad.optim.lr_scheduler": 6,
     "tapegrad.profile": 6,
+    "tapegrad.utils": 6,                # tg.utils.data: datasets, samplers, DataLoader
+    "tapegrad.utils.data": 6,
+    "tapegrad.utils.data.dataset": 6,
+    "tapegrad.utils.data.sampler": 6,
+    "tapegrad.utils.data._collate": 6,
+    "tapegrad.utils.data.dataloader": 6,
+    "tapegrad.utils.data.distributed": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional
     "tapegrad.distributions": 6,        # tg.distributions, over the public functions and nn.functional
     "tapegrad.distributions.constraints": 6,
@@ -103,7 +135,8 @@ FLOORS = {
     "tapegrad.distributions._linalg": 6,   # Cholesky and triangular solves as compositions, for mvn
     "tapegrad": 7,                      # the package's public names
     "tapegrad.__main__": 8,             # python -m tapegrad
-    "tapegrad.distributed": 8,          # Dask, over the public tg.record
+    "tapegrad.distributed": 8,          # torch.distributed's answers; hands out _dask_parallel's names
+    "tapegrad._dask_parallel": 8,       # DataParallel over Dask, over the public tg.record
 }
 
 # Sideways inside ops/, an import points to an earlier module of this list.

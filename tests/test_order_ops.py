@@ -340,12 +340,18 @@ def test_errors_match_torch(call):
     assert m1 == (m2.split("\n")[0] if m1.endswith("expected one of:") else m2)
 
 
-def test_out_is_refused():
-    x = tg.zeros(3)
-    for f in (lambda: tg.sort(x, out=x), lambda: tg.topk(x, 1, out=x), lambda: tg.cumprod(x, 0, out=x),
-              lambda: tg.quantile(x, 0.5, out=x), lambda: tg.logcumsumexp(x, 0, out=x)):
-        with pytest.raises(TypeError, match="out= is not supported"):
+def test_out_is_written():
+    """out= as PyTorch's: a function of two results takes a tuple of two tensors."""
+    x = tg.tensor([3.0, 1.0, 2.0])
+    for f in (lambda: tg.sort(x, out=x), lambda: tg.topk(x, 1, out=x)):
+        with pytest.raises(TypeError, match="argument 'out' must be tuple of 2 Tensors, not Tensor"):
             f()
+    vals, idx = tg.zeros(3), tg.zeros(3, dtype=tg.int64)
+    got = tg.sort(x, out=(vals, idx))
+    assert got[0] is vals and got[1] is idx and vals.tolist() == [1.0, 2.0, 3.0] and idx.tolist() == [1, 2, 0]
+    out = tg.zeros(3)
+    assert tg.cumprod(x, 0, out=out) is out and out.tolist() == [3.0, 3.0, 6.0]
+    np.testing.assert_allclose(tg.logcumsumexp(x, 0, out=out).numpy(), np.logaddexp.accumulate([3.0, 1.0, 2.0]))
 
 
 # -- gradients ------------------------------------------------------------------------

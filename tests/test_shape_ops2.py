@@ -585,11 +585,11 @@ def test_unflatten_two_inferred_sizes():
         tg.unflatten(tg.ones(2, 6), 1, (-1, -1))
 
 
-def test_out_is_refused():
-    with pytest.raises(TypeError, match="out= is not supported"):
-        tg.tensordot(tg.ones(2), tg.ones(2), 1, out=tg.ones(()))
-    with pytest.raises(TypeError, match="out= is not supported"):
-        tg.cross(tg.ones(3), tg.ones(3), 0, out=tg.ones(3))
+def test_out_is_written():
+    out = tg.ones(())
+    assert tg.tensordot(tg.ones(2), tg.ones(2), 1, out=out) is out and out.item() == 2.0
+    out = tg.ones(3)
+    assert tg.cross(tg.tensor([1.0, 0, 0]), tg.tensor([0.0, 1, 0]), 0, out=out).tolist() == [0.0, 0.0, 1.0]
     with pytest.raises(TypeError, match="unexpected keyword argument 'out'"):
         tg.einsum("i", tg.ones(2), out=None)
 

@@ -71,6 +71,7 @@ DEVIATIONS = {
     **{"%s.%s" % (ns, n): _RECORDER for ns in ("torch", "Tensor") for n in (
         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh",
         "arccosh", "arctanh", "log2", "log10", "exp2", "reciprocal", "rsqrt", "ceil", "trunc", "frac", "sinc", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0")},
+    "Tensor.stride": "PyTorch documents stride(dim); its other overload, stride(), gives every dimension's",
     "Tensor.logit": "eps=None as in torch.logit: PyTorch documents the method without its parameter",
     "Tensor.mul": _SHARED % ("mul", "mul") + " (other / value)",
     "Tensor.mul_": _SHARED % ("mul", "mul_") + " (other / value)",

@@ -8,3 +8,4 @@ from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from . import functional, graph  # noqa: F401
 from . import function  # noqa: F401
 from .function import Function, FunctionCtx  # noqa: F401  (and tg.autograd.function.once_differentiable)
+from .variable import Variable  # noqa: F401  (the legacy name of a tensor)

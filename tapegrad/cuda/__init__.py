@@ -1,5 +1,6 @@
 """``tg.cuda``: tapegrad computes on the CPU only, so there is no CUDA device, as in a
-PyTorch built without CUDA (``is_available()`` is False, ``device_count()`` 0)."""
+PyTorch built without CUDA (``is_available()`` is False, ``device_count()`` 0);
+``tg.cuda.amp`` has PyTorch's deprecated mixed-precision spellings."""
 
 _NO_CUDA = "Torch not compiled with CUDA enabled"
 
