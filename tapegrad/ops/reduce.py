@@ -114,8 +114,8 @@ def _groups(shape, axes):
     if w is None:
         w = np.array(_group_words(shape, axes), np.int64)
         n = int(np.prod(shape, dtype=np.int64))
-        kept = n // max(_count(shape, axes), 1) if n else 0
-        check_descriptor(w, 0, kept, n, "the groups")     # (once per shape and axes: kept)
+        groups = int(np.prod([shape[d] for d in range(len(shape)) if d not in axes], dtype=np.int64))
+        check_descriptor(w, 0, groups, n, "the groups")     # (once per shape and axes: kept)
         w = _GROUPS[key] = w
     return w
 
