@@ -40,6 +40,10 @@ _DEVICE_TYPES = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, f
                  "meta, hpu, mtia, privateuseone")
 _KNOWN_DEVICES = frozenset(_DEVICE_TYPES.split(", "))
 _NO_ACCELERATOR = "Cannot access accelerator device when none is available."
+_DETACH_VIEW = ("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) "
+                "for training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and "
+                "hence detach_() cannot be called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
 
 
 class device:
@@ -438,9 +442,13 @@ class Tensor:
         if self._requires_grad:
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                           "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())
 
     def __int__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return int(self.item())
 
     def __index__(self):
@@ -463,6 +471,8 @@ class Tensor:
         return t
 
     def detach_(self):
+        if self._extra is not None and self._extra.base is not None:
+            raise RuntimeError(_DETACH_VIEW)
         if self._tape is not None:
             self._tape = None
             self._requires_grad = False
