@@ -248,16 +248,18 @@ _CLONE_NAME = name_id("CloneBackward0")
 def accumulate_grad(leaf, g, owned=False):
     """``leaf.grad`` += g, out of place and recorded (PyTorch's AccumulateGrad in
     grad mode: the first gradient is a copy with grad_fn CopyBackwards)."""
-    x = leaf._extras()
+    with walk.ACCUMULATING:
+        x = leaf._extras()
     g = as_shape(g, leaf.shape)
     if g.dtype != leaf.dtype:
         g = g.to(leaf.dtype)
     if x.hooks:
         g = walk.apply_hooks(x.hooks, g)
-    if x.grad is None:
-        x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
-    else:
-        x.grad = x.grad + g
+    with walk.ACCUMULATING:     # (as walk.accumulate_array: several threads' backward into one leaf)
+        if x.grad is None:
+            x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
+        else:
+            x.grad = x.grad + g
     if x.post_hooks:
         for h in list(x.post_hooks):
             h(leaf)

@@ -212,7 +212,7 @@ class Tensor:
         _tp.inplace_counter[0] += 1
         self._ver[0] += 1
         if self._tape is None and self._requires_grad:
-            self._tape_id = 0       # a leaf's slot on any tape now holds an old value
+            self._tape_id &= _tp.OWNER_MASK     # a leaf's slot on any tape now holds an old value
 
     def _write_(self, values):
         """Copy ``values`` (an array-like, cast as needed) into this tensor's array and
@@ -242,7 +242,7 @@ class Tensor:
             return
         self._data = value._data                # any shape or dtype, as in PyTorch
         self._ver = value._ver
-        self._tape_id = 0                           # a fresh slot on next use
+        self._tape_id &= _tp.OWNER_MASK             # a fresh slot on next use
 
     @property
     def shape(self):
@@ -300,7 +300,7 @@ class Tensor:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if flag != self._requires_grad:
             self._requires_grad = flag
-            self._tape_id = 0          # a fresh slot of the right kind on next use
+            self._tape_id &= _tp.OWNER_MASK    # a fresh slot of the right kind on next use
         return self
 
     @property
