@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from ..core import quiet as _quiet
 from ..core import tape as _tp
 from ..core.descriptors import strided_map_np
 from ..ops import elementwise as _ew
@@ -124,7 +125,7 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
         _tp.resume(roots.pop())
     else:
         _tp.rotate()
-    with set_grad_enabled(record):
+    with set_grad_enabled(bool(record)), _quiet.ALL():     # (as engine.run_backward)
         return walk.over_tapes(seeds, _walk, accumulate_grad if record else _accumulate_unrecorded,
                                retain_graph, targets, accumulate, record, check)
 

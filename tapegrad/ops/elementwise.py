@@ -506,6 +506,7 @@ BINARY_BY_NAME = {op.name: op for op in ALL_BINARY}
 
 # -- recording ------------------------------------------------------------------
 from ..core import tape as _tp  # noqa: E402
+from ..core.quiet import IGNORE as _IGNORE, ignoring as _ignoring, restore as _restore  # noqa: E402
 from ..core.descriptors import broadcast_strides, descriptor  # noqa: E402
 from ..core.tensor import NumberTensor, Tensor  # noqa: E402
 from ..core.registry import name_id  # noqa: E402
@@ -729,6 +730,7 @@ def _unary_recorder(op):
                     t._extra = None
                     return t
         d = input._data
+        token = _ignoring(_IGNORE)      # (inf and nan as IEEE makes them, without NumPy's warnings: core/quiet.py)
         try:
             if n == 0:
                 out = fwd(d)
@@ -748,6 +750,8 @@ def _unary_recorder(op):
             out = _integral_unary(op, d, p, None, name)
             if out is None:
                 raise
+        finally:
+            _restore(token)
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not input._requires_grad:
@@ -939,6 +943,7 @@ def _binary_recorder(op):
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
             ad, bd = promote(ad, bd)
+        token = _ignoring(_IGNORE)      # (as the unary recorder's)
         try:
             if c is not None:
                 out = fwd(c._data, ad, bd)
@@ -952,6 +957,8 @@ def _binary_recorder(op):
         except TypeError:
             _forward_type_error(opname, ad, bd)
             raise
+        finally:
+            _restore(token)
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not (a._requires_grad or b._requires_grad):
