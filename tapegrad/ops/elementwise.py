@@ -213,6 +213,14 @@ def _copysign(a, b):
     return np.copysign(*_float_operands(a, b))
 
 
+def _binary_cross_entropy(p, y):
+    """PyTorch's elementwise binary cross entropy: each log clamped at -100 (log1p for
+    the second, as PyTorch's CPU kernel)."""
+    p, y = _float_operands(p, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -(y * np.maximum(np.log(p), -100.0) + (1.0 - y) * np.maximum(np.log1p(-p), -100.0))
+
+
 def _xlogy(a, b):
     if not _XLOGY:
         _XLOGY.append(_scipy_special("xlogy"))
@@ -465,6 +473,12 @@ BINARY_OPS_2 = [
            "g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammainc(a, b)"),
     Binary("gammaincc", "IgammacBackward0", _incomplete_gamma("igammac"), "0.0 * g",
            "-g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammaincc(a, b)"),
+    # F.binary_cross_entropy(p, y) (the weight and the reduction are ops of their own).
+    # PyTorch's reverse: (p - y) / max(p (1 - p), EPSILON), finite where a log is clamped (its
+    # EPSILON is the float 1e-12); for the target, -logit(p), unclamped
+    Binary("binary_cross_entropy", "BinaryCrossEntropyBackward0", _binary_cross_entropy,
+           "g * (a - b) / where(a * (1.0 - a) > 9.999999960041972e-13, a * (1.0 - a), 9.999999960041972e-13)",
+           "-g * log(a / (1.0 - a))", "-(b * mx(log(a), -100.0) + (1.0 - b) * mx(log1p(-a), -100.0))"),
 ]
 
 
