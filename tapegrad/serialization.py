@@ -289,9 +289,9 @@ def _unpickle(file, members, weights_only, pickle_load_args):
         raise pickle.UnpicklingError("%s is damaged (%s: %s)" % (members._where, type(e).__name__, e)) from e
 
 
-def load(f, map_location=None, pickle_module=pickle, *, weights_only=None, mmap=None, **pickle_load_args):
+def load(f, map_location=None, pickle_module=pickle, *, weights_only=True, mmap=None, **pickle_load_args):
     """Read an object ``tg.save`` wrote (``f`` a path or a binary file object).
-    ``weights_only=True`` (the default; None means it, as in PyTorch) builds tensors,
+    ``weights_only=True`` (the default; None means it too, as in PyTorch) builds tensors,
     containers, numbers and strings only and refuses any other global the file names;
     ``weights_only=False`` unpickles anything (it can run arbitrary code: trusted files
     only).  ``map_location`` may name the CPU only."""
