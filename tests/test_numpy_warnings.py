@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-import tapegrad.nn.functional as F
 from tapegrad.autograd import engine
 
 SPECIAL = [0.0, -0.0, -1.0, 1.0, 2.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 1e-320, 40.0, -40.0, 800.0]

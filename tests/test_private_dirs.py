@@ -20,7 +20,6 @@ import warnings
 
 import pytest
 
-import tapegrad as tg
 from tapegrad import _background, _jit, _private
 from tapegrad.kernels import codegen
 

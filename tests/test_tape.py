@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-import tapegrad._jit
 from tapegrad.core.registry import OPCODES
 
 SECOND_MSG = "Trying to backward through the graph a second time"
