@@ -251,7 +251,8 @@ def warmup(only=None, background=False):
         if bar is not None:
             bar.close()
     _background.write_stamp(groups)
-    lock.close()
+    if lock is not None:        # (None: no disk cache for the kernels, nothing kept)
+        lock.close()
     print(f"warmup done in {perf_counter() - t0:.2f} s")
 
 

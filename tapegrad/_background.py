@@ -8,27 +8,31 @@ backward passes and replaying tapes in NumPy.  When that process is done, a thre
 here loads the kernels from the cache (importing Numba and loading a kernel each
 take long enough to be felt), and the backward passes after that use them.
 
-A finished compile is recorded by a stamp next to the cache (``STAMP``): the key
-of what it was compiled for (tapegrad's kernel sources, Numba, Python, the CPU,
+A finished compile is recorded by a stamp next to the cache (``STAMP``, JSON): the
+key of what it was compiled for (tapegrad's kernel sources, Numba, Python, the CPU,
 the Numba settings that change code), the warm-up groups done, and the signatures
-each kernel was compiled for, which the loading thread loads one by one.  A lock
-file beside it makes concurrent processes compile once: a second warm-up process
-waits for the first and then finds the stamp.  Numba writes each cache file
-atomically, so a compile process killed midway leaves complete files and no stamp:
-the next run compiles what is missing.
+each kernel was compiled for (Numba types written as plain data, read back by name:
+``_type_data``), which the loading thread loads one by one.  A lock file beside it
+makes concurrent processes compile once: a second warm-up process waits for the
+first and then finds the stamp.  Numba writes each cache file atomically, so a
+compile process killed midway leaves complete files and no stamp: the next run
+compiles what is missing.  The stamp, the lock and the compile's log live in the
+checked directory of Numba's cache (``tapegrad._private``), opened never through a
+symbolic link; where there is no such directory there is no background compile.
 
 ``TAPEGRAD_BACKGROUND_COMPILE=0`` compiles in the foreground instead, at the first
 backward that wants the kernels (the test suite runs so); ``TAPEGRAD_QUIET=1``
 silences the two notices on stderr.
 """
+import json
 import os
-import pickle
+import re
 import sys
 import threading
 import time
 import warnings
 
-from . import _jit
+from . import _jit, _private
 
 ENABLED = os.environ.get("TAPEGRAD_BACKGROUND_COMPILE", "1") != "0" and os.name == "posix"
 QUIET = os.environ.get("TAPEGRAD_QUIET", "") not in ("", "0")
@@ -93,6 +97,9 @@ def request():
     try:
         _next_poll[0] = now + POLL_S
         phase = _phase[0]
+        if phase is None and cache_dir() is None:      # (no disk cache: nothing a second process could leave)
+            _phase[0] = "failed"
+            return True
         if phase is None:
             if stamp_valid():
                 _start_loading()
@@ -105,7 +112,8 @@ def request():
                 if rc == 0 and stamp_valid():
                     _start_loading()
                 else:
-                    _fail("the background compile exited with status %s (see %s)" % (rc, os.path.join(cache_dir(), LOG)))
+                    _fail("the background compile exited with status %s (see %s)"
+                          % (rc, os.path.join(cache_dir() or "?", LOG)))
         return _jit.READY[0] or _phase[0] == "failed"
     finally:
         _LOOKING.release()
@@ -118,22 +126,16 @@ def _fail(why):
 
 # -- where: next to Numba's cache ---------------------------------------------------
 def cache_dir():
-    """Where the stamp and the lock go: ``NUMBA_CACHE_DIR`` when set, else the
-    ``__pycache__`` beside the sweep's source (where Numba caches it), else a user
-    cache directory (a read-only installation: Numba's cache is user-wide too)."""
-    d = os.environ.get("NUMBA_CACHE_DIR")
-    if d:
-        os.makedirs(d, exist_ok=True)
-        return d
-    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "__pycache__")
-    try:
-        os.makedirs(d, exist_ok=True)
-        if os.access(d, os.W_OK):
-            return d
-    except OSError:
-        pass
-    from .kernels import codegen
-    return codegen._writable_dir()
+    """Where the stamp, the lock and the log go: beside Numba's cache of the sweep, in a
+    directory ``tapegrad._private`` checked (``NUMBA_CACHE_DIR`` when set and accepted,
+    else the ``__pycache__`` beside the sweep's source, else the user cache's); None
+    when the kernels have no disk cache."""
+    root = _private.numba_root()
+    if root is False:
+        return None
+    if root:
+        return root
+    return _private.numba_dir(os.path.join(_private.PACKAGE, "kernels", "sweep.py"))
 
 
 def key():
@@ -164,20 +166,76 @@ def key():
 
 
 def _read_stamp():
+    """The stamp's data (a dict), or None (none, unreadable, not this format)."""
+    d = cache_dir()
+    if d is None:
+        return None
     try:
-        with open(os.path.join(cache_dir(), STAMP), "rb") as fh:
-            head = fh.readline().decode("utf-8", "replace").rstrip("\n")
-            return head, fh.read()
-    except OSError:
-        return None, None
+        fd = _private.open_private(os.path.join(d, STAMP), os.O_RDONLY)
+        with open(fd, "rb") as fh:
+            data = json.loads(fh.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def stamp_valid():
-    head, _ = _read_stamp()
-    if head is None or not head.startswith(key() + " groups="):
+    data = _read_stamp()
+    if data is None or data.get("key") != key() or not isinstance(data.get("groups"), list):
         return False
-    done = set(head[len(key() + " groups="):].split(","))
-    return done >= set(ONLY or GROUPS)
+    return set(data["groups"]) >= set(ONLY or GROUPS)
+
+
+# A kernel's signature in the stamp: its Numba types as plain data, read back by name
+# (no code from the file runs): a scalar type's name, or [kind, arguments...].
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+def _type_data(t):
+    """Numba type ``t`` as plain data, or None for a type the stamp does not keep (the
+    kernel then compiles at its first call)."""
+    from numba.core import types
+    if isinstance(t, types.Array):
+        dt = _type_data(t.dtype)
+        return None if not isinstance(dt, str) else ["array", dt, t.ndim, t.layout, bool(t.mutable is False)]
+    if isinstance(t, types.IntegerLiteral):
+        return ["literal", int(t.literal_value)]
+    if isinstance(t, types.Omitted):
+        v = t.value
+        return ["omitted", v] if type(v) in (int, float, bool) else None
+    if isinstance(t, (types.Integer, types.Float, types.Boolean)):
+        name = "boolean" if isinstance(t, types.Boolean) else str(t)
+        return name if _NAME.match(name) and getattr(types, name, None) == t else None
+    return None
+
+
+def _type_from(data):
+    """The Numba type ``_type_data`` wrote (ValueError for anything else)."""
+    from numba.core import types
+    if isinstance(data, str):
+        t = getattr(types, data, None) if _NAME.match(data) else None
+        if isinstance(t, (types.Integer, types.Float, types.Boolean)):
+            return t
+    elif isinstance(data, list) and data:
+        kind, args = data[0], data[1:]
+        if kind == "array" and len(args) == 4 and isinstance(args[0], str) and type(args[1]) is int \
+                and 0 <= args[1] <= 32 \
+                and args[2] in ("C", "F", "A") and type(args[3]) is bool:
+            return types.Array(_type_from(args[0]), args[1], args[2], readonly=args[3])
+        if kind == "literal" and len(args) == 1 and type(args[0]) is int:
+            return types.literal(args[0])
+        if kind == "omitted" and len(args) == 1 and type(args[0]) in (int, float, bool):
+            return types.Omitted(args[0])
+    raise ValueError("not a kernel argument type: %r" % (data,))
+
+
+def _signatures_data(signatures):
+    out = []
+    for sig in signatures:
+        ts = [_type_data(t) for t in sig]
+        if all(t is not None for t in ts):
+            out.append(ts)
+    return out
 
 
 def write_stamp(groups):
@@ -189,20 +247,29 @@ def write_stamp(groups):
     for d in _jit._ALL:
         if id(d) not in runs and d.signatures:
             sigs.setdefault((d.py_func.__module__, d.py_func.__qualname__), []).extend(d.signatures)
-    variants = {v: list(r.signatures) for v, r in sweep._VARIANTS.items() if r.signatures}
-    path = os.path.join(cache_dir(), STAMP)
+    data = {"key": key(), "groups": list(groups),
+            "kernels": [[m, q, _signatures_data(ss)] for (m, q), ss in sigs.items()],
+            "variants": [[v, _signatures_data(r.signatures)] for v, r in sweep._VARIANTS.items() if r.signatures]}
+    d = cache_dir()
+    if d is None:
+        return
+    path = os.path.join(d, STAMP)
     tmp = path + ".%d.tmp" % os.getpid()
-    with open(tmp, "wb") as fh:
-        fh.write(("%s groups=%s\n" % (key(), ",".join(groups))).encode())
-        pickle.dump((sigs, variants), fh, protocol=4)
+    fd = _private.open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with open(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
     os.replace(tmp, path)
 
 
 def lock():
     """An exclusive lock on the cache's compile, held until the returned file is
-    closed (or the process ends): waits for another process's compile."""
+    closed (or the process ends): waits for another process's compile.  (None, and no
+    lock, when the kernels have no disk cache.)"""
     import fcntl
-    fh = open(os.path.join(cache_dir(), LOCK), "a+")
+    d = cache_dir()
+    if d is None:
+        return None
+    fh = open(_private.open_private(os.path.join(d, LOCK), os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+")
     fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
     return fh
 
@@ -229,9 +296,14 @@ def _start_compiling():
     if env.get("NUMBA_CACHE_DIR"):
         env["NUMBA_CACHE_DIR"] = os.path.abspath(env["NUMBA_CACHE_DIR"])
     try:
-        with open(os.path.join(d, LOG), "a") as log:
+        if not _private.checked(d):
+            raise OSError("%s: %s" % (d, _private.problem(d)))
+        log = _private.open_private(os.path.join(d, LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
             _child[0] = subprocess.Popen(cmd, env=env, cwd=d, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            os.close(log)
     except OSError as e:
         _fail("cannot start the background compile (%s)" % e)
         return
@@ -252,22 +324,24 @@ def _load():
     try:
         _jit.load(ready=False)
         from .kernels import sweep
-        _, body = _read_stamp()
-        sigs, variants = pickle.loads(body)
+        data = _read_stamp()
+        if data is None:
+            raise ValueError("the stamp is gone or unreadable")
         by_name = {}
         runs = {id(r) for r in sweep._VARIANTS.values()} | {id(sweep.run)}
         for d in list(_jit._ALL):
             if id(d) not in runs:
                 by_name[(d.py_func.__module__, d.py_func.__qualname__)] = d
-        for name, ss in sigs.items():
-            d = by_name.get(name)
+        for module, qualname, ss in data["kernels"]:
+            d = by_name.get((module, qualname))
             for sig in (ss if d is not None else ()):
-                d.compile(sig)
-        for v, ss in variants.items():
-            r = sweep.variant_dispatcher(v)
+                d.compile(tuple(_type_from(t) for t in sig))
+        for v, ss in data["variants"]:
+            r = sweep.variant_dispatcher(int(v))
             for sig in ss:
-                r.compile(sig)
-    except Exception as e:      # (a stamp from another build, a failed compile: the foreground's way)
+                r.compile(tuple(_type_from(t) for t in sig))
+    except Exception as e:      # (a stamp from another build, a failed compile, a damaged stamp: whatever it
+        # raises, the kernels are then compiled in the foreground, as the warning says)
         _phase[0] = "failed"
         warnings.warn("tapegrad: loading the compiled kernels failed (%s: %s); compiling them in the "
                       "foreground" % (type(e).__name__, e), RuntimeWarning)

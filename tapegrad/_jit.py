@@ -1,9 +1,12 @@
 """Numba configuration shared by every compiled kernel, and its lazy loading.
 
-All kernels are compiled with ``cache=True``.  Numba writes the cache next to the
-source, falls back to a user-wide directory when the package is read-only, and
-raises at decoration time when nothing is writable; ``jit`` then points Numba at a
-temporary directory instead of letting ``import tapegrad`` fail.
+Every kernel is compiled with a disk cache in a directory ``tapegrad._private`` chose
+and checks before each read and write (owned by this user, writable by no one else,
+not a symbolic link): beside the sources when that qualifies, else under
+``NUMBA_CACHE_DIR`` or the user's cache.  The kernels get a cache object of their own
+(``_DiskCache``), so Numba's global configuration is never changed and Numba's cache is
+only ever pointed at checked directories.  Where none qualifies, a kernel is compiled
+without a disk cache.
 
 ``error_model="numpy"`` makes division by zero give inf/nan (PyTorch's values)
 instead of raising ZeroDivisionError inside the sweep.
@@ -16,17 +19,19 @@ without the kernels until then).  Until ``load()``, ``jit`` returns a stand-in
 Numba objects kernels name (``lazy``), in place of the stand-ins in every tapegrad
 module, so compiled code and Python callers see the real thing.
 
-A damaged cache entry (an index or data file truncated by a killed process or a
-full disk, or zeroed) would make every later call fail to unpickle it: each
-dispatcher's cache file reader is wrapped (``_guard_cache``) so that such an
-entry is removed, with one RuntimeWarning naming it, and the kernel compiled anew.
+The disk cache never fails a compile: an entry that fails to load (an index or data
+file truncated by a killed process or a full disk, zeroed, or not rebuilding) is
+removed, with one RuntimeWarning naming it, and the kernel compiled anew; an entry that
+cannot be written (a full disk, a read-only file system) leaves the kernel compiled in
+memory, with one RuntimeWarning.
 """
 import glob
 import os
 import sys
-import tempfile
 import threading
 import warnings
+
+from . import _private
 
 _ALL = []           # every dispatcher, so a changed kernel source can flush them all
 _PENDING = []       # stand-ins made before load(), in definition order
@@ -36,68 +41,146 @@ READY = [False]      # ... and the kernels are to be used (``load``; or ``_backg
 _AFTER_LOAD = []    # callbacks run once the dispatchers exist (the stale-cache flush)
 
 
-def _fallback_cache_dir():
-    d = os.path.join(tempfile.gettempdir(), "tapegrad-numba-cache")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
 def _njit(fn, kw):
-    """``numba.njit(cache=True, error_model="numpy")`` that never fails for want of a
-    cache directory."""
+    """``numba.njit(error_model="numpy", nogil=True)`` with tapegrad's disk cache
+    (``_disk_cache``; ``cache=False`` for none)."""
     import numba
-    opts = dict(cache=True, error_model="numpy", nogil=True)
+    opts = dict(error_model="numpy", nogil=True)
     opts.update(kw)
-    try:
-        d = numba.njit(**opts)(fn)
-    except RuntimeError:        # "cannot cache function ...: no locator available"
-        numba.config.CACHE_DIR = _fallback_cache_dir()
-        try:
-            d = numba.njit(**opts)(fn)
-        except RuntimeError:
-            opts["cache"] = False
-            d = numba.njit(**opts)(fn)
-    _guard_cache(d)
+    cache = opts.pop("cache", True)
+    d = numba.njit(**opts)(fn)
+    if cache:
+        c = _disk_cache(fn)
+        if c is not None:
+            d._cache = c
     _ALL.append(d)
     return d
 
 
+def _disk_cache(fn):
+    """A disk cache of ``fn``'s machine code in the checked directory for its source
+    file, or None (no such directory; a function made from text in memory)."""
+    src = fn.__code__.co_filename
+    if not os.path.isfile(src):
+        return None
+    d = _private.numba_dir(src)
+    if d is None:
+        return None
+    return _cache_class()(fn, src, d)
+
+
+_CLASSES = []
 _DAMAGED = set()    # cache files found damaged (and removed) by this process
 
 
-def _guard_cache(d):
-    """Make dispatcher ``d``'s disk cache treat an unreadable entry as absent: a
-    file that fails to unpickle (``pickle data was truncated``, ``invalid load
-    key``, an empty file) is removed with the other files of its function, and
-    the kernel is compiled again (Numba itself writes each file atomically, index
-    before data, so only an outside cause leaves one half-written)."""
-    f = getattr(getattr(d, "_cache", None), "_cache_file", None)
-    if f is None or not hasattr(f, "_load_index"):     # (no cache: nothing to guard)
-        return
-    load_index, load_data = f._load_index, f._load_data
+def _cache_class():
+    """``_DiskCache``, made once Numba is imported (its base classes are Numba's)."""
+    if _CLASSES:
+        return _CLASSES[0]
+    from numba.core import caching
 
-    def guarded_index():
-        try:
-            return load_index()
-        except OSError:
-            raise                   # (unreadable, not damaged: never removed; a missing file Numba handles)
-        except Exception as e:      # (what fails to unpickle: a damaged file)
-            _remove_damaged(f, f._index_path, e)
-            return {}
+    class _Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        """Numba's cache of one source file's functions in ``path``, a directory
+        ``_private`` made: checked (not made) before Numba writes there."""
 
-    def guarded_data(name):
-        try:
-            return load_data(name)
-        except OSError:
-            raise                   # (Numba's own answer: a file removed meanwhile is a miss)
-        except Exception as e:
-            _remove_damaged(f, f._data_path(name), e)
-            raise OSError("damaged cache file removed") from e
+        def __init__(self, py_func, py_file, path):
+            self._py_file, self._lineno, self._cache_path = py_file, py_func.__code__.co_firstlineno, path
 
-    f._load_index, f._load_data = guarded_index, guarded_data
+        def get_cache_path(self):
+            return self._cache_path
+
+        def ensure_cache_path(self):
+            why = _private.problem(self._cache_path)
+            if why is not None:
+                raise _private.Refused(self._cache_path, why)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            return None     # (made by _DiskCache only, for the directory it was given)
+
+    class _Impl(caching.CompileResultCacheImpl):
+        def __init__(self, py_func, locator):   # (CacheImpl's, with this locator rather than a search)
+            self._lineno = py_func.__code__.co_firstlineno
+            self._locator = locator
+            modname = os.path.splitext(os.path.basename(locator._py_file))[0]
+            self._filename_base = self.get_filename_base("%s.%s" % (modname, py_func.__qualname__),
+                                                         getattr(sys, "abiflags", ""))
+
+    class _File(caching.IndexDataCacheFile):
+        """Numba's index and data files, a damaged one removed (``_remove_damaged``)."""
+
+        def _load_index(self):
+            try:
+                return super()._load_index()
+            except OSError:
+                raise               # (unreadable, not damaged: never removed; a missing file Numba handles)
+            except Exception as e:      # (whatever unpickling a damaged file raises: UnpicklingError, EOFError...)
+                _remove_damaged(self, self._index_path, e)
+                return {}
+
+        def _load_data(self, name):
+            try:
+                return super()._load_data(name)
+            except OSError:
+                raise               # (Numba's own answer: a file removed meanwhile is a miss)
+            except Exception as e:      # (as _load_index's)
+                _remove_damaged(self, self._data_path(name), e)
+                raise OSError("damaged cache file removed") from e
+
+    class _DiskCache(caching.FunctionCache):
+        """``FunctionCache`` in a checked directory: checked before each load and save;
+        a load that fails is a miss (the entry removed), a save that fails leaves the
+        kernel compiled in memory."""
+
+        def __init__(self, py_func, py_file, path):
+            self._name = repr(py_func)
+            self._py_func = py_func
+            self._impl = _Impl(py_func, _Locator(py_func, py_file, path))
+            self._cache_path = path
+            self._cache_file = _File(cache_path=path, filename_base=self._impl.filename_base,
+                                     source_stamp=self._impl.locator.get_source_stamp())
+            self.enable()
+
+        def _usable(self):
+            why = _private.problem(self._cache_path)
+            if why is not None:
+                _private.warn_once(("unsafe", self._cache_path), "Numba's cache directory %s is not used any more: "
+                                   "%s; compiling without it" % (self._cache_path, why), stacklevel=6)
+            return why is None
+
+        def load_overload(self, sig, target_context):
+            if not self._usable():
+                return None
+            try:
+                return super().load_overload(sig, target_context)
+            except OSError:
+                return None
+            except Exception as e:      # (an entry that unpickled but does not rebuild: damaged too)
+                _remove_damaged(self._cache_file, self._cache_file._index_path, e)
+                return None
+
+        def save_overload(self, sig, data):
+            if not self._usable():
+                return
+            try:
+                super().save_overload(sig, data)
+            except OSError as e:        # (a full disk, a read-only file system: the kernel stays in memory)
+                _private.warn_once(("save", self._cache_path), "cannot write Numba's cache in %s (%s); the "
+                                   "kernels are compiled in memory" % (self._cache_path, e), stacklevel=6)
+
+        def flush(self):
+            if self._usable():
+                try:
+                    super().flush()
+                except OSError:
+                    pass
+
+    _CLASSES.append(_DiskCache)
+    return _DiskCache
 
 
 def _remove_damaged(f, path, err):
+    """Remove a function's index and data files, one of which failed to load (one warning per file)."""
     base = f._index_path[:-len(".nbi")]
     for p in [f._index_path] + glob.glob(glob.escape(base) + ".*.nbc"):
         try:
@@ -261,17 +344,16 @@ def c_entry(fn, argtypes):
             e = _ENTRIES.get(key)
             if e is None:
                 import numba
+                from numba.core import sigutils
+                from numba.core.ccallback import CFunc
                 sig = numba.types.void(*[getattr(numba.types, t) for t in argtypes])
-                opts = dict(cache=True, error_model="numpy", nogil=True)
-                try:
-                    e = numba.cfunc(sig, **opts)(fn)
-                except RuntimeError:        # no writable cache directory (see _njit)
-                    numba.config.CACHE_DIR = _fallback_cache_dir()
-                    try:
-                        e = numba.cfunc(sig, **opts)(fn)
-                    except RuntimeError:
-                        opts["cache"] = False
-                        e = numba.cfunc(sig, **opts)(fn)
+                # (numba.cfunc's own steps, with tapegrad's disk cache: _disk_cache)
+                e = CFunc(fn, sigutils.normalize_signature(sig), locals={},
+                          options=dict(error_model="numpy", nogil=True))
+                c = _disk_cache(fn)
+                if c is not None:
+                    e._cache = c
+                e.compile()
                 _ENTRIES[key] = e
     return e
 

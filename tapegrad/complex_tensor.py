@@ -162,6 +162,8 @@ class ComplexTensor(Tensor):
         return self._values().tolist()
 
     def __complex__(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return self.item()
 
     def __float__(self):

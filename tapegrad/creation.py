@@ -193,11 +193,31 @@ def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=F
     """A tensor of shape ``size`` filled with ``fill_value`` (its dtype: bool, int64 or the
     default float, unless ``dtype`` says otherwise)."""
     _check(out, device)
+    fill_value = _fill_value("full", fill_value)
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
         if dtype.kind == "f":
             dtype = np.float64
     return _make(np.full(_shape((size,)), fill_value, dtype), requires_grad)
+
+
+def _fill_value(fn, v):
+    """A fill value as PyTorch takes it: a Python or NumPy number, or a tensor of one
+    element (a string, a list, an array of several is a TypeError, as PyTorch's)."""
+    if isinstance(v, Tensor) and v.numel() == 1:
+        return v.item()
+    if isinstance(v, (_builtins.bool, _builtins.int, _builtins.float, _builtins.complex)) or \
+            (isinstance(v, np.generic) and v.dtype.kind in "biufc"):
+        return v
+    raise TypeError("%s(): argument 'fill_value' (position 2) must be Number, not %s"
+                    % (fn, _type_name(v)))
+
+
+def _type_name(v):
+    """A type as PyTorch's argument errors name it: ``str``, ``Tensor``, ``numpy.ndarray``."""
+    t = type(v)
+    top = t.__module__.split(".")[0]
+    return t.__name__ if top in ("builtins", "tapegrad") else "%s.%s" % (top, t.__qualname__)
 
 
 def _like(input, dtype):
@@ -224,7 +244,7 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     """``fill_value`` in ``input``'s shape and dtype (unless ``dtype`` says otherwise)."""
     _device(device)
     shape, dt = _like(input, dtype)
-    return _make(np.full(shape, fill_value, dt), requires_grad)
+    return _make(np.full(shape, _fill_value("full_like", fill_value), dt), requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -241,6 +261,13 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, device=None, requ
     _check(out, device)
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if not step or step != step:        # (0 or nan, as PyTorch's check reads it)
+        raise RuntimeError("step must be nonzero")
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError("unsupported range: %s -> %s" % (start, end))
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     arr = np.arange(start, end, step)
     if dtype is not None:
         arr = arr.astype(dtype)

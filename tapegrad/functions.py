@@ -1039,10 +1039,24 @@ def _view(self, *shape, dtype=None):
     if dtype is None and len(shape) == 1 and _is_dtype(shape[0]):
         dtype = shape[0]
     elif dtype is None:
+        if not self._data.flags.c_contiguous and _copy_needed(self._data, shape):
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
         return _sh.reshape(self, shape)
     elif shape:
         raise TypeError("view() received an invalid combination of arguments: a shape and dtype=")
     return _view_dtype(self, np.dtype(dtype))
+
+
+def _copy_needed(d, shape):
+    """Whether ``shape`` (of ``d``'s size) fits ``d`` only as a copy: then ``view``
+    refuses, as PyTorch's (a size that does not fit at all is ``reshape``'s error)."""
+    try:
+        shape = _sh._shape_arg(shape)
+        fits = d.reshape(shape)
+    except (ValueError, TypeError):
+        return False
+    return d.size > 0 and not np.may_share_memory(fits, d)     # (a copy is new memory; an empty one is any view)
 
 
 def _is_dtype(v):

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from . import functions as F
+from .core import quiet as _quiet
 from .core import tape as _tp
 from .core.dtypes import torch_name
 from .core.registry import NoForwardRule
@@ -1375,6 +1376,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
 
 # -- norms ---------------------------------------------------------------------------------
+@_quiet.wrap     # (a square that overflows is inf, without NumPy's warning: core/quiet.py)
 def _vnorm_np(x, p, axes, keepdim):
     a = np.abs(x)
     if p == _INF:

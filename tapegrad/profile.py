@@ -176,7 +176,7 @@ class profile:
         self._active = False
         # tapes created in the block that no hook saw (other threads), then a last count
         for T in list(_tp._LIVE):
-            if T.id >= self._first_id and T.id not in self._tracked:
+            if T.id & _tp.SERIAL_MASK >= self._first_id and T.id not in self._tracked:     # (serials: any thread's)
                 self._track(T, 0)
         self._snapshot()
         self.wall_s += t - self._t0 - self._overhead_s

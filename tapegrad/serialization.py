@@ -9,19 +9,26 @@ The file is a zip archive (stored, not compressed):
 * ``arrays/<n>.npy``: each array in NumPy's ``.npy`` format (written and read with
   ``allow_pickle=False``: a member holds numbers only).
 
-``tg.load(f)`` (``weights_only=True``, the default) reads the pickle with an
-unpickler that builds only Python's plain containers and scalars, tensors and a short
-list of harmless types (``collections.OrderedDict``, ``set``, ``frozenset``,
-``tg.device``, NumPy dtypes and scalars): a pickle naming anything else (a class, a
-function such as ``os.system``) is refused with ``pickle.UnpicklingError`` naming it,
-before it is called.  ``weights_only=False`` unpickles anything, which runs whatever
-code the file names: only for files of a trusted source.
+``tg.load(f)`` (``weights_only=True``, the default, also for ``None`` as in
+PyTorch) reads the pickle with an unpickler that builds only Python's plain containers
+and scalars, tensors and a short list of harmless types (``collections.OrderedDict``,
+``set``, ``frozenset``, ``tg.device``, NumPy dtypes and scalars): a pickle naming
+anything else (a class, a function such as ``os.system``) is refused with
+``pickle.UnpicklingError`` naming it, before it is called.  Pickle's BUILD (setting an
+object's state) is done only for NumPy dtypes and for the classes
+``add_safe_globals`` allows, never for a private (``_``) attribute: a file can set no
+field of a tensor, of ``tg.device`` or of any class.  A member the pickle refers to must
+be an ``arrays/<n>.npy`` of the archive whose header matches its size; anything else
+malformed is an ``UnpicklingError`` naming it.  ``weights_only=False`` unpickles
+anything, which runs whatever code the file names: only for files of a trusted source.
 """
 import _compat_pickle
 import collections
 import io
 import os
 import pickle
+import re
+import struct
 import zipfile
 
 import numpy as np
@@ -123,31 +130,19 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
             fh.close()
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, zf, weights_only, **kw):
-        super().__init__(file, **kw)
-        self._zf = zf
-        self._weights_only = weights_only
-        self._loaded = {}
+_ARRAY_MEMBER = re.compile(r"arrays/[0-9]+\.npy")
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+_WEIGHTS_ONLY = ("Load it with weights_only=False only if you trust the file's source: unpickling can run "
+                 "arbitrary code.")
 
-    def find_class(self, module, name):
-        if not self._weights_only:
-            return super().find_class(module, name)
-        if (module, name) in _compat_pickle.NAME_MAPPING:         # (Python 2 names, in protocols 0-2)
-            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-        elif module in _compat_pickle.IMPORT_MAPPING:
-            module = _compat_pickle.IMPORT_MAPPING[module]
-        g = _SAFE.get((module, name)) or _USER_SAFE.get((module, name))
-        if g is None:
-            raise pickle.UnpicklingError(
-                "Weights only load failed: the file names the global %s.%s, which tg.load(weights_only=True) "
-                "does not build (it builds tensors, Python's containers, numbers and strings, and the types "
-                "tapegrad.serialization.get_safe_globals() and its safe list allow). Load it with "
-                "weights_only=False only if you trust the file's source: unpickling can run arbitrary code."
-                % (module, name))
-        return g
 
-    def persistent_load(self, pid):
+class _Members:
+    """The arrays of a tapegrad archive, read for the pickle's persistent ids."""
+
+    def __init__(self, zf, where):
+        self._zf, self._where, self._loaded = zf, where, {}
+
+    def tensor(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 3 and pid[0] in ("tensor", "parameter", "ndarray")
                 and isinstance(pid[1], str)):
             raise pickle.UnpicklingError("tg.load: an unknown persistent id %r" % (pid,))
@@ -157,8 +152,7 @@ class _Unpickler(pickle.Unpickler):
         if self._zf is None:
             raise pickle.UnpicklingError("tg.load: a tensor reference outside a tapegrad archive")
         kind, name, rg = pid
-        with self._zf.open(name) as m:
-            arr = np.lib.format.read_array(m, allow_pickle=False)
+        arr = self._array(name)
         if kind == "ndarray":
             out = arr
         elif kind == "parameter":
@@ -170,31 +164,164 @@ class _Unpickler(pickle.Unpickler):
         self._loaded[name] = out
         return out
 
+    def _array(self, name):
+        """Member ``name``'s array: an ``arrays/<n>.npy`` of the archive, in NumPy's format
+        without pickle, its header's shape and dtype matching its size (checked before
+        anything is allocated for it)."""
+        what = "%s refers to the member %r, which" % (self._where, name)
+        if not _ARRAY_MEMBER.fullmatch(name):
+            raise pickle.UnpicklingError("%s is not an array member (arrays/<n>.npy)" % what)
+        try:
+            info = self._zf.getinfo(name)
+        except KeyError:
+            raise pickle.UnpicklingError("%s the archive does not have" % what) from None
+        try:
+            with self._zf.open(info) as m:
+                version = np.lib.format.read_magic(m)
+                if version not in _NPY_HEADERS:
+                    raise ValueError("NumPy format version %d.%d, which tg.save does not write" % version)
+                shape, fortran, dtype = _NPY_HEADERS[version](m)
+                count = 1
+                for n in shape:
+                    count *= n
+                if dtype.hasobject or count * dtype.itemsize != info.file_size - m.tell():
+                    raise ValueError("its header (shape %s, dtype %s) does not match its %d bytes"
+                                     % (shape, dtype, info.file_size))
+                m.seek(0)
+                return np.lib.format.read_array(m, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:     # (what a damaged member raises)
+            raise pickle.UnpicklingError("%s is not a valid array: %s" % (what, e)) from None
+
+
+def _find_safe(module, name):
+    if (module, name) in _compat_pickle.NAME_MAPPING:         # (Python 2 names, in protocols 0-2)
+        module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
+    g = _SAFE.get((module, name)) or _USER_SAFE.get((module, name))
+    if g is None:
+        raise pickle.UnpicklingError(
+            "Weights only load failed: the file names the global %s.%s, which tg.load(weights_only=True) "
+            "does not build (it builds tensors, Python's containers, numbers and strings, and the types "
+            "tapegrad.serialization.get_safe_globals() and its safe list allow). %s" % (module, name, _WEIGHTS_ONLY))
+    return g
+
+
+class _WeightsOnlyUnpickler(pickle._Unpickler):
+    """The weights-only unpickler: pickle's own Python implementation, whose opcodes can be
+    overridden (the C one's cannot), with ``find_class`` limited to the safe globals and
+    BUILD (``_build``) limited to what they need."""
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def __init__(self, file, members, **kw):
+        super().__init__(file, **kw)
+        self._members = members
+
+    def find_class(self, module, name):
+        return _find_safe(module, name)
+
+    def persistent_load(self, pid):
+        return self._members.tensor(pid)
+
+    def _build(self):
+        # pickle's BUILD sets the state of the object below it on the stack: a NumPy dtype's
+        # (its own __setstate__ checks it), an allowed class's (its __setstate__, or public
+        # attributes); no other object's, so not a class's attributes, a tensor's fields or
+        # tg.device's
+        state = self.stack.pop()
+        inst = self.stack[-1]
+        if isinstance(inst, np.dtype):
+            inst.__setstate__(state)
+            return
+        if type(inst) in _USER_SAFE.values() and not isinstance(inst, type):
+            setstate = getattr(inst, "__setstate__", None)
+            if setstate is not None:
+                setstate(state)
+                return
+            slots = None
+            if isinstance(state, tuple) and len(state) == 2:
+                state, slots = state
+            for d in (state, slots):
+                if d is None:
+                    continue
+                if not isinstance(d, dict) or any(not isinstance(k, str) or k.startswith("_") for k in d):
+                    raise pickle.UnpicklingError(
+                        "Weights only load failed: the file sets private or non-string attributes of a %s object "
+                        "(pickle's BUILD), which tg.load(weights_only=True) refuses. %s"
+                        % (type(inst).__qualname__, _WEIGHTS_ONLY))
+                for k, v in d.items():
+                    setattr(inst, k, v)
+            return
+        raise pickle.UnpicklingError(
+            "Weights only load failed: the file sets the state of a %s object (pickle's BUILD), which "
+            "tg.load(weights_only=True) does only for NumPy dtypes and the classes add_safe_globals allows. %s"
+            % (type(inst).__qualname__, _WEIGHTS_ONLY))
+
+    dispatch[pickle.BUILD[0]] = _build
+
+
+class _Unpickler(pickle.Unpickler):
+    """``weights_only=False``: pickle's unpickler, tensors from the archive's members."""
+
+    def __init__(self, file, members, **kw):
+        super().__init__(file, **kw)
+        self._members = members
+
+    def persistent_load(self, pid):
+        return self._members.tensor(pid)
+
+
+# what pickle's Python unpickler raises on malformed data (an unknown opcode, a memo or
+# stack index that is not there, a bad number or string), and a damaged zip member
+_MALFORMED = (EOFError, KeyError, IndexError, struct.error, UnicodeDecodeError, ValueError, TypeError,
+              AttributeError, zipfile.BadZipFile)
+
+
+def _unpickle(file, members, weights_only, pickle_load_args):
+    if not weights_only:
+        try:
+            return _Unpickler(file, members, **pickle_load_args).load()
+        except (EOFError, zipfile.BadZipFile) as e:       # (a truncated or damaged pickle member)
+            raise pickle.UnpicklingError("%s is damaged (%s: %s)" % (members._where, type(e).__name__, e)) from e
+    try:
+        return _WeightsOnlyUnpickler(file, members, **pickle_load_args).load()
+    except _MALFORMED as e:
+        raise pickle.UnpicklingError("%s is damaged (%s: %s)" % (members._where, type(e).__name__, e)) from e
+
 
 def load(f, map_location=None, pickle_module=pickle, *, weights_only=True, mmap=None, **pickle_load_args):
     """Read an object ``tg.save`` wrote (``f`` a path or a binary file object).
-    ``weights_only=True`` (the default) builds tensors, containers, numbers and
-    strings only and refuses any other global the file names; ``weights_only=False``
-    unpickles anything (it can run arbitrary code: trusted files only).
-    ``map_location`` may name the CPU only."""
+    ``weights_only=True`` (the default; None means it too, as in PyTorch) builds tensors,
+    containers, numbers and strings only and refuses any other global the file names;
+    ``weights_only=False`` unpickles anything (it can run arbitrary code: trusted files
+    only).  ``map_location`` may name the CPU only."""
+    weights_only = True if weights_only is None else bool(weights_only)
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
         _check_device(map_location)
     if pickle_module is not pickle:
         raise TypeError("tg.load unpickles with the standard pickle module only")
     opened = isinstance(f, (str, bytes, os.PathLike))
     fh = open(f, "rb") if opened else f
+    where = "tg.load: %r" % (f,) if opened else "tg.load: the file"
     try:
         if zipfile.is_zipfile(fh):
             fh.seek(0)
-            with zipfile.ZipFile(fh) as z:
+            try:
+                z = zipfile.ZipFile(fh)
+            except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+                raise pickle.UnpicklingError("%s is a damaged zip archive (%s)" % (where, e)) from None
+            with z:
                 names = set(z.namelist())
                 if _FORMAT_MEMBER not in names or z.read(_FORMAT_MEMBER) != FORMAT or _DATA_MEMBER not in names:
                     raise RuntimeError("tg.load: %r is a zip archive but not one tg.save wrote" % (f,))
                 with z.open(_DATA_MEMBER) as data:
-                    return _Unpickler(data, z, bool(weights_only), **pickle_load_args).load()
+                    return _unpickle(data, _Members(z, where), weights_only, pickle_load_args)
+        fh.seek(0)
+        if fh.read(4) == b"PK\x03\x04":          # (a zip archive's first member, its directory lost)
+            raise pickle.UnpicklingError("%s is a damaged zip archive (truncated?)" % where)
         fh.seek(0)
         # a plain pickle (no tensors): read with the same rules
-        return _Unpickler(fh, None, bool(weights_only), **pickle_load_args).load()
+        return _unpickle(fh, _Members(None, where), weights_only, pickle_load_args)
     finally:
         if opened:
             fh.close()

@@ -2,6 +2,7 @@
 they are ready (``tapegrad._background``): the notices, the switch to kernels
 loaded from the cache (not compiled in the foreground), one compile for two
 processes started at once, a killed compile process, and the cheap poll."""
+import json
 import os
 import re
 import signal
@@ -186,16 +187,18 @@ def test_the_stamp_is_valid_for_its_key_and_groups(monkeypatch, tmp_path):
     assert not _background.stamp_valid()                            # no stamp
     path = tmp_path / _background.STAMP
 
-    def stamp(head):
-        path.write_bytes(head.encode() + b"\n")
+    def stamp(key, groups):
+        path.write_text(json.dumps({"key": key, "groups": groups, "kernels": [], "variants": []}))
 
-    stamp(_background.key() + " groups=" + ",".join(_background.GROUPS))
+    stamp(_background.key(), list(_background.GROUPS))
     assert _background.stamp_valid()
-    stamp(_background.key() + " groups=select,elementwise")        # a partial warm-up
+    stamp(_background.key(), ["select", "elementwise"])         # a partial warm-up
     assert not _background.stamp_valid()
     monkeypatch.setattr(_background, "ONLY", ["select"])
     assert _background.stamp_valid()
-    stamp(_background.key().replace("numba-", "numba-0") + " groups=select")     # another Numba
+    stamp(_background.key().replace("numba-", "numba-0"), ["select"])     # another Numba
+    assert not _background.stamp_valid()
+    path.write_bytes(b"\x80\x04K\x01.")          # (not JSON: a pickle is data nobody unpickles)
     assert not _background.stamp_valid()
     assert " numba-" in _background.key() and " py%d.%d " % sys.version_info[:2] in _background.key()
 

@@ -311,6 +311,53 @@ CASES = [
      "expected sequence of length 2 at dim 1 (got 1)", None),
     ("string_data", lambda M, x: M.tensor("abc"), TypeError,
      r"^(new\(\): invalid data type 'str'|could not convert data of type str to a tensor.*)$", None),
+
+    # -- arguments of the wrong kind ----------------------------------------------------
+    ("full_str", lambda M, x: M.full((2,), "a"), TypeError,
+     "full(): argument 'fill_value' (position 2) must be Number, not str", None),
+    ("full_list", lambda M, x: M.full((2,), [1.0]), TypeError,
+     "full(): argument 'fill_value' (position 2) must be Number, not list", None),
+    ("full_many_elements", lambda M, x: M.full((2,), x), TypeError,
+     "full(): argument 'fill_value' (position 2) must be Number, not Tensor", None),
+    ("full_like_str", lambda M, x: M.full_like(x, "a"), TypeError,
+     "full_like(): argument 'fill_value' (position 2) must be Number, not str", None),
+    ("arange_zero_step", lambda M, x: M.arange(0, 5, 0), RuntimeError, "step must be nonzero", None),
+    ("arange_zero_float_step", lambda M, x: M.arange(0.0, 1.0, 0.0), RuntimeError, "step must be nonzero", None),
+    ("arange_wrong_sign", lambda M, x: M.arange(5, 0, 1), RuntimeError,
+     "upper bound and lower bound inconsistent with step sign", None),
+    ("arange_wrong_sign_negative", lambda M, x: M.arange(0.0, 5.0, -0.5), RuntimeError,
+     "upper bound and lower bound inconsistent with step sign", None),
+    ("arange_infinite", lambda M, x: M.arange(0, float("inf")), RuntimeError, "unsupported range: 0 -> inf", None),
+    ("grad_no_inputs", lambda M, x: M.autograd.grad((x * 2).sum(), []), RuntimeError,
+     "`inputs` argument to `grad()` cannot be empty.", None),
+    ("grad_output_float", lambda M, x: M.autograd.grad([3.0], x), AssertionError,
+     "Expected output to be a torch.Tensor", None),
+    ("backward_output_float", lambda M, x: M.autograd.backward([(x * 2).sum(), 3.0]), AssertionError,
+     "Expected output to be a torch.Tensor", None),
+    ("grad_input_float", lambda M, x: M.autograd.grad((x * 2).sum(), [x, 3.0]), RuntimeError,
+     "all inputs have to be Tensors or GradientEdges, but got float", None),
+    ("detach__view", lambda M, x: x[0].detach_(), RuntimeError, r"^Can't detach views in-place\. Use detach\(\) "
+     r"instead\. If you are using DistributedDataParallel \(DDP\)", None),
+    ("detach__view_of_detached", lambda M, x: x.detach().t().detach_(), RuntimeError,
+     r"^Can't detach views in-place\. Use detach\(\) instead\.", None),
+    ("set_grad_enabled_str", lambda M, x: M.set_grad_enabled("a"), TypeError,
+     "set_grad_enabled(): argument 'enabled' (position 1) must be bool, not str", None),
+    ("set_grad_enabled_int", lambda M, x: M.set_grad_enabled(1), TypeError,
+     "set_grad_enabled(): argument 'enabled' (position 1) must be bool, not int", None),
+    ("compile_not_callable", lambda M, x: M.compile(3), AssertionError,
+     "A callable function is expected, but <class 'int'> is provided.", None),
+    ("float_many", lambda M, x: float(x), ValueError, "only one element tensors can be converted to Python scalars",
+     None),
+    ("int_many", lambda M, x: int(x.detach()), ValueError,
+     "only one element tensors can be converted to Python scalars", None),
+    ("float_empty", lambda M, x: float(x[:0]), ValueError,
+     "only one element tensors can be converted to Python scalars", None),
+    ("view_transposed", lambda M, x: M.stack([x, x]).t().view(6), RuntimeError,
+     "view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+     "contiguous subspaces). Use .reshape(...) instead.", None),
+    ("view_expanded", lambda M, x: x.expand(2, 3).view(-1), RuntimeError,
+     "view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+     "contiguous subspaces). Use .reshape(...) instead.", None),
 ]
 
 
@@ -1141,3 +1188,30 @@ def test_inplace_on_an_expanded_tensor_torch_message():
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single "
                                            "memory location"):
         (t * 2).expand(2, 3).add_(1.0)
+
+
+def test_view_of_a_layout_it_fits_shares_storage():
+    # (view refuses only where a copy would be needed, as PyTorch's: view_transposed above)
+    x = tg.arange(12.0).reshape(3, 4)
+    v = x.t().view(2, 2, 3)             # splits the transposed first dimension: a view
+    v[0, 0, 0] = -1.0
+    assert x[0, 0].item() == -1.0
+    e = tg.arange(3.0).expand(2, 3).view(2, 3, 1)
+    assert e.shape == (2, 3, 1)
+    w = tg.ones(3, 2, requires_grad=True)
+    w.t().view(2, 3, 1).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 2)))
+    torch = pytest.importorskip("torch")
+    xt = torch.arange(12.0).reshape(3, 4)
+    assert tuple(xt.t().view(2, 2, 3).shape) == tuple(v.shape)
+
+
+def test_set_grad_enabled_takes_bools_only_and_keeps_the_mode():
+    assert tg.is_grad_enabled()
+    for bad in ("a", 1, None, np.bool_(True)):
+        with pytest.raises(TypeError, match="must be bool, not "):
+            tg.set_grad_enabled(bad)
+        assert tg.is_grad_enabled()
+    with tg.set_grad_enabled(False):
+        assert not tg.is_grad_enabled()
+    assert tg.is_grad_enabled()

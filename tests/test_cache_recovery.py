@@ -104,7 +104,7 @@ def test_a_cache_filled_from_other_kernel_sources_is_flushed(tmp_path):
 def test_the_stamp_is_kept_in_the_numba_cache_it_describes(tmp_path, monkeypatch):
     from tapegrad.kernels import codegen
     gen = str(tmp_path / "generated")
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)      # (the package's __pycache__ qualifies in this checkout)
     assert codegen._stamp_path(gen) == os.path.join(gen, "kernels.stamp")
     for name in ("a", "b"):
         d = tmp_path / name
@@ -116,6 +116,11 @@ def test_the_stamp_is_kept_in_the_numba_cache_it_describes(tmp_path, monkeypatch
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "missing"))
     assert codegen._stamp_path(gen) == os.path.join(str(tmp_path / "missing"), "tapegrad-kernels.stamp")
     assert (tmp_path / "missing").is_dir()
+    # one that cannot be made (a file where its parent should be): one warning, and the cache,
+    # with its stamp, in the user cache instead
     (tmp_path / "file").write_text("")
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "cache"))    # (cannot be made: beside the module)
-    assert codegen._stamp_path(gen) == os.path.join(gen, "kernels.stamp")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    with pytest.warns(RuntimeWarning, match=r"NUMBA_CACHE_DIR=\S+/file/cache is not used: it cannot be made"):
+        path = codegen._stamp_path(gen)
+    assert path == os.path.join(str(tmp_path / "xdg"), "tapegrad", "numba", "tapegrad-kernels.stamp")

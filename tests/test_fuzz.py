@@ -568,7 +568,10 @@ def op_shape(b, a):
         new = list(_factor(b, n, b.int(1, 4)))
         if b.flag():
             new[b.int(0, len(new) - 1)] = -1
-        expr = b.choice(["%s.reshape(%s)", "tg.reshape(%s, %s)", "%s.view(%s)"]) % (a, tuple(new))
+        form = b.choice(["%s.reshape(%s)", "tg.reshape(%s, %s)", "%s.view(%s)"])
+        if form == "%s.view(%s)" and not b.ns[a]._data.flags.c_contiguous:
+            form = "%s.reshape(%s)"     # (view refuses a layout only a copy fits, as PyTorch's)
+        expr = form % (a, tuple(new))
     elif f == "flatten":
         if nd < 1:
             expr = "tg.flatten(%s)" % a

@@ -27,7 +27,7 @@ def test_least_recently_used_modules_and_their_caches_are_evicted(tmp_path, monk
     monkeypatch.setenv("XDG_CACHE_HOME", str(user))
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "nc"))
     sub = "gen_" + hashlib.sha1(os.path.abspath(d).encode()).hexdigest()
-    caches = [os.path.join(d, "__pycache__"), str(tmp_path / "nc" / sub), str(user / "numba" / sub)]
+    caches = [os.path.join(d, "__pycache__"), str(tmp_path / "nc" / sub), str(user / "tapegrad" / "numba" / sub)]
     stems = ["fused_%04x" % i for i in range(4)] + ["tangent_%04x" % i for i in range(4)]
     for i, stem in enumerate(stems):
         _module(d, stem, 1_000_000 + i, caches)
@@ -57,8 +57,8 @@ def test_load_tape_module_refreshes_use_and_evicts_past_the_limit(tmp_path, monk
     _module(d, "tangent_bbbb", 1_000_001)
     _module(d, "tangent_cccc", 1_000_002)
     try:
-        # loading the oldest marks it used now ...
-        mod = codegen.load_tape_module("tangent", "aaaa", "VALUE = 'not written: the file exists'\n")
+        # loading the oldest (its text the same) marks it used now ...
+        mod = codegen.load_tape_module("tangent", "aaaa", "VALUE = 'tangent_aaaa'\n")
         assert mod.VALUE == "tangent_aaaa"
         assert os.stat(old).st_mtime > 2_000_000
         # ... so a new module evicts the next oldest instead

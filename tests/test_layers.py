@@ -16,6 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tapegrad"
 
 FLOORS = {
     "tapegrad._jit": 0,                 # Numba loading
+    "tapegrad._private": 0,             # the checked directories tapegrad writes to and runs from
     "tapegrad._version": 0,
     # 1, the core: entry format, registry, per-thread state, the tape, the Tensor type
     "tapegrad.core": 1,
@@ -27,6 +28,7 @@ FLOORS = {
     "tapegrad.core.dtypes": 1,           # PyTorch's spellings of a dtype in messages
     "tapegrad.core.descriptors": 1,        # slot addressing, strided descriptors (core/descriptors.py)
     "tapegrad.core.buffers": 1,          # kept buffers that tg.tensor's large copies reuse
+    "tapegrad.core.quiet": 1,            # NumPy's floating-point warnings kept out of the ops
     # 2, the op families
     "tapegrad.ops": 2,
     "tapegrad.ops._args": 2,

@@ -461,6 +461,49 @@ def test_bce_against_torch():
     np.testing.assert_allclose(loss.item(), lt.item(), rtol=1e-12)
 
 
+def test_binary_cross_entropy_clamps_and_differentiates_as_pytorch():
+    # each log clamped at -100 (log1p for 1 - p); the gradient PyTorch's (p - y) / max(p (1 - p),
+    # 1e-12 as a float): finite where a log is clamped, so a saturated sigmoid gets gradient 0,
+    # not nan; the target's gradient -logit(p).  (Values from torch 2.13.)
+    p = tg.tensor([1e-17, 0.3, 1.0, 0.0, 1 - 1e-16], requires_grad=True)
+    y = tg.tensor([0.0, 0.7, 0.0, 1.0, 0.5], requires_grad=True)
+    loss = F.binary_cross_entropy(p, y, reduction="none")
+    assert loss.grad_fn.name() == "BinaryCrossEntropyBackward0"
+    assert loss.tolist() == [1e-17, 0.949783446209775, 100.0, 100.0, 18.36840028483855]
+    loss.sum().backward()
+    assert p.grad.tolist() == [1.000000003995803e-05, -1.9047619047619047, 1000000003995.8029,
+                               -1000000003995.8029, 500000001997.9013]
+    np.testing.assert_allclose(y.grad.numpy(), [39.14394658089878, 0.8472978603872036, -np.inf, np.inf,
+                                                -36.7368005696771], rtol=1e-14)
+    z = tg.tensor([40.0, -40.0, 0.0], requires_grad=True)
+    F.binary_cross_entropy(tg.sigmoid(z), tg.tensor([0.0, 1.0, 0.0])).backward()
+    np.testing.assert_allclose(z.grad.numpy(), [0.0, -1.416118090755725e-06, 1 / 6], rtol=1e-15)
+    assert z.grad[0].item() == 0.0
+
+
+def test_binary_cross_entropy_gradcheck_and_against_torch():
+    r = np.random.default_rng(3)
+    p = tg.tensor(r.uniform(0.05, 0.95, (3, 4)), requires_grad=True)
+    y = tg.tensor(r.random((3, 4)), requires_grad=True)
+    w = tg.tensor(r.random((3, 4)))
+    for red in ("mean", "sum", "none"):
+        f = lambda p, y: F.binary_cross_entropy(p, y, weight=w, reduction=red)      # noqa: E731
+        assert tg.autograd.gradcheck(f, (p, y))
+        assert tg.autograd.gradgradcheck(f, (p, y))
+    torch = pytest.importorskip("torch")
+    pv = r.uniform(0, 1, 12)
+    pv[:3] = [0.0, 1.0, 1e-300]
+    yv = r.random(12)
+    for red in ("mean", "sum"):
+        a, b = tg.tensor(pv, requires_grad=True), tg.tensor(yv, requires_grad=True)
+        F.binary_cross_entropy(a, b, weight=tg.tensor(yv + 1), reduction=red).backward()
+        at = torch.tensor(pv, requires_grad=True)
+        bt = torch.tensor(yv, requires_grad=True)
+        torch.nn.functional.binary_cross_entropy(at, bt, weight=torch.tensor(yv + 1), reduction=red).backward()
+        np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy(), rtol=1e-13)
+        np.testing.assert_allclose(b.grad.numpy(), bt.grad.numpy(), rtol=1e-13)
+
+
 def test_binary_cross_entropy_checks_its_input_at_every_replay():
     """Its check that the input lies in [0, 1] (NaN fails it, as in PyTorch) is a guard of
     the recorded tape, so a replayed call with another input raises, rather than giving

@@ -162,6 +162,9 @@ BINARY = {
     # (differentiable in the second argument only, as PyTorch: the first is a constant here)
     "gammainc": (lambda a, b: _special(a).gammainc(_full_like(a, 1.5), b) + 0 * a, dict(positive=True)),
     "gammaincc": (lambda a, b: _special(a).gammaincc(_full_like(a, 2.5), b) + 0 * a, dict(positive=True)),
+    # (an op of its own, on probabilities of one shape: both differentiable)
+    "binary_cross_entropy": (lambda a, b: _functional(a).binary_cross_entropy(
+        *[t.sigmoid().expand(np.broadcast_shapes(a.shape, b.shape)) for t in (a, b)], reduction="none"), {}),
 }
 PAIRS = [((), ()), ((4,), (4,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), ()),
          ((2, 3, 4), (3, 1)), ((1,), (3,))]

@@ -244,6 +244,132 @@ def test_torch_refuses_the_same_pickle():
         tg.load(buf)
 
 
+# -- crafted files: what a weights-only load refuses -------------------------------------------------------
+def _archive(data, arrays=(), extra=()):
+    """A tapegrad archive whose data.pkl is ``data`` and whose members are ``arrays``
+    ((name, bytes) pairs) and ``extra``."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("tapegrad.format", b"tapegrad-save 1")
+        z.writestr("data.pkl", data)
+        for name, b in list(arrays) + list(extra):
+            z.writestr(name, b)
+    buf.seek(0)
+    return buf
+
+
+def _saved_members(obj):
+    buf = io.BytesIO()
+    tg.save(obj, buf)
+    buf.seek(0)
+    with zipfile.ZipFile(buf) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+def _npy(arr):
+    b = io.BytesIO()
+    np.lib.format.write_array(b, arr, allow_pickle=False)
+    return b.getvalue()
+
+
+# (None, {"__init__": 0}) set, by pickle's BUILD, on the class tg.device: 80 bytes
+BUILD_ON_DEVICE = b"\x80\x02ctapegrad.core.tensor\ndevice\nN}X\x08\x00\x00\x00__init__K\x00s\x86b."
+
+
+def test_weights_only_none_is_the_safe_default():
+    buf = io.BytesIO()
+    tg.save({"c": collections.Counter("ab")}, buf)
+    for wo in (None, True):
+        buf.seek(0)
+        with pytest.raises(pickle.UnpicklingError, match="the global collections.Counter"):
+            tg.load(buf, weights_only=wo)
+    buf.seek(0)
+    assert tg.load(buf, weights_only=False)["c"] == collections.Counter("ab")
+
+
+def test_build_on_a_class_is_refused_and_the_class_is_intact(tmp_path):
+    p = tmp_path / "device.pt"
+    for path, data in ((p, BUILD_ON_DEVICE), (tmp_path / "device_zip.pt", None)):
+        if data is None:
+            path.write_bytes(_archive(BUILD_ON_DEVICE).getvalue())
+        else:
+            path.write_bytes(data)
+        with pytest.raises(pickle.UnpicklingError, match=r"sets the state of a type object \(pickle's BUILD\)"):
+            tg.load(path)
+        assert callable(tg.device.__init__) and tg.device("cpu").type == "cpu"
+        assert tg.ones(2, device=tg.device("cpu")).tolist() == [1.0, 1.0]
+
+
+def test_build_cannot_set_a_loaded_tensors_fields():
+    m = _saved_members(tg.ones(3))
+    data = m["data.pkl"]
+    assert data.endswith(b".")
+    crafted = data[:-1] + b"N}(X\x08\x00\x00\x00_tape_idK\x05X\x05\x00\x00\x00_slotK\x03u\x86b."
+    buf = _archive(crafted, [(n, b) for n, b in m.items() if n.startswith("arrays/")])
+    with pytest.raises(pickle.UnpicklingError, match=r"sets the state of a Tensor object"):
+        tg.load(buf)
+    buf.seek(0)
+    t = tg.load(buf, weights_only=False)        # (trusted: pickle does what the file says)
+    assert t._tape_id == 5
+
+
+def test_build_of_allowed_classes_sets_public_attributes_only():
+    serialization.add_safe_globals([_Custom])
+    try:
+        assert _roundtrip({"c": _Custom(3)})["c"].v == 3
+        m = _saved_members(_Custom(1))
+        data = m["data.pkl"]
+        evil = data.replace(b"X\x01\x00\x00\x00v", b"X\x01\x00\x00\x00_")
+        assert evil != data
+        with pytest.raises(pickle.UnpicklingError, match="sets private or non-string attributes of a _Custom"):
+            tg.load(_archive(evil))
+        od = pickle.dumps(collections.OrderedDict(a=1), 2)
+        od_build = od[:-1] + b"}X\x01\x00\x00\x00xK\x01sb."      # (BUILD on an OrderedDict: not needed, refused)
+        with pytest.raises(pickle.UnpicklingError, match="sets the state of a OrderedDict object"):
+            tg.load(io.BytesIO(od_build))
+    finally:
+        serialization._USER_SAFE.clear()
+
+
+@pytest.mark.parametrize("case", ["missing", "not_an_array_member", "huge_header", "short_member", "object_dtype",
+                                  "not_npy", "truncated_pickle", "truncated_zip", "garbage_pickle"])
+def test_malformed_archives_are_a_clear_error(case):
+    m = _saved_members({"w": tg.ones(4), "b": tg.zeros(2)})
+    arrays = {n: b for n, b in m.items() if n.startswith("arrays/")}
+    data = m["data.pkl"]
+    if case == "missing":
+        del arrays["arrays/1.npy"]
+        match = r"refers to the member 'arrays/1.npy', which the archive does not have"
+    elif case == "not_an_array_member":
+        data = data.replace(b"arrays/1.npy", b"../etc/passw")
+        match = r"which is not an array member"
+    elif case == "huge_header":       # (a header claiming 2**40 elements: refused before any allocation)
+        arrays["arrays/0.npy"] = _npy(np.zeros(4)).replace(b"(4,), ", b"(1099511627776,), ", 1)
+        match = r"is not a valid array: its header \(shape \(1099511627776,\)"
+    elif case == "short_member":
+        arrays["arrays/0.npy"] = arrays["arrays/0.npy"][:-8]
+        match = r"is not a valid array: its header"
+    elif case == "object_dtype":
+        arrays["arrays/0.npy"] = arrays["arrays/0.npy"].replace(b"'<f8'", b"'|O' ")
+        match = r"is not a valid array"
+    elif case == "not_npy":
+        arrays["arrays/0.npy"] = b"not an array at all"
+        match = r"is not a valid array"
+    elif case == "truncated_pickle":
+        data = data[:len(data) // 2]
+        match = r"is damaged \(EOFError|pickle data was truncated"
+    elif case == "garbage_pickle":
+        data = b"\x80\x02\xff\xfe"
+        match = r"is damaged \(KeyError: 255\)"
+    buf = _archive(data, arrays.items())
+    if case == "truncated_zip":
+        buf = io.BytesIO(buf.getvalue()[:-30])
+        match = r"damaged zip archive|is damaged|an unknown persistent id"      # (no zip: read as a pickle)
+    with pytest.raises(pickle.UnpicklingError, match=match) as got:
+        tg.load(buf)
+    assert type(got.value) is pickle.UnpicklingError
+
+
 # -- tg.inference_mode ----------------------------------------------------------------------------------
 def test_inference_mode_context_manager():
     w = tg.ones(2, requires_grad=True)

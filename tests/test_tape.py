@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-import tapegrad._jit
 from tapegrad.core.registry import OPCODES
 
 SECOND_MSG = "Trying to backward through the graph a second time"
@@ -666,51 +665,8 @@ def test_threads_training_match_sequential():
 
 
 # ----------------------------------------------------------------------------
-# Numba cache fallback
+# A read-only installation (tests/test_private_dirs.py: the directories it falls back to)
 # ----------------------------------------------------------------------------
-NO_LOCATOR = "cannot cache function 'f': no locator available for file 'x'"
-
-
-def _patch_njit(monkeypatch, fail_when):
-    import numba
-    tapegrad._jit.load()        # (the kernels' own dispatchers are not part of these tests)
-    real = numba.njit
-    calls = []
-
-    def fake(*args, **kw):
-        if "error_model" not in kw:     # Numba's own lazily made helpers, not tapegrad's jit
-            return real(*args, **kw)
-        calls.append((dict(kw), numba.config.CACHE_DIR))
-        if kw.get("cache") and fail_when(calls):
-            raise RuntimeError(NO_LOCATOR)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(numba, "njit", fake)
-    monkeypatch.setattr(numba.config, "CACHE_DIR", numba.config.CACHE_DIR)
-    monkeypatch.setattr(tapegrad._jit, "_ALL", list(tapegrad._jit._ALL))
-    return calls
-
-
-def test_jit_falls_back_to_no_cache(monkeypatch):
-    calls = _patch_njit(monkeypatch, lambda calls: True)
-    d = tapegrad._jit.jit(lambda a: a + 1)
-    assert d(1) == 2
-    assert d(2.5) == 3.5
-    assert [c[0]["cache"] for c in calls] == [True, True, False]
-    assert all(c[0]["error_model"] == "numpy" for c in calls)
-
-
-def test_jit_falls_back_to_temp_cache_dir(monkeypatch, tmp_path):
-    import tempfile
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    calls = _patch_njit(monkeypatch, lambda calls: len(calls) == 1)
-    d = tapegrad._jit.jit(lambda a: a + 1)
-    assert d(1) == 2
-    assert [c[0]["cache"] for c in calls] == [True, True]
-    assert calls[1][1] == str(tmp_path / "tapegrad-numba-cache")
-    assert os.path.isdir(tmp_path / "tapegrad-numba-cache")
-
-
 def _snapshot(root):
     out = {}
     for dp, dns, fns in os.walk(root):     # files only: new files show as new keys

@@ -30,6 +30,8 @@ def _make_grads(outputs, grads):
     """Validate the user's gradients; implicit ones only for single-element outputs."""
     new = []
     for i, (out, g) in enumerate(zip(outputs, grads)):   # types first, then the count (PyTorch's order)
+        if not isinstance(out, Tensor):
+            raise AssertionError("Expected output to be a torch.Tensor")     # (PyTorch's _make_grads asserts)
         if isinstance(g, Tensor):
             if g.shape != out.shape:
                 raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of torch.Size(%s) and "
@@ -186,11 +188,13 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs
         raise NotImplementedError("is_grads_batched=True is not supported by tapegrad")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     complex_inputs = inputs
     inputs = _pairs(inputs)
     for t in inputs:
         if not isinstance(t, Tensor):
-            raise TypeError("grad() expects Tensors as inputs, got %s" % type(t).__name__)
+            raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got %s" % type(t).__name__)
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     given = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)

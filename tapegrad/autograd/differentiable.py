@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from ..core import quiet as _quiet
 from ..core import tape as _tp
 from ..core.descriptors import strided_map_np
 from ..ops import elementwise as _ew
@@ -124,7 +125,7 @@ def run_backward(seeds, retain_graph, targets=None, accumulate=True, record=True
         _tp.resume(roots.pop())
     else:
         _tp.rotate()
-    with set_grad_enabled(record):
+    with set_grad_enabled(bool(record)), _quiet.ALL():     # (as engine.run_backward)
         return walk.over_tapes(seeds, _walk, accumulate_grad if record else _accumulate_unrecorded,
                                retain_graph, targets, accumulate, record, check)
 
@@ -248,16 +249,18 @@ _CLONE_NAME = name_id("CloneBackward0")
 def accumulate_grad(leaf, g, owned=False):
     """``leaf.grad`` += g, out of place and recorded (PyTorch's AccumulateGrad in
     grad mode: the first gradient is a copy with grad_fn CopyBackwards)."""
-    x = leaf._extras()
+    with walk.ACCUMULATING:
+        x = leaf._extras()
     g = as_shape(g, leaf.shape)
     if g.dtype != leaf.dtype:
         g = g.to(leaf.dtype)
     if x.hooks:
         g = walk.apply_hooks(x.hooks, g)
-    if x.grad is None:
-        x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
-    else:
-        x.grad = x.grad + g
+    with walk.ACCUMULATING:     # (as walk.accumulate_array: several threads' backward into one leaf)
+        if x.grad is None:
+            x.grad = _COPY(g, name=_COPY_NAME) if g.requires_grad else Tensor._wrap(np.array(g._data))
+        else:
+            x.grad = x.grad + g
     if x.post_hooks:
         for h in list(x.post_hooks):
             h(leaf)

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _background
 from .. import _jit
+from ..core import quiet as _quiet
 from ..core import tape as _tp
 from ..kernels import sweep as K
 from ..core.tensor import Tensor
@@ -164,9 +165,14 @@ PROFILERS = []          # active tg.profile() blocks (tapegrad/profile.py); empt
 
 
 def run_backward(seeds, retain_graph, targets=None, accumulate=True):
-    if PROFILERS:
-        return PROFILERS[-1].backward(_run_backward, seeds, retain_graph, targets, accumulate)
-    return _run_backward(seeds, retain_graph, targets, accumulate)
+    # (a reverse rule's inf and nan without NumPy's warnings, as PyTorch's: core/quiet.py)
+    token = _quiet.ignoring(_quiet.IGNORE)
+    try:
+        if PROFILERS:
+            return PROFILERS[-1].backward(_run_backward, seeds, retain_graph, targets, accumulate)
+        return _run_backward(seeds, retain_graph, targets, accumulate)
+    finally:
+        _quiet.restore(token)
 
 
 # "auto": interpret small backward passes until the kernels are worth loading;

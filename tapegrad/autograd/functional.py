@@ -215,7 +215,9 @@ class _Tape:
         ins = []
         for x in inputs:
             s = None if T is None else _tangent.leaf_slot(T, x)
-            if s is None and x._tape_id != 0 and (T is None or x._tape_id != T.id):
+            if s is not None and s < 0:
+                return None     # several slots (Tape.leaf_slot)
+            if s is None and x._tape_id & _tp.SERIAL_MASK and (T is None or x._tape_id != T.id):
                 return None     # used on another tape
             ins.append(s)
         if T is not None:

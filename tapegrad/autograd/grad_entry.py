@@ -180,7 +180,7 @@ def attempt(outputs, inputs, given, retain_graph):
         if x.dtype != _F64 or (x._extra is not None and (x._extra.hooks or x._extra.base is not None)):
             return None
         s = leaf_slot(T, x)
-        if s is None or s in slots:
+        if s is None or s < 0 or s in slots:
             return None
         slots.append(s)
     ints, flts = T.arrays()

@@ -53,7 +53,12 @@ class set_grad_enabled(_Mode):
     manager it is undone on exit."""
 
     def __init__(self, mode):
-        self._value = bool(mode)
+        if type(mode) is not bool:      # (PyTorch's argument parser: an int or np.bool_ is refused too)
+            t = type(mode)
+            raise TypeError("set_grad_enabled(): argument 'enabled' (position 1) must be bool, not %s"
+                            % (t.__name__ if t.__module__ in ("builtins",) or t.__module__.startswith("tapegrad")
+                               else "%s.%s" % (t.__module__.split(".")[0], t.__name__)))
+        self._value = mode
         self._func = None
         self._prev = _tp.is_grad_enabled()
         _tp._set_grad_enabled(self._value)

@@ -211,7 +211,6 @@ def _all_rows(G, K):
 
 
 def leaf_slot(T, t):
-    """The slot of leaf tensor ``t`` on tape ``T``, or None."""
-    if t._tape is None and t._tape_id == T.id and T.leaves.get(t._slot) is t:
-        return t._slot
-    return None
+    """The slot of leaf tensor ``t`` on tape ``T``: None if none, -1 if several
+    (``Tape.leaf_slot``)."""
+    return T.leaf_slot(t) if t._tape is None else None

@@ -20,6 +20,8 @@ Steps 2 and 3 take the sweep's adjoint store ``A``, array or tensor adjoints ali
   A.hooked(hooks, g, shape, dtype)   the flat adjoint once a non-leaf's hooks ran on ``g``
   A.retain(t, g)       ``t.grad`` += ``g`` (retain_grad: out of place, as PyTorch)
 """
+import threading
+
 import numpy as np
 
 from .. import _jit
@@ -158,16 +160,17 @@ def target_slots(T, tgt_ids, ext_leads):
     from which gradient may lead to a target: below it nothing does)."""
     tslots = {}
     if tgt_ids is not None:
-        for tid, t in tgt_ids.items():
+        slots_of = None         # id(leaf) -> its slots here: a leaf has several after an in-place change, or
+        for tid, t in tgt_ids.items():      # when threads took turns with it (Tape.adopt): every one counts
             if t._tape is T:
                 tslots.setdefault(t._slot, []).append(t)
             elif t._tape is None:
-                if t._tape_id == T.id and T.leaves.get(t._slot) is t:      # (its latest slot: most often)
-                    tslots.setdefault(t._slot, []).append(t)
-                    continue
-                for s, leaf in T.leaves.items():
-                    if leaf is t:
-                        tslots.setdefault(s, []).append(t)
+                if slots_of is None:
+                    slots_of = {}
+                    for s, leaf in T.leaves.items():
+                        slots_of.setdefault(id(leaf), []).append(s)
+                for s in slots_of.get(id(t), ()):
+                    tslots.setdefault(s, []).append(t)
     targets = np.fromiter(tslots.keys(), np.int64, len(tslots)) if tslots else _EMPTY_I
     # (the lowest target, or EXT entry when gradient may leave through one)
     lo = 0
@@ -240,26 +243,32 @@ def hand_off(T, reach, tslots, sizes, A, tgt_ids, results, accumulate, pending, 
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))
 
 
+ACCUMULATING = threading.RLock()      # (a leaf's .grad written by one thread at a time: NumPy's add
+                                      # releases the GIL on large arrays)
+
+
 def accumulate_array(leaf, g, owned):
     """``leaf.grad`` += the flat array ``g``, in place (``owned``: ``g`` is an array
     nobody else holds, which may become ``.grad`` without a copy); then the leaf's
     post-accumulate hooks."""
     x = leaf._extra
     if x is None:
-        x = leaf._extras()
+        with ACCUMULATING:
+            x = leaf._extras()
     d = leaf._data
     if x.hooks:
         g = hooks_on_array(x.hooks, g, d.shape, d.dtype)._data
     else:
         g = g.reshape(d.shape)
-    if x.grad is None:
-        if owned and g.dtype == d.dtype:     # (==: an array made by compiled code has a dtype object of its own)
-            x.grad = Tensor._wrap(g)             # a fresh array nobody else holds: no copy
+    with ACCUMULATING:     # (backward passes of several threads into one leaf: none lost)
+        if x.grad is None:
+            if owned and g.dtype == d.dtype:     # (==: an array made by compiled code has a dtype object of its own)
+                x.grad = Tensor._wrap(g)             # a fresh array nobody else holds: no copy
+            else:
+                x.grad = Tensor._wrap(np.array(g, dtype=d.dtype))
         else:
-            x.grad = Tensor._wrap(np.array(g, dtype=d.dtype))
-    else:
-        gd = x.grad._data
-        np.add(gd, g, out=gd, casting="unsafe")
+            gd = x.grad._data
+            np.add(gd, g, out=gd, casting="unsafe")
     if x.post_hooks:
         for h in list(x.post_hooks):
             h(leaf)

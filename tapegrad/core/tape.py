@@ -30,6 +30,20 @@ VARIADIC = -2   # in an entry's C field: its input slots are listed in aux (at i
 _ids = itertools.count(1)
 _tls = threading.local()
 
+# A tape's id carries the number of the thread that records on it above its serial
+# (``OWNER_SHIFT``).  A leaf (or constant) remembers its slot on one tape only
+# (``_tape_id``, ``_slot``, ``_slot_version``, read by every recorder without a lock):
+# those fields belong to one thread at a time, the first whose tape adopts it (its
+# number stays in ``_tape_id`` when the slot is forgotten), until that thread ends.
+# Another thread's tape keeps its own slot for the leaf (``Tape.foreign``): a leaf used by
+# several threads' graphs at once gets its gradient from every one (``Tape.adopt``).
+OWNER_SHIFT = 40
+SERIAL_MASK = (1 << OWNER_SHIFT) - 1
+OWNER_MASK = ~SERIAL_MASK
+_thread_numbers = itertools.count(1)
+_LIVE_THREADS = set()           # the numbers of the threads whose state is alive
+_CLAIM = threading.Lock()       # taking a leaf's fields for this thread
+
 # Bumped by every in-place operation (also under no_grad): a tape whose mark is
 # older than the counter must check the versions of the values it saved.
 inplace_counter = [0]
@@ -64,13 +78,14 @@ ESIZE = ENTRY.size
 
 class _State:
     """Per-thread grad mode and recording tape."""
-    __slots__ = ("grad", "tape", "rec", "inference")
+    __slots__ = ("grad", "tape", "rec", "inference", "number", "__weakref__")
 
     def __init__(self):
         self.grad = True
         self.tape = None
         self.rec = None         # the RecordingObserver recording on this thread (tapegrad.replay)
         self.inference = False  # in tg.inference_mode
+        self.number = next(_thread_numbers)     # (in the ids of the thread's tapes: OWNER_SHIFT)
 
 
 def set_inference(st, flag):
@@ -155,7 +170,16 @@ def state():
         return _tls.st
     except AttributeError:
         st = _tls.st = _State()
+        _LIVE_THREADS.add(st.number)
+        weakref.finalize(st, _LIVE_THREADS.discard, st.number)     # (at the thread's end)
         return st
+
+
+def forget_slot(t):
+    """``t``'s slot on its tape no longer holds its value (changed in place, another
+    array, requires_grad changed): a fresh slot on next use, by the thread that has
+    its fields (``OWNER_SHIFT``)."""
+    t._tape_id &= OWNER_MASK
 
 
 def is_grad_enabled():
@@ -205,6 +229,22 @@ def prune_imports(T):
 
 
 _PRUNE_LIMIT = 1 << 14      # entries in the cone past which ``keep_only`` leaves a tape as it is
+
+
+def _claim(t, mine):
+    """Give this thread (number ``mine``) the fields of leaf ``t`` if no other live
+    thread has them; returns whether it has them."""
+    owner = t._tape_id >> OWNER_SHIFT
+    if owner and owner in _LIVE_THREADS:
+        return False
+    with _CLAIM:
+        owner = t._tape_id >> OWNER_SHIFT
+        if owner == mine:
+            return True
+        if owner and owner in _LIVE_THREADS:
+            return False
+        t._tape_id = mine << OWNER_SHIFT       # (no slot yet: the caller makes it)
+        return True
 
 
 def rotate():
@@ -306,7 +346,7 @@ def memory_stats():
 class Tape:
     __slots__ = ("id", "owner", "buf", "n", "cap", "limit", "sealed", "elements", "counted", "vals", "versions", "leaves",
                  "ext", "imports", "hooks", "retained", "freed", "aux", "aux_len", "inplace_mark", "sources", "nodes",
-                 "host_state", "_arrays", "__weakref__")
+                 "host_state", "_arrays", "foreign", "__weakref__")
     # ``host_state``: {slot: object} what a host entry keeps in Python beside the tape
     # (a tg.autograd.Function's context), owned by the tape; unset until one is kept
 
@@ -318,8 +358,9 @@ class Tape:
     shapes = None
 
     def __init__(self):
-        self.id = next(_ids)
+        self.id = state().number << OWNER_SHIFT | next(_ids)
         self.owner = threading.get_ident()     # the thread that records on it
+        self.foreign = None     # id(leaf) -> (leaf, slot, version): other threads' leaves (adopt)
         self.buf = bytearray(ESIZE * 256)
         self.n = 0
         self.cap = 256          # entries the buffer holds
@@ -478,6 +519,9 @@ class Tape:
             if (t._extra is not None and t._extra.base is not None and t._extra.name != "no_grad_view"
                     and t._extra.base._tape is not None):
                 return view_slot(self, t)
+            mine = self.id >> OWNER_SHIFT
+            if t._tape_id >> OWNER_SHIFT != mine and not _claim(t, mine):
+                return self._foreign_slot(t)
             code = LEAF if t._requires_grad else CONST
             # (its value is kept only by an entry whose reverse reads it: the recorders)
             s = self.new_slot(code, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False, ver)
@@ -509,6 +553,39 @@ class Tape:
         t._tape.seal()
         self.imports[key] = s
         return s
+
+    def _foreign_slot(self, t):
+        """The slot of leaf or constant ``t``, whose fields another thread has, on
+        this tape: kept here (with ``t``, so that its id stays its own), one per
+        version."""
+        ver = t._ver[0]
+        f = self.foreign
+        if f is None:
+            f = self.foreign = {}
+        got = f.get(id(t))
+        if got is not None and got[0] is t and got[2] == ver:
+            return got[1]
+        s = self.new_slot(LEAF if t._requires_grad else CONST, -1, -1, -1, -1, -1, -1, 0.0, 0.0, t._data, False,
+                          t._ver)
+        if t._requires_grad:
+            self.leaves[s] = t
+        f[id(t)] = (t, s, ver)
+        if recording[0]:
+            rec = state().rec
+            if rec is not None and rec.tape is self:
+                rec.adopted(s, t)
+        return s
+
+    def leaf_slot(self, t):
+        """The slot leaf ``t`` has on this tape: None if it has none, -1 if it has several
+        (it changed in place between uses, or threads took turns with it)."""
+        found = None
+        for s, leaf in self.leaves.items():
+            if leaf is t:
+                if found is not None:
+                    return -1
+                found = s
+        return found
 
     def _refresh(self, t):
         """A fresh slot for a non-leaf whose version moved without a recorded op on

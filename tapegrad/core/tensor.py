@@ -40,6 +40,10 @@ _DEVICE_TYPES = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, f
                  "meta, hpu, mtia, privateuseone")
 _KNOWN_DEVICES = frozenset(_DEVICE_TYPES.split(", "))
 _NO_ACCELERATOR = "Cannot access accelerator device when none is available."
+_DETACH_VIEW = ("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) "
+                "for training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and "
+                "hence detach_() cannot be called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
 
 
 class device:
@@ -208,7 +212,7 @@ class Tensor:
         _tp.inplace_counter[0] += 1
         self._ver[0] += 1
         if self._tape is None and self._requires_grad:
-            self._tape_id = 0       # a leaf's slot on any tape now holds an old value
+            self._tape_id &= _tp.OWNER_MASK     # a leaf's slot on any tape now holds an old value
 
     def _write_(self, values):
         """Copy ``values`` (an array-like, cast as needed) into this tensor's array and
@@ -238,7 +242,7 @@ class Tensor:
             return
         self._data = value._data                # any shape or dtype, as in PyTorch
         self._ver = value._ver
-        self._tape_id = 0                           # a fresh slot on next use
+        self._tape_id &= _tp.OWNER_MASK             # a fresh slot on next use
 
     @property
     def shape(self):
@@ -296,7 +300,7 @@ class Tensor:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if flag != self._requires_grad:
             self._requires_grad = flag
-            self._tape_id = 0          # a fresh slot of the right kind on next use
+            self._tape_id &= _tp.OWNER_MASK    # a fresh slot of the right kind on next use
         return self
 
     @property
@@ -438,9 +442,13 @@ class Tensor:
         if self._requires_grad:
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                           "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())
 
     def __int__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return int(self.item())
 
     def __index__(self):
@@ -463,6 +471,8 @@ class Tensor:
         return t
 
     def detach_(self):
+        if self._extra is not None and self._extra.base is not None:
+            raise RuntimeError(_DETACH_VIEW)
         if self._tape is not None:
             self._tape = None
             self._requires_grad = False

@@ -4,17 +4,22 @@ Like PyTorch's ``derivatives.yaml``, the rules in ``tapegrad/ops/elementwise.py`
 are the single source; this module turns each rule into one loop of a Numba
 kernel (one branch per opcode).  Numba's disk cache needs a real source file,
 so the generated module is written to ``tapegrad/_generated/`` or, when the
-package is read-only, to a user cache directory, and rewritten only when its
-text changes.
+package is read-only, to a user cache directory (``tapegrad._private``: a directory
+of this user's that no one else can write, checked before each use), and rewritten
+only when its text changes.  It is executed from the text this module generated, or
+from that file only when the file and Python's bytecode cache beside it are in such a
+directory; with no such directory, from the text in memory (compiled without a disk
+cache).
 """
 import ast
 import hashlib
 import importlib.util
+import linecache
 import math
 import os
 import re
 import sys
-import tempfile
+import types
 
 import numpy as np
 
@@ -475,37 +480,58 @@ def _source_hash():
 
 
 def _writable_dir():
-    pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_generated")
-    candidates = [pkg,
-                  os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tapegrad"),
-                  os.path.join(tempfile.gettempdir(), "tapegrad-generated")]
-    for d in candidates:
-        try:
-            os.makedirs(d, exist_ok=True)
-            probe = os.path.join(d, ".probe%d" % os.getpid())
-            with open(probe, "w"):
-                pass
-            os.remove(probe)
-            return d
-        except OSError:
-            continue
-    raise RuntimeError("tapegrad: no writable directory for its generated kernels")
+    """The directory of the generated modules (``_private.generated_dir``), or None:
+    none qualifies, they run from memory."""
+    from .. import _private
+    return _private.generated_dir()
 
 
 def _stamp_path(d):
     """The stamp of the kernel sources a Numba cache was filled from, kept in that cache
-    (``NUMBA_CACHE_DIR``) when one is set: each cache may hold kernels of other sources
-    (a second cache used before an upgrade would keep sweeps that embed old kernels).
-    Numba's default cache, beside the sources, has its stamp beside the generated module."""
-    cache = os.environ.get("NUMBA_CACHE_DIR", "")
-    if cache and not os.path.isdir(cache):
-        try:        # (made now, as Numba would: else the stamp of the first run lands elsewhere and
-            os.makedirs(cache, exist_ok=True)       # the second run flushes the cache the first one filled)
+    (``NUMBA_CACHE_DIR`` when one is set and accepted, or the user cache's): each cache
+    may hold kernels of other sources (a second cache used before an upgrade would keep
+    sweeps that embed old kernels).  Numba's default cache, beside the sources, has its
+    stamp beside the generated module (in ``d``); None: no disk cache, no stamp."""
+    from .. import _private
+    root = _private.numba_root()
+    if root:
+        return os.path.join(root, "tapegrad-kernels.stamp")
+    if root is False or d is None:
+        return None
+    return os.path.join(d, "kernels.stamp")
+
+
+def _read_text(path):
+    if path is None:
+        return None
+    try:
+        fd = _open_private(path, os.O_RDONLY)
+    except OSError:
+        return None
+    with open(fd, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def _write_text(path, text):
+    """Write ``text`` to ``path`` atomically (a reader never sees it half written); a
+    failure (a full disk, a read-only file system) raises OSError, the file left as it was."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        fd = _open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
         except OSError:
             pass
-    if cache and os.path.isdir(cache) and os.access(cache, os.W_OK):
-        return os.path.join(cache, "tapegrad-kernels.stamp")
-    return os.path.join(d, "kernels.stamp")
+        raise
+
+
+def _open_private(path, flags, mode=0o600):
+    from .. import _private
+    return _private.open_private(path, flags, mode)
 
 
 def _flush_stale_caches(d, digest):
@@ -513,12 +539,8 @@ def _flush_stale_caches(d, digest):
     on its own file: when any kernel source changed, every cached kernel must go.
     Noted here; ``write_stamp`` flushes once all kernels are defined."""
     stamp = _stamp_path(d)
-    try:
-        with open(stamp) as fh:
-            if fh.read() == digest:
-                return
-    except OSError:
-        pass
+    if stamp is None or _read_text(stamp) == digest:
+        return
     _FLUSHED.append(digest)
 
 
@@ -534,13 +556,10 @@ def write_stamp(digest):
     if not _jit.loaded():
         _jit._AFTER_LOAD.append(lambda: write_stamp(digest))
         return
-    try:        # (another process, a background compile, may have flushed and filled the caches since)
-        with open(_stamp_path(_writable_dir())) as fh:
-            if fh.read() == digest:
-                del _FLUSHED[:]
-                return
-    except OSError:
-        pass
+    path = _stamp_path(_writable_dir())
+    if path is None or _read_text(path) == digest:      # (another process, a background compile, may have
+        del _FLUSHED[:]                                 # flushed and filled the caches since)
+        return
     for disp in _jit._ALL:
         cache = getattr(disp, "_cache", None)
         if cache is not None:
@@ -549,11 +568,7 @@ def write_stamp(digest):
             except OSError:
                 pass
     try:
-        path = _stamp_path(_writable_dir())
-        tmp = "%s.tmp%d" % (path, os.getpid())     # (renamed: a reader never sees it half written)
-        with open(tmp, "w") as fh:
-            fh.write(digest)
-        os.replace(tmp, path)
+        _write_text(path, digest)
     except OSError:
         pass
 
@@ -565,24 +580,51 @@ def load():
             + unary_source(UNARY_OPS_2, "unary2_reverse") + binary_source(BINARY_OPS_2, "binary2_reverse")
             + forward_source())
     d = _writable_dir()
-    path = os.path.join(d, "elementwise_kernels.py")
-    try:
-        with open(path) as fh:
-            same = fh.read() == text
-    except OSError:
-        same = False
-    if not same:
-        tmp = path + ".%d.tmp" % os.getpid()
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)       # atomic: concurrent imports never see half a file
+    mod = _import_generated("tapegrad_generated_elementwise_kernels", d, "elementwise_kernels.py", text)
     _flush_stale_caches(d, digest)
-    name = "tapegrad_generated_elementwise_kernels"
+    return mod, digest
+
+
+def _import_generated(name, d, filename, text):
+    """Module ``name`` of the generated ``text``: written to ``filename`` in the checked
+    directory ``d`` (when it is not there with this text already) and imported from it, or
+    executed from ``text`` (``_from_text``) where the file cannot be trusted or written."""
+    from .. import _private
+    path = None if d is None else os.path.join(d, filename)
+    if path is not None and _private.checked(d) and _read_text(path) != text:
+        try:
+            _write_text(path, text)
+        except OSError as e:
+            _private.warn_once(("write", d), "cannot write its generated kernels in %s (%s); they are run from "
+                               "memory" % (d, e))
+            path = None
+    if path is None or not _private.checked(d) or _read_text(path) != text:
+        return _from_text(name, "<tapegrad generated %s>" % filename, text)
+    try:        # (Python's bytecode of the module, when its __pycache__ is as private as ``d``)
+        pyc_ok = _private.problem(_private.ensure(os.path.join(d, "__pycache__"))) is None
+    except _private.Refused:
+        pyc_ok = False
+    if not pyc_ok:
+        return _from_text(name, path, text)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod, digest
+    try:
+        spec.loader.exec_module(mod)
+    except OSError:         # (removed meanwhile: another process's eviction)
+        return _from_text(name, path, text)
+    return mod
+
+
+def _from_text(name, filename, text):
+    """Module ``name`` executed from ``text`` (``filename`` for tracebacks and, when it is
+    the file of that text, Numba's disk cache)."""
+    mod = types.ModuleType(name)
+    mod.__file__ = filename
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    sys.modules[name] = mod
+    exec(compile(text, filename, "exec"), mod.__dict__)
+    return mod
 
 
 # -- per-tape programs (the fused replay, the tangent programs): one module per source ---
@@ -614,34 +656,25 @@ def tape_header(what):
 def load_tape_module(prefix, digest, source):
     """The module of ``source`` generated for one tape, written once as ``<prefix>_<digest>.py``
     where the kernels' is (Numba's disk cache needs a real file: a later process with the
-    same tape loads the machine code) and imported once per process."""
+    same tape loads the machine code) and imported once per process.  A file of that name
+    with another text is replaced (``_import_generated``: the text generated here is what runs)."""
     name = "tapegrad_%s_%s" % (prefix, digest)
     mod = sys.modules.get(name)
     if mod is not None:
         return mod
     d = _writable_dir()
-    path = os.path.join(d, "%s_%s.py" % (prefix, digest))
-    for attempt in (0, 1):
-        if not os.path.exists(path):
-            tmp = path + ".%d.tmp" % os.getpid()
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-            evict_tape_modules(d, keep=path)
-        else:
+    filename = "%s_%s.py" % (prefix, digest)
+    path = None if d is None else os.path.join(d, filename)
+    existed = path is not None and os.path.exists(path)
+    mod = _import_generated(name, d, filename, source)
+    if path is not None and mod.__file__ == path:
+        if existed:
             try:
                 os.utime(path)      # used now: eviction goes by modification time
             except OSError:
                 pass
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(mod)
-            break
-        except FileNotFoundError:   # (another process evicted it just now: written again)
-            if attempt:
-                raise
-    sys.modules[name] = mod
+        else:
+            evict_tape_modules(d, keep=path)
     return mod
 
 
@@ -695,13 +728,13 @@ def evict_tape_modules(d, keep=None, limit=None):
 
 
 def _numba_cache_dirs(d):
-    """Where Numba may cache the functions of a module in ``d``: beside it, and in a
-    directory named as Numba's cache locators name it (the parent's name and the SHA-1
-    of its path) under ``NUMBA_CACHE_DIR`` and under the user-wide cache."""
-    src = os.path.abspath(d)
-    sub = "%s_%s" % (os.path.basename(src), hashlib.sha1(src.encode()).hexdigest())
-    dirs = [os.path.join(src, "__pycache__")]
+    """Where Numba may cache the functions of a module in ``d`` (the checked ones of):
+    beside it, and in the directory named as Numba's cache locators name it (the parent's
+    name and the SHA-1 of its path) under ``NUMBA_CACHE_DIR`` and under the user cache."""
+    from .. import _private
+    sub = _private.subdir(d)
+    dirs = [os.path.join(os.path.abspath(d), "__pycache__")]
     if os.environ.get("NUMBA_CACHE_DIR"):
         dirs.append(os.path.join(os.environ["NUMBA_CACHE_DIR"], sub))
-    dirs.append(os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "numba", sub))
-    return dirs
+    dirs.append(os.path.join(_private.user_cache(), "numba", sub))
+    return [c for c in dirs if _private.checked(c)]

@@ -9,6 +9,7 @@ from ..core import tape as _tp
 from ..core.dtypes import torch_name as _torch_name
 from ..core.tensor import Tensor, from_data
 from ..ops import compose as _compose
+from ..ops.elementwise import BINARY_BY_NAME as _BINARY
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "pad", "conv1d", "conv2d"]
@@ -289,7 +290,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    """``-(y log p + (1-y) log(1-p))`` with each log clamped at -100, as PyTorch does."""
+    """``-(y log p + (1-y) log(1-p))`` with each log clamped at -100, and PyTorch's
+    gradient ``(p - y) / max(p (1 - p), 1e-12)`` (finite where a log is clamped)."""
     reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
     target = _t(target, input)
     if tuple(target.shape) != tuple(input.shape):
@@ -298,9 +300,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                                                                        list(input.shape)))
     if not _tp.checked_values((input >= 0) & (input <= 1)).all():       # (NaN is not in it, as in PyTorch)
         raise RuntimeError("all elements of input should be between 0 and 1")
-    logp = _f.clamp(_f.log(input), min=-100.0)
-    log1mp = _f.clamp(_f.log(1 - input), min=-100.0)
-    loss = -(target * logp + (1 - target) * log1mp)
+    loss = _BINARY["binary_cross_entropy"].record(input, target)
     if weight is not None:
         loss = loss * _t(weight, input)
     return _reduce(loss, reduction)

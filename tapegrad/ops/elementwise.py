@@ -213,6 +213,14 @@ def _copysign(a, b):
     return np.copysign(*_float_operands(a, b))
 
 
+def _binary_cross_entropy(p, y):
+    """PyTorch's elementwise binary cross entropy: each log clamped at -100 (log1p for
+    the second, as PyTorch's CPU kernel)."""
+    p, y = _float_operands(p, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -(y * np.maximum(np.log(p), -100.0) + (1.0 - y) * np.maximum(np.log1p(-p), -100.0))
+
+
 def _xlogy(a, b):
     if not _XLOGY:
         _XLOGY.append(_scipy_special("xlogy"))
@@ -465,6 +473,12 @@ BINARY_OPS_2 = [
            "g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammainc(a, b)"),
     Binary("gammaincc", "IgammacBackward0", _incomplete_gamma("igammac"), "0.0 * g",
            "-g * exp((a - 1.0) * log(b) - b - lgamma(a))", "gammaincc(a, b)"),
+    # F.binary_cross_entropy(p, y) (the weight and the reduction are ops of their own).
+    # PyTorch's reverse: (p - y) / max(p (1 - p), EPSILON), finite where a log is clamped (its
+    # EPSILON is the float 1e-12); for the target, -logit(p), unclamped
+    Binary("binary_cross_entropy", "BinaryCrossEntropyBackward0", _binary_cross_entropy,
+           "g * (a - b) / where(a * (1.0 - a) > 9.999999960041972e-13, a * (1.0 - a), 9.999999960041972e-13)",
+           "-g * log(a / (1.0 - a))", "-(b * mx(log(a), -100.0) + (1.0 - b) * mx(log1p(-a), -100.0))"),
 ]
 
 
@@ -506,6 +520,7 @@ BINARY_BY_NAME = {op.name: op for op in ALL_BINARY}
 
 # -- recording ------------------------------------------------------------------
 from ..core import tape as _tp  # noqa: E402
+from ..core.quiet import IGNORE as _IGNORE, ignoring as _ignoring, restore as _restore  # noqa: E402
 from ..core.descriptors import broadcast_strides, check_descriptor, descriptor  # noqa: E402
 from ..core.tensor import NumberTensor, Tensor  # noqa: E402
 from ..core.registry import name_id  # noqa: E402
@@ -732,6 +747,7 @@ def _unary_recorder(op):
                     t._extra = None
                     return t
         d = input._data
+        token = _ignoring(_IGNORE)      # (inf and nan as IEEE makes them, without NumPy's warnings: core/quiet.py)
         try:
             if n == 0:
                 out = fwd(d)
@@ -751,6 +767,8 @@ def _unary_recorder(op):
             out = _integral_unary(op, d, p, None, name)
             if out is None:
                 raise
+        finally:
+            _restore(token)
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not input._requires_grad:
@@ -942,6 +960,7 @@ def _binary_recorder(op):
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype:
             ad, bd = promote(ad, bd)
+        token = _ignoring(_IGNORE)      # (as the unary recorder's)
         try:
             if c is not None:
                 out = fwd(c._data, ad, bd)
@@ -955,6 +974,8 @@ def _binary_recorder(op):
         except TypeError:
             _forward_type_error(opname, ad, bd)
             raise
+        finally:
+            _restore(token)
         if type(out) is not _ndarray:
             out = np.asarray(out)
         if not (a._requires_grad or b._requires_grad):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from .._jit import address_as_pointer, jit, lazy
+from ..core.quiet import IGNORE as _IGNORE, ignoring as _ignoring, restore as _restore
 from ..core.tensor import Tensor, to_operand
 from ..core.dtypes import cpp_name, torch_name
 from ..core.descriptors import aux_words, check_indices
@@ -143,10 +144,13 @@ def _matmul(x, y):
                                % (a.size, b.size, a.size, b.size))
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
                            % (int(np.prod(A.shape[:-1])), A.shape[-1], B.shape[-2], B.shape[-1]))
+    token = _ignoring(_IGNORE)      # (an overflow is inf without NumPy's warning: core/quiet.py)
     try:
         out = np.matmul(a, b)
     except ValueError as e:
         raise RuntimeError(_broadcast_msg(A.shape[:-2], B.shape[:-2]) or str(e)) from None
+    finally:
+        _restore(token)
     out = out if type(out) is np.ndarray else np.asarray(out)
     if not (x._requires_grad or y._requires_grad) or not _tp.state().grad:
         return Tensor._wrap(out)

@@ -17,14 +17,16 @@ cold compile of ``python -m tapegrad warmup`` about 5% longer), and the family's
 registration.
 """
 import math
+import warnings
 
 import numpy as np
 
 from .. import _jit
 from ..core import tape as _tp
 from .._jit import jit
-from ..core.descriptors import (c_strides, check_descriptor, check_descriptors, descriptor, refuse, strided_gather_add, strided_map,
-                                strided_map_np, u64)
+from ..core.descriptors import (c_strides, check_descriptor, check_descriptors, descriptor, refuse, strided_gather_add,
+                                strided_map, strided_map_np, u64)
+from ..core.quiet import IGNORE as _IGNORE, ignoring as _ignoring, restore as _restore, wrap as _quiet
 from ..core.tensor import Tensor, _wrap_dim
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT
@@ -181,7 +183,16 @@ SHORT_AXIS = 8          # NumPy adds fewer than 8 elements one after another (it
 def sum_values(d, axes, keepdims=False, dtype=None):
     """``d.sum(axis=axes)``.  Over one short last axis (``(diff * diff).sum(-1)`` of
     3-vectors) NumPy makes one inner-loop call per row, 10x slower than adding the
-    axis's slices, which gives the same bits: NumPy adds so few in order too."""
+    axis's slices, which gives the same bits: NumPy adds so few in order too.  (inf - inf
+    is nan without NumPy's warning, as in PyTorch: core/quiet.py)"""
+    token = _ignoring(_IGNORE)
+    try:
+        return _sum_values(d, axes, keepdims, dtype)
+    finally:
+        _restore(token)
+
+
+def _sum_values(d, axes, keepdims, dtype):
     if (dtype is None and len(axes) == 1 and axes[0] == d.ndim - 1 and d.ndim >= 2 and 1 < d.shape[-1] < SHORT_AXIS
             and d.dtype.kind == "f" and d.size >= 1 << 14):
         out = d[..., 0] + d[..., 1]
@@ -271,6 +282,7 @@ def _mean_replay(a, axes, ax, shape, name, f0):
 declare(PROD, "prod", SAVE_A)
 
 
+@_quiet
 def prod(input, dim=None, keepdim=False, *, dtype=None, **kw):
     x = input
     if kw:
@@ -342,10 +354,21 @@ def _var_std(kind, what, input, dim, unbiased, keepdim, correction, kw):
     _check_float(x)
     axes = normalize_dims(dim, x.ndim)
     c = _correction(unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = x._data.var(axis=axes, ddof=c, keepdims=keepdim) if kind == VAR else \
-            x._data.std(axis=axes, ddof=c, keepdims=keepdim)
+    d = x._data
+    if _count(d.shape, axes) - c > 0:
+        out = _var_values(kind, d, axes, c, keepdim)
+    else:       # (inf or nan, as PyTorch's; its warning, not NumPy's "Degrees of freedom <= 0 for slice")
+        warnings.warn("%s(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel)." % what, UserWarning, stacklevel=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = _var_values(kind, d, axes, c, keepdim)
     return _record(kind, x, out, axes, "VarBackward0" if kind == VAR else "StdBackward0", c)
+
+
+def _var_values(kind, d, axes, c, keepdim):
+    with np.errstate(all="ignore"):
+        return d.var(axis=axes, ddof=c, keepdims=keepdim) if kind == VAR else d.std(axis=axes, ddof=c, keepdims=keepdim)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
@@ -450,6 +473,7 @@ def _extremum_replay(a, axes, ax, shape, name, f0):
 declare(LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT)
 
 
+@_quiet
 def logsumexp(input, dim=REQUIRED, keepdim=False, **kw):
     x = input
     if kw:
@@ -515,6 +539,7 @@ def _softmax_args(what, x, dim, dtype, kw):
     return x, axes
 
 
+@_quiet
 def softmax(input, dim=REQUIRED, dtype=None, **kw):
     x, axes = _softmax_args("softmax", input, dim, dtype, kw)
     return _record(SOFTMAX, x, _softmax_values(x._data, axes[0] if axes else None), axes, "SoftmaxBackward0")
@@ -543,6 +568,7 @@ def _softmax_values(d, ax):
     return np.ones_like(d)
 
 
+@_quiet
 def log_softmax(input, dim=REQUIRED, dtype=None, **kw):
     x, axes = _softmax_args("log_softmax", input, dim, dtype, kw)
     return _record(LOG_SOFTMAX, x, _log_softmax_values(x._data, axes[0] if axes else None), axes,
@@ -609,6 +635,7 @@ def _log_softmax_replay(a, axes, ax, shape, name, f0):
 declare(CUMSUM, "cumsum", per_row=True)
 
 
+@_quiet
 def cumsum(input, dim=REQUIRED, *, dtype=None, **kw):
     """Cumulative sum along ``dim``; an integer or bool input sums in int64
     (PyTorch), ``dtype=`` casts the input first."""
@@ -671,6 +698,7 @@ def _cumsum_replay(a, axes, ax, shape, name, f0):
 declare(CUMPROD, "cumprod", SAVE_A | SAVE_OUT, per_row=True)
 
 
+@_quiet
 def cumprod(input, dim=REQUIRED, *, dtype=None, out=None, **kw):
     """Cumulative product along ``dim``; integer and bool inputs multiply in int64
     (PyTorch), ``dtype=`` casts the input first.  The gradient is PyTorch's, exact
@@ -739,6 +767,7 @@ def _cumprod_replay(a, axes, ax, shape, name, f0):
 declare(LOGCUMSUMEXP, "logcumsumexp", SAVE_A | SAVE_OUT, per_row=True)
 
 
+@_quiet
 def logcumsumexp(input, dim, *, out=None):
     """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow (NumPy's
     ``logaddexp.accumulate``); the reverse sums ``g_i exp(x_j - y_i)`` by a recurrence

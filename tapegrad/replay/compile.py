@@ -205,6 +205,8 @@ def compile(fn=None, *, strict=False, log=False, fuse="auto"):
     False never."""
     if fn is None:
         return lambda f: compile(f, strict=strict, log=log, fuse=fuse)
+    if not callable(fn):        # (at the call to compile, as torch.compile's assertion)
+        raise AssertionError("A callable function is expected, but %s is provided." % type(fn))
     compiled = Compiled(fn, strict, log, fuse)
     for cls, wrap in WRAPPERS:
         if isinstance(fn, cls):

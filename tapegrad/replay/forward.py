@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .. import _background, _jit
+from ..core import quiet as _quiet
 from ..core import tape as _tp
 from ..kernels import forward as _kf
 from ..kernels import sweep as _ks
@@ -127,7 +128,7 @@ class Forward:
             return self._forward_scalar(arrays, _from)
         if self.arena:
             return self._forward_arena(arrays)
-        vals = self._forward_python(arrays)
+        vals = _quiet.call(self._forward_python, arrays)    # (NumPy's warnings kept out, as eager ops')
         # ("auto" waits for the kernels, asking for them as a backward would: its loops
         # compile in a thread, which must not load them in the foreground)
         if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0] or _background.request()):
