@@ -1,4 +1,4 @@
-"""Every op that makes a view or a strided copy, on random shapes of 0 to 4 dimensions
+"""Every op that makes a view or a strided copy (as_strided too), on random shapes of 0 to 4 dimensions
 (sizes 0 to 4, so empty and one-element dimensions come often), against NumPy and,
 when it is installed, PyTorch.
 
@@ -158,6 +158,29 @@ def _rot90(draw, shape):
     return draw(st.integers(-5, 5)), (d1, d2)
 
 
+def _as_strided(draw, shape):
+    """Sizes, strides and an offset that stay inside the input's elements (overlaps and
+    zero strides included)."""
+    n = int(np.prod(shape))
+    nd = draw(st.integers(0, 3))
+    size = tuple(draw(st.integers(0, 3)) for _ in range(nd))
+    stride = tuple(draw(st.integers(0, 3)) for _ in range(nd))
+    reach = sum((k - 1) * s for k, s in zip(size, stride)) if all(size) else 0
+    if n == 0:              # no element to view: an empty result (a 0-d one would need one)
+        size, stride = (0,) * max(nd, 1), (1,) * max(nd, 1)
+        reach = 0
+    elif reach >= n:
+        size, reach = (1,) * nd, 0
+    return size, stride, draw(st.integers(0, max(n - 1 - reach, 0)))
+
+
+def _np_as_strided(a, size, stride, offset):
+    flat = a.reshape(-1)
+    if not flat.size or not all(size):
+        return np.zeros(size, a.dtype)
+    return np.lib.stride_tricks.as_strided(flat[offset:], size, [s * flat.itemsize for s in stride])
+
+
 def _sliding(a, d, size, step):
     """NumPy's spelling of ``Tensor.unfold``."""
     if a.ndim == 0:         # (PyTorch: the one window, of ``size`` 0 or 1 elements)
@@ -208,6 +231,8 @@ OPS = {
     "t / mT": (0, lambda draw, shape: None, lambda x, p: x.t() if x.ndim <= 2 else x.mT,
                lambda a, p: a.T if a.ndim <= 2 else np.swapaxes(a, -1, -2), lambda t, p: t.t() if t.ndim <= 2 else t.mT),
     "real": (0, lambda draw, shape: None, lambda x, p: x.real, lambda a, p: a, lambda t, p: t.real),
+    "as_strided": (0, _as_strided, lambda x, p: x.as_strided(*p), lambda a, p: _np_as_strided(a, *p),
+                   lambda t, p: t.as_strided(*p)),
 }
 
 
