@@ -290,10 +290,11 @@ class Recording(Forward):
                 if kind == "nonleaf":
                     ext[s] = (t._tape, t._slot)
                     t._tape.seal()
-            elif kind == "leaf":
+            if kind == "leaf":
                 leaves[s] = t
-            if kind == "leaf" and i >= 0:
-                leaves[s] = t
+                # (where the leaf is on this tape, as an eager call's adoption says: the
+                # tangent walks of autograd.functional and tg.func find its slot so)
+                t._tape_id, t._slot, t._slot_version = T.id, s, t._ver[0]
             versions[s] = t._ver
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
