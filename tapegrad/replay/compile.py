@@ -7,8 +7,9 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..core.tensor import Tensor
-from .recording import _record_call
-from .session import NotReplayable, TapeDivergence, _Rerecord, _arg_key, _is_array_arg, _is_grad_leaf, _real
+from .recording import NotReproduced, _record_call
+from .session import (NotReplayable, TapeDivergence, _Rerecord, _Stale, _arg_key, _is_array_arg, _is_grad_leaf,
+                      _real, propagates)
 
 # -- tg.compile ----------------------------------------------------------------------
 class CompileStats:
@@ -82,6 +83,7 @@ class Compiled:
             st.eager += 1
             return self.fn(*args, **kwargs)
         diverged = failed = None
+        check_now = False
         if entry:
             env = _env(self.fn)
             for R in list(entry):
@@ -92,10 +94,20 @@ class Compiled:
                 if bad is None:
                     try:
                         vals = R.forward(arrays)
-                    except _Rerecord:
+                    except _Rerecord as e:
                         entry.remove(R)
+                        check_now = isinstance(e, _Stale)
                         break
+                    except NotReproduced as e:      # (the first replay's check: never replayed)
+                        entry.remove(R)
+                        self.why[key] = str(e)
+                        if not entry:
+                            self.cache[key] = str(e)
+                        st.eager += 1
+                        return self.fn(*args, **kwargs)
                     except Exception as e:      # (a path the recording did not take may fail: record anew)
+                        if propagates(e):
+                            raise
                         bad = failed = ("the replay", None, None)
                         self.replay_error = "%s: %s" % (type(e).__name__, e)
                     else:
@@ -118,7 +130,7 @@ class Compiled:
                     self.cache[key] = "guards diverge at every call"
                     st.eager += 1
                     return self.fn(*args, **kwargs)
-        out, R, why = _record_call(self.fn, args, kwargs)
+        out, R, why = _record_call(self.fn, args, kwargs, check_now=check_now, fuse=self.fuse)
         st.recordings += 1
         if failed is not None:
             # the function itself ran: the replay's failure was the library's (or a path the
@@ -139,7 +151,6 @@ class Compiled:
                 self.cache[key] = why
         else:
             R.env = _env(self.fn)
-            R.fuse, R.fuse_name = self.fuse, getattr(self.fn, "__name__", repr(self.fn))
             lst = self.cache.setdefault(key, [])
             lst.insert(0, R)
             del lst[MAX_TAPES:]

@@ -25,7 +25,7 @@ from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import FAMILY_RULES, SHAPE, family, index
-from .session import _Rerecord, _live_lin, _pair_gather
+from .session import _Rerecord, _Stale, _all_same, _live_lin, _pair_gather, propagates
 from ..ops.order import ORDER_LIN as _ORDER_LIN
 
 
@@ -92,10 +92,12 @@ class Forward:
         self.scalar = True
         try:
             got = self.forward([None] * self.nargs, _from=vals)
-        except Exception:
+        except Exception as e:
+            if propagates(e):
+                self.scalar = None
+                raise
             got = None
-        if got is None or not all(np.allclose(got[s], vals[s], rtol=1e-13, atol=0, equal_nan=True)
-                                  for s in range(self.n)):
+        if got is None or not _all_same([(got[s], vals[s]) for s in range(self.n)]):
             self.scalar = False
 
     casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
@@ -119,8 +121,37 @@ class Forward:
             prog.append((s, f, self.sources.get(s)))
         self.program = prog
 
+    def first_checks(self):
+        """Before the first replay: the tape replayed on the recorded call's inputs
+        (``self.pending``) must reproduce its values, guards and outputs, or it is never
+        used (raises ``NotReproduced``; ``_Stale`` when an input kept by reference was
+        changed in place since, and the call is to be recorded and checked again).  The
+        compiled forwards are decided on those values too."""
+        from .recording import NotReproduced, _gc_paused
+        p, self.pending = self.pending, None
+        if not p.intact():
+            raise _Stale()
+        with _gc_paused():
+            try:
+                vals = self._forward_python(p.arrays, p.captured)
+                bad = self.check_args(p.arrays) or self.check_guards(vals, p.arrays)
+            except _Rerecord:
+                raise _Stale() from None
+            except Exception as e:
+                if propagates(e):
+                    raise
+                raise NotReproduced("its replay fails (%s: %s)" % (type(e).__name__, e)) from None
+            if bad is not None or not p.reproduced(vals):
+                raise NotReproduced("its replay does not reproduce the recorded values")
+            if self.scalar is None and (_jit.READY[0] or not _background.deferring()):
+                self.compile_scalar(vals)       # (else at a later replay, once the kernels are ready)
+            if _jit.READY[0] and not self.scalar and self.arena is None and self.fuse is not True:
+                self._arena_plan(p.arrays, vals, p.captured)        # (fuse=True: the fused loops first)
+
     def forward(self, arrays, _from=None):
         """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
+        if self.pending is not None:
+            self.first_checks()
         if self.fused:
             return self.fused.run(arrays)
         if self.scalar:
@@ -145,9 +176,12 @@ class Forward:
                     return got      # (every replay from here on gives the compiled forward's bits)
         return vals
 
-    def _forward_python(self, arrays):
+    def _forward_python(self, arrays, captured=None):
+        """(``captured``: {slot: value} read instead of those captured tensors.)"""
         if self.program is None:
-            self._program()
+            from .recording import _gc_paused
+            with _gc_paused():
+                self._program()
         vals = _Vals([None] * self.n)
         if self.live:
             vals.lins = lins = {}
@@ -164,6 +198,8 @@ class Forward:
                 dt = self.derived_dtypes.get(s)
                 # (a comparison an op promoted before saving it, ``x * (x > 0)``'s mask: the tape's dtype)
                 vals[s] = v if dt is None or v.dtype.str == dt else v.astype(dt)
+            elif captured is not None and s in captured:
+                vals[s] = captured[s]
             else:
                 vals[s] = _source_value(src, arrays)
         return vals
@@ -195,12 +231,13 @@ class Forward:
         replay_scalar(self.orig_ops, ints, flts, n)
         return vals
 
-    def _arena_plan(self, arrays, vals):
+    def _arena_plan(self, arrays, vals, captured=None):
         """Use the compiled forward (``kernels.forward``) when every value is float64
         and no constant derives from other values: the entries' values go into one
         arena per replay (laid out here), the sources are read where they are.
-        ``vals``: the values of a Python replay, which it must reproduce.  Returns
-        the compiled forward's values when it applies, else None."""
+        ``vals``: the values of a Python replay of ``arrays`` (and ``captured``, as
+        ``_forward_python``'s), which it must reproduce.  Returns the compiled
+        forward's values when it applies, else None."""
         self.arena = False
         n = self.n
         if any(src[0] == "derived" for src in self.sources.values()):
@@ -235,11 +272,14 @@ class Forward:
         self.saved_set = frozenset(self.saved_slots)
         self.arena = True
         try:
-            got = self._forward_arena(arrays)
-            ok = all(_close(got[s], vals[s]) for s in range(n))
+            got = self._forward_arena(arrays, captured)
+            ok = _all_close([(got[s], vals[s]) for s in range(n)])
             if ok and vals.lins:        # and the gathers' indices, which the reverse sweep reads
                 ok = np.array_equal(self.aux if got.aux is None else got.aux, self.aux_with(vals.lins))
-        except Exception:
+        except Exception as e:
+            if propagates(e):
+                self.arena = None
+                raise
             ok = False
         if not ok:
             self.arena = False
@@ -260,7 +300,7 @@ class Forward:
         arena = np.empty(self.arena_total)
         return arena, self.arena_bytes + _ks.address(arena)
 
-    def _forward_arena(self, arrays):
+    def _forward_arena(self, arrays, captured=None):
         n = self.n
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
@@ -271,7 +311,7 @@ class Forward:
         self.spare_arena["arena"] = (arena, vaddr)
         src = {}
         for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
-            v = _source_value(sc, arrays)
+            v = captured[s] if captured is not None and s in captured else _source_value(sc, arrays)
             if v.dtype != np.float64 or not v.flags.c_contiguous:
                 v = np.ascontiguousarray(v, np.float64)
             src[s] = v
@@ -411,6 +451,30 @@ class _SavedVals:
 
     def __iter__(self):
         return (self[s] for s in range(self.n))
+
+
+def _all_close(pairs):
+    """``_close(a, b)`` for every pair, in one pass over all their elements (each
+    pair's scale its own largest finite magnitude)."""
+    xs, ys, sizes = [], [], []
+    for a, b in pairs:
+        if a.shape != b.shape:
+            return False
+        if b.size:
+            xs.append(np.asarray(a, np.float64).reshape(-1))
+            ys.append(np.asarray(b, np.float64).reshape(-1))
+            sizes.append(b.size)
+    if not xs:
+        return True
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    fin = np.isfinite(y)
+    if not np.array_equal(fin, np.isfinite(x)) or not np.array_equal(x[~fin], y[~fin], equal_nan=True):
+        return False
+    sizes = np.array(sizes)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    scale = np.repeat(np.maximum.reduceat(np.where(fin, np.abs(y), 0.0), starts), sizes)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.where(fin, np.abs(x - y) <= 1e-12 * scale, True)))
 
 
 def _close(a, b):

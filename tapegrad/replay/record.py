@@ -426,8 +426,8 @@ def record(fn, *example_args, fuse="auto"):
     one is differentiated) and return the ``RecordedTape``.  Raises ``NotReplayable`` when
     the function does something a tape cannot replay.  ``fuse`` as ``tg.compile``'s."""
     _check_fuse(fuse)
-    _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True)
+    _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True,
+                             check_now=True, fuse=fuse)
     if R is None:
         raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
-    R.fuse, R.fuse_name = fuse, getattr(fn, "__name__", repr(fn))
     return RecordedTape(R)

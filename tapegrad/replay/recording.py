@@ -6,6 +6,8 @@ its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds 
 sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
+import contextlib
+import gc
 import weakref
 
 import numpy as np
@@ -21,8 +23,8 @@ from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
 from .fuse import FusedVals, consider as _consider_fusing
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
-from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
-                      _real, _recording_arg, _same, _unflatten)
+from .session import (_Rerecord, _Session, _all_same, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg,
+                      _plain_wrap, _real, _recording_arg, _unflatten, propagates)
 
 
 # -- a recording ----------------------------------------------------------------------
@@ -110,6 +112,7 @@ class Recording(Forward):
         self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
         self.fuse = False       # tg.compile's and tg.record's ``fuse``: False, True or "auto" (fuse.py)
         self.fuse_name = ""     # (the function's name, for fuse.py's warning)
+        self.pending = None     # ``_RecordedCall``: what the first replay checks the tape against
         self._forget_layouts()
 
     def _forget_layouts(self):
@@ -353,6 +356,7 @@ class Recording(Forward):
         import copy
         R = copy.copy(self)
         R.fuse, R.fuse_name = self.fuse, self.fuse_name      # (not in the saved state: see __getstate__)
+        R.pending = None
         R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
                        for i, k in enumerate(self.arg_kinds)]
         R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
@@ -375,7 +379,7 @@ class Recording(Forward):
         st["source_items"] = sorted(src.items())
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
-        del st["program"], st["arena"], st["env"]
+        del st["program"], st["arena"], st["env"], st["pending"]
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
         if st["shapes_all"] is None:
@@ -397,6 +401,7 @@ class Recording(Forward):
         self.program = None
         self.arena = None
         self.env = None
+        self.pending = None
         self.host_keep = []
         self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
@@ -417,9 +422,85 @@ _LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare",
 
 
 # -- recording a call ---------------------------------------------------------------
-def _record_call(fn, args, kwargs, grad_arrays=False):
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off while a recording is laid out: a tape of
+    many entries allocates tens of thousands of small objects, each batch of which
+    would start a collection walking the whole heap (most of the time spent)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class _RecordedCall:
+    """What the recording call computed, kept until the first replay checks that the
+    tape replayed on the same inputs reproduces it (``Recording.first_checks``): the
+    check costs about one replay, which the recording call does not pay.
+
+    The inputs as they were: a NumPy argument copied (a caller may refill it), a
+    tensor argument's array kept with the tensor's version (one changed in place since
+    means recording again, checked at once), a captured tensor that requires grad
+    copied (an optimizer changes it before the next call), any other captured tensor
+    kept as a tensor argument is; the values the tape kept and the outputs, by
+    reference (an output's version watched too).  No tensor is kept: the recorded
+    tape and its values are freed as an eager call's are."""
+    __slots__ = ("arrays", "captured", "watch", "values")
+
+    def __init__(self, R, rec, leaves, refs, args):
+        self.arrays, self.watch = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                self.arrays.append(a._data)
+                self.watch.append((a._ver, a._ver[0]))
+            elif isinstance(a, np.ndarray):
+                self.arrays.append(a.copy())
+            else:
+                self.arrays.append(a)
+        self.captured = {}
+        for s, src in R.sources.items():
+            if src[0] == "captured":
+                t = src[1]
+                if src[4]:
+                    self.captured[s] = t._data.copy()
+                else:
+                    self.captured[s] = t._data
+                    self.watch.append((t._ver, t._ver[0]))
+        # (not the sources' values, nor views of their memory: an optimizer's step, or a
+        # caller refilling an argument, changes them; the values computed from them tell)
+        sources = {id(_root(_real(a))) for a in args if _is_array_arg(a)}
+        sources.update(id(_root(src[1]._data)) for src in R.sources.values() if src[0] == "captured")
+        values = [(s, v) for s, v in enumerate(rec.tape.vals)
+                  if v is not None and s not in R.sources and id(_root(v)) not in sources]
+        for t, r in zip(leaves, refs):
+            if r is not None and r[0] == "slot" and id(_root(t._data)) not in sources:
+                values.append((r[1], t._data))
+                self.watch.append((t._ver, t._ver[0]))
+        self.values = values
+
+    def intact(self):
+        """Whether no tensor whose array it keeps was changed in place since."""
+        return all(ver[0] == v for ver, v in self.watch)
+
+    def reproduced(self, vals):
+        return _all_same([(v, vals[s]) for s, v in self.values])
+
+
+def _root(a):
+    """The array whose memory ``a`` views (``a`` itself when it owns its memory)."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _record_call(fn, args, kwargs, grad_arrays=False, check_now=False, fuse=False):
     """Run ``fn`` once under a session.  Returns (outputs as eager would give them,
-    Recording or None, the reason it cannot be replayed or None)."""
+    Recording or None, the reason it cannot be replayed or None).  Whether a replay
+    reproduces the call is checked at the first replay (``Recording.first_checks``),
+    or here with ``check_now``.  ``fuse``: tg.compile's or tg.record's."""
     rec = _Session()
     _begin(rec)
     try:
@@ -452,44 +533,40 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
     for s, src in rec.sources.items():
         if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VERSION):
             rec.refuse("it changes a captured tensor in place")
-    R = None
-    if rec.reason is None:
-        R = Recording(rec, tpl, refs, len(args))
-    # what the eager call returns: the recorded tensors, with the arguments' stand-ins
-    # turned back into constants (so requires_grad is what eager execution gives)
     user_args = list(args)          # (by position, as a replay's arguments)
-    arrays = [_real(a) for a in user_args]
-    if R is not None:
-        try:
-            vals = R.forward(arrays)
-            bad = R.check_guards(vals, arrays)
-            same = bad is None and all(
-                r is None or r[0] != "slot" or _same(vals[r[1]], leaves[j]._data) for j, r in enumerate(refs))
-            same = same and all(v is None or _same(v, vals[s]) for s, v in enumerate(T.vals))
-        except _Rerecord:
-            same = False
-        except Exception as e:      # a replay must reproduce the call exactly, or not be used
-            rec.refuse("its replay fails (%s: %s)" % (type(e).__name__, e))
-            R, same = None, True
-        if R is not None and not same:
-            rec.refuse("its replay does not reproduce the recorded values")
-            R = None
-        if R is not None:
-            if _jit.READY[0] or not _background.deferring():
-                R.compile_scalar(vals)      # (else at the first replay once the kernels are ready)
-            T2 = R.tape_for(vals, arrays, user_args)
-            return R.outputs(vals, arrays, user_args, T2), R, None
-    # not replayable: hand back the recorded call itself
-    for s, t in list(T.leaves.items()):
-        i = rec.arg_ids.get(id(t))
-        if i is not None and rec.arg_at[i][0] != "leaf":
-            del T.leaves[s]
-            T.set_field(s, _tp.OP, CONST)
-    ints, _ = T.arrays()
-    aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
-    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
-    ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
-    del ints
+    R = None
+    with _gc_paused():
+        if rec.reason is None:
+            R = Recording(rec, tpl, refs, len(args))
+            R.fuse, R.fuse_name = fuse, getattr(fn, "__name__", repr(fn))
+            R.pending = _RecordedCall(R, rec, leaves, refs, user_args)
+            if check_now:
+                try:
+                    R.first_checks()
+                except NotReproduced as e:
+                    rec.refuse(str(e))
+                    R = None
+                except _Rerecord:
+                    rec.refuse("its replay does not reproduce the recorded values")
+                    R = None
+        # what the eager call returns: the recorded tensors, with the arguments' stand-ins
+        # turned back into constants (so requires_grad is what eager execution gives)
+        for s, t in list(T.leaves.items()):
+            i = rec.arg_ids.get(id(t))
+            if i is not None and rec.arg_at[i][0] != "leaf":
+                del T.leaves[s]
+                a = rec.arg_at[i][1]
+                if rec.arg_at[i][0] == "nonleaf":       # (as eager adoption imports it: gradients flow to its tape)
+                    T.set_field(s, _tp.OP, EXT)
+                    T.ext[s] = (a._tape, a._slot)
+                    a._tape.seal()
+                else:
+                    T.set_field(s, _tp.OP, CONST)
+        ints, _ = T.arrays()
+        aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+        rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
+        ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
+        del ints
     fixed = []
     for t, r in zip(leaves, refs):
         if r is not None and r[0] == "arg":
@@ -499,8 +576,12 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             fixed.append(_plain_wrap(t._data))
         else:
             fixed.append(t)
-    return _unflatten(tpl, fixed), None, rec.reason
+    return _unflatten(tpl, fixed), R, rec.reason
 
+
+class NotReproduced(RuntimeError):
+    """The first replay's check: the tape replayed on the recorded inputs does not
+    reproduce the recorded call (the message says how): it is never used."""
 
 
 def _kept(ints, ops):
@@ -524,18 +605,21 @@ def _requires_grad(ints, aux, source_rg):
     """Which slots depend on a leaf that requires grad (``source_rg``: slot -> bool
     for leaves and constants), as eager recording would say."""
     n = ints.shape[0]
-    rg = np.zeros(n, bool)
+    rg = [False] * n
+    ops, ia, ib, ic, iaux = (ints[:, f].tolist() for f in (_tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX))
+    variadic = _sh.VARIADIC
+    aux = aux.tolist() if len(aux) else []
     for s in range(n):
-        row = ints[s]
-        code = int(row[_tp.OP])
-        if code < META_END:
-            rg[s] = source_rg.get(s, code == EXT)
+        if ops[s] < META_END:
+            rg[s] = source_rg.get(s, ops[s] == EXT)
             continue
-        ins = [int(row[_tp.A]), int(row[_tp.B])]
-        if row[_tp.C] == _sh.VARIADIC:
-            at = int(row[_tp.AUX])
-            ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
-        else:
-            ins.append(int(row[_tp.C]))
-        rg[s] = any(rg[i] for i in ins if i >= 0)
-    return rg
+        a, b, c = ia[s], ib[s], ic[s]
+        r = (a >= 0 and rg[a]) or (b >= 0 and rg[b])
+        if not r:
+            if c == variadic:
+                at = iaux[s]
+                r = any(rg[i] for i in aux[at + 1:at + 1 + aux[at]] if i >= 0)
+            else:
+                r = c >= 0 and rg[c]
+        rg[s] = r
+    return np.array(rg, bool)

@@ -39,6 +39,11 @@ class _Rerecord(Exception):
     """A captured tensor changed shape, dtype or requires_grad: record again."""
 
 
+class _Stale(_Rerecord):
+    """An input the recording call kept by reference for the first replay's check
+    was changed in place since: record again, checking at once."""
+
+
 def _user_line():
     """``file:line`` of the first frame outside tapegrad (where the user read a value)."""
     f = sys._getframe(2)
@@ -440,6 +445,68 @@ def _same(a, b):
     if np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
         return True
     return a.dtype.kind == "f" and bool(np.allclose(a, b, rtol=1e-13, atol=0.0, equal_nan=True))
+
+
+def _all_same(pairs):
+    """Whether ``_same(a, b)`` holds for every pair: one comparison per dtype over
+    all the pairs' elements at once (a tape of many small values would spend most of
+    a comparison per pair in NumPy's call overhead)."""
+    groups = {}
+    for a, b in pairs:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.size:
+            g = groups.get(a.dtype)
+            if g is None:
+                g = groups[a.dtype] = ([], [])
+            g[0].append(a.reshape(-1))
+            g[1].append(b.reshape(-1))
+    for dt, (xs, ys) in groups.items():
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        if dt.kind == "f":
+            with np.errstate(invalid="ignore"):
+                ok = (x == y) | (np.abs(x - y) <= 1e-13 * np.abs(y)) | (np.isnan(x) & np.isnan(y))
+            if not ok.all():
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+def _signal_handler_codes():
+    """The code objects of the Python signal handlers installed now."""
+    import signal
+    codes = set()
+    for sig in signal.valid_signals():
+        try:
+            h = signal.getsignal(sig)
+        except (ValueError, OSError):
+            continue
+        h = getattr(h, "__func__", h)
+        code = getattr(h, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
+def propagates(e):
+    """Whether exception ``e``, raised while tapegrad replayed a tape (or checked,
+    planned or compiled one), is the caller's to see rather than a replay's own
+    failure (after which the call is recorded again or run eagerly): one a signal
+    handler raised (a timeout: it interrupts whatever runs), and ``MemoryError``.
+    (``KeyboardInterrupt`` and ``SystemExit`` are no ``Exception``: never caught.)"""
+    if isinstance(e, MemoryError) or not isinstance(e, Exception):
+        return True
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    handlers = _signal_handler_codes()
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _reaches_leaf(T, s, exclude=()):
