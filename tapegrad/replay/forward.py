@@ -25,7 +25,7 @@ from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import FAMILY_RULES, SHAPE, family, index
-from .session import _Rerecord, _Stale, _all_same, _live_lin, _pair_gather, propagates
+from .session import NotReproduced, _Rerecord, _Stale, _all_same, _gc_paused, _live_lin, _pair_gather, propagates
 from ..ops.order import ORDER_LIN as _ORDER_LIN
 
 
@@ -127,7 +127,6 @@ class Forward:
         used (raises ``NotReproduced``; ``_Stale`` when an input kept by reference was
         changed in place since, and the call is to be recorded and checked again).  The
         compiled forwards are decided on those values too."""
-        from .recording import NotReproduced, _gc_paused
         p, self.pending = self.pending, None
         if not p.intact():
             raise _Stale()
@@ -179,7 +178,6 @@ class Forward:
     def _forward_python(self, arrays, captured=None):
         """(``captured``: {slot: value} read instead of those captured tensors.)"""
         if self.program is None:
-            from .recording import _gc_paused
             with _gc_paused():
                 self._program()
         vals = _Vals([None] * self.n)
@@ -273,7 +271,7 @@ class Forward:
         self.arena = True
         try:
             got = self._forward_arena(arrays, captured)
-            ok = _all_close([(got[s], vals[s]) for s in range(n)])
+            ok = _arena_close(self, got, vals)
             if ok and vals.lins:        # and the gathers' indices, which the reverse sweep reads
                 ok = np.array_equal(self.aux if got.aux is None else got.aux, self.aux_with(vals.lins))
         except Exception as e:
@@ -453,25 +451,26 @@ class _SavedVals:
         return (self[s] for s in range(self.n))
 
 
-def _all_close(pairs):
-    """``_close(a, b)`` for every pair, in one pass over all their elements (each
-    pair's scale its own largest finite magnitude)."""
-    xs, ys, sizes = [], [], []
-    for a, b in pairs:
-        if a.shape != b.shape:
-            return False
-        if b.size:
-            xs.append(np.asarray(a, np.float64).reshape(-1))
-            ys.append(np.asarray(b, np.float64).reshape(-1))
-            sizes.append(b.size)
-    if not xs:
+def _arena_close(R, got, vals):
+    """``_close(got[s], vals[s])`` for every entry's value of a compiled replay
+    (``got``, in its arena) against a Python replay's, in one pass over the arena
+    (the sources are the same arrays in both)."""
+    slots = [s for s in range(R.n) if s not in R.sources and R.sizes_c[s]]
+    if not slots:
         return True
-    x, y = np.concatenate(xs), np.concatenate(ys)
+    sizes = R.sizes_c[slots]
+    starts = np.cumsum(sizes) - sizes
+    where = np.repeat(R.arena_off[slots] - starts, sizes) + np.arange(int(sizes.sum()))
+    y = np.concatenate([np.asarray(vals[s], np.float64).reshape(-1) for s in slots])
+    return _flat_close(got.arena[where], y, sizes)
+
+
+def _flat_close(x, y, sizes):
+    """``_close`` of the pieces of ``sizes`` elements (none empty) of flat ``x``, ``y``."""
     fin = np.isfinite(y)
     if not np.array_equal(fin, np.isfinite(x)) or not np.array_equal(x[~fin], y[~fin], equal_nan=True):
         return False
-    sizes = np.array(sizes)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    starts = np.cumsum(sizes) - sizes
     scale = np.repeat(np.maximum.reduceat(np.where(fin, np.abs(y), 0.0), starts), sizes)
     with np.errstate(invalid="ignore"):
         return bool(np.all(np.where(fin, np.abs(x - y) <= 1e-12 * scale, True)))

@@ -6,8 +6,6 @@ its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds 
 sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
-import contextlib
-import gc
 import weakref
 
 import numpy as np
@@ -23,8 +21,8 @@ from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
 from .fuse import FusedVals, consider as _consider_fusing
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
-from .session import (_Rerecord, _Session, _all_same, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg,
-                      _plain_wrap, _real, _recording_arg, _unflatten, propagates)
+from .session import (NotReproduced, _Rerecord, _Session, _all_same, _arg_shape_dtype, _begin, _end, _flatten,
+                      _gc_paused, _is_array_arg, _plain_wrap, _real, _recording_arg, _unflatten)
 
 
 # -- a recording ----------------------------------------------------------------------
@@ -108,7 +106,7 @@ class Recording(Forward):
         self.arena = None       # set by ``_arena_plan``: False when the compiled arena forward does not apply
         self.program = None     # see ``_program``
         self.shapes_all = None  # every slot's shape, for the compiled forwards
-        self.env = None         # tg.compile: the tensors the function names (``compile._env``)
+        self.captures = None    # tg.compile: the guards on what the function reads from outside its arguments
         self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
         self.fuse = False       # tg.compile's and tg.record's ``fuse``: False, True or "auto" (fuse.py)
         self.fuse_name = ""     # (the function's name, for fuse.py's warning)
@@ -379,7 +377,7 @@ class Recording(Forward):
         st["source_items"] = sorted(src.items())
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
-        del st["program"], st["arena"], st["env"], st["pending"]
+        del st["program"], st["arena"], st["captures"], st["pending"]
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
         if st["shapes_all"] is None:
@@ -398,9 +396,10 @@ class Recording(Forward):
         self.__dict__.setdefault("casts", {})
         self.__dict__.setdefault("fuse", False)
         self.__dict__.setdefault("fuse_name", "")
+        self.__dict__.pop("env", None)
         self.program = None
         self.arena = None
-        self.env = None
+        self.captures = None
         self.pending = None
         self.host_keep = []
         self._forget_layouts()
@@ -422,20 +421,6 @@ _LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare",
 
 
 # -- recording a call ---------------------------------------------------------------
-@contextlib.contextmanager
-def _gc_paused():
-    """The cyclic garbage collector off while a recording is laid out: a tape of
-    many entries allocates tens of thousands of small objects, each batch of which
-    would start a collection walking the whole heap (most of the time spent)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 class _RecordedCall:
     """What the recording call computed, kept until the first replay checks that the
     tape replayed on the same inputs reproduces it (``Recording.first_checks``): the
@@ -577,11 +562,6 @@ def _record_call(fn, args, kwargs, grad_arrays=False, check_now=False, fuse=Fals
         else:
             fixed.append(t)
     return _unflatten(tpl, fixed), R, rec.reason
-
-
-class NotReproduced(RuntimeError):
-    """The first replay's check: the tape replayed on the recorded inputs does not
-    reproduce the recorded call (the message says how): it is never used."""
 
 
 def _kept(ints, ops):

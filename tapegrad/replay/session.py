@@ -7,7 +7,9 @@ the thread's state (``state().rec``); the library reports to it through the
 and constant came from, a guard for every value Python read, and the live gathers
 whose indices come from integer arguments.
 """
+import contextlib
 import functools
+import gc
 import linecache
 import math
 import os
@@ -35,6 +37,11 @@ class NotReplayable(RuntimeError):
     """The function does something a tape cannot replay (see the message)."""
 
 
+class NotReproduced(RuntimeError):
+    """The first replay's check: the tape replayed on the recorded inputs does not
+    reproduce the recorded call (the message says how): it is never used."""
+
+
 class _Rerecord(Exception):
     """A captured tensor changed shape, dtype or requires_grad: record again."""
 
@@ -42,6 +49,20 @@ class _Rerecord(Exception):
 class _Stale(_Rerecord):
     """An input the recording call kept by reference for the first replay's check
     was changed in place since: record again, checking at once."""
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off while a recording is laid out: a tape of
+    many entries allocates tens of thousands of small objects, each batch of which
+    would start a collection walking the whole heap (most of the time spent)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _user_line():

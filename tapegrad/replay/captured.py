@@ -1,0 +1,648 @@
+"""What a recorded call reads from outside its arguments, and the guards that say a
+replay may assume it unchanged (``Captures``).
+
+A tape holds what the call computed with the Python values it read: a step size
+read from a global is a constant of its entries, a loop bound read from a closure is
+how many entries there are.  So, at a recording, the code of the function is read
+(its bytecode, and that of every Python function it reaches the same way, as
+torch.compile's guards are built from what its tracer reads) for the values it can
+read from outside its arguments:
+
+* module globals (``LOAD_GLOBAL``), closure cells (``LOAD_DEREF``), default
+  arguments, the arguments that are no arrays (an object passed in), ``self`` of a
+  bound method or a module;
+* the attributes and constant subscripts read off them (``m.k``, ``cfg["lr"]``,
+  ``self.layers[0].scale``, the chain of ``LOAD_ATTR`` / ``BINARY_SUBSCR`` after the
+  load), and a local assigned once from such a chain;
+* an ``nn.Module`` reached so: its non-tensor attributes, its parameters, buffers
+  and submodules by identity, and the same for each submodule;
+* the Python functions, methods, classes, partials and callable objects reached so
+  (outside tapegrad, NumPy, SciPy and the standard library): their code is read in
+  turn, with their own globals, closure, defaults and ``self``.
+
+Each value found gets a guard by its kind (``_kind``): numbers, strings, None and
+tuples of them by value; NumPy arrays by identity, shape, dtype and contents;
+lists, dicts and sets by their items; anything else (a tensor, a function, a
+module, an object) by identity.  A replay first runs the guards (one generated
+function, a few dozen nanoseconds a value); when one fails the call is recorded
+again, and ``describe`` names the value.  The guards are also run right after the
+recording call: a call that changes what it reads (a counter, an attribute it
+sets, a list it appends to) is not replayed, since a replay would not do it.
+
+What cannot be seen this way (a value read through C code, ``getattr`` with a
+computed name, ``globals()``, objects made inside the call, other random number
+generators than tapegrad's) is listed in docs/replay.md ("What a replay assumes").
+"""
+import dis
+import functools
+import math
+import sys
+import types
+
+import numpy as np
+
+from ..core.tensor import Tensor
+
+_ROOT_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST", "LOAD_FAST_CHECK"))
+_STORES = frozenset(("STORE_ATTR", "DELETE_ATTR"))
+_GLOBAL_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
+_DEREF_STORES = frozenset(("STORE_DEREF", "DELETE_DEREF"))
+_LIBRARIES = frozenset(("tapegrad", "numpy", "scipy", "numba", "torch", "jax", "jaxlib", "sklearn", "dask",
+                        "distributed", "matplotlib", "tqdm", "pandas", "llvmlite", "_pytest", "pytest", "pluggy",
+                        "hypothesis")) | frozenset(sys.stdlib_module_names)
+MAX_FUNCTIONS = 256         # code objects read per recording ...
+MAX_ITEMS = 64              # ... items of a container guarded one by one (a larger one of plain values: by ==)
+MAX_DEPTH = 4               # ... containers within containers
+MAX_CHAIN = 8               # ... attributes and subscripts in one chain
+_CONSTS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented), range, slice)
+
+
+class _Missing:
+    """A chain that does not evaluate (an attribute not set, a key not there): its guard
+    holds it, and a replay finding the value there records again."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<missing>"
+
+
+MISSING = _Missing()
+_CHAIN_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError)
+
+
+def _is_library(obj):
+    """Whether ``obj`` (a function, class or module) comes from tapegrad, NumPy, SciPy,
+    the standard library...: code a recording does not read."""
+    mod = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+    if not isinstance(mod, str):
+        return True         # (a builtin: no Python code)
+    return mod.partition(".")[0] in _LIBRARIES or mod == "builtins"
+
+
+def _is_module(v):
+    """Whether ``v`` is an ``nn.Module`` (a layer above this one: known by what it holds)."""
+    d = getattr(v, "__dict__", None)
+    return (isinstance(d, dict) and isinstance(d.get("_modules"), dict) and isinstance(d.get("_parameters"), dict)
+            and callable(getattr(type(v), "forward", None)))
+
+
+def _const(v, depth=0):
+    """Whether ``v`` is a value compared by value: a number, string, None, or a tuple or
+    frozenset of those."""
+    t = type(v)
+    if t in _CONSTS or isinstance(v, np.generic):
+        return True
+    if (t is tuple or t is frozenset) and depth < MAX_DEPTH and len(v) <= MAX_ITEMS:
+        return all(_const(o, depth + 1) for o in v)
+    return False
+
+
+# -- reading code ----------------------------------------------------------------------
+class _CodeReads:
+    """What one code object reads (cached per code object): ``chains``, each
+    (root kind, root name, steps, the instruction after it) with root kind "global",
+    "deref" or "local" and steps ("attr", name) / ("item", constant); ``stores``:
+    chains it assigns to or deletes (their guards make a call that changes them
+    unreplayable); ``aliases``: a local assigned once, from a chain; ``nested``: the
+    code objects it makes functions of (lambdas, comprehensions, inner functions)."""
+    __slots__ = ("chains", "stores", "aliases", "nested")
+
+
+_CODE_CACHE = {}
+
+
+def _code_reads(code):
+    got = _CODE_CACHE.get(code)
+    if got is not None:
+        return got
+    if len(_CODE_CACHE) > 4096:
+        _CODE_CACHE.clear()
+    got = _CODE_CACHE[code] = _read_code(code)
+    return got
+
+
+def _read_code(code):
+    ins = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG", "NOP")]
+    out = _CodeReads()
+    out.chains, out.stores, out.nested = [], [], []
+    stored = {}         # local name -> how many stores
+    alias_of = {}       # local name -> the chain stored into it
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out.nested.append(c)
+    n = len(ins)
+    i = 0
+    while i < n:
+        op = ins[i].opname
+        if op == "STORE_FAST" or op == "DELETE_FAST":
+            stored[ins[i].argval] = stored.get(ins[i].argval, 0) + 1
+        if op in _GLOBAL_STORES:
+            out.stores.append(("global", ins[i].argval, ()))
+        elif op in _DEREF_STORES:
+            out.stores.append(("deref", ins[i].argval, ()))
+        if op not in _ROOT_LOADS:
+            i += 1
+            continue
+        kind = "global" if op in ("LOAD_GLOBAL", "LOAD_NAME") else "deref" if "DEREF" in op else "local"
+        name = ins[i].argval
+        steps = []
+        j = i + 1
+        while j < n and len(steps) < MAX_CHAIN:
+            o = ins[j].opname
+            if o in ("LOAD_ATTR", "LOAD_METHOD"):
+                steps.append(("attr", ins[j].argval))
+                j += 1
+            elif (o == "LOAD_CONST" and j + 1 < n and ins[j + 1].opname == "BINARY_SUBSCR"
+                  and _const(ins[j].argval)):
+                steps.append(("item", ins[j].argval))
+                j += 2
+            else:
+                break
+        nxt = ins[j] if j < n else None
+        chain = (kind, name, tuple(steps))
+        out.chains.append(chain)
+        if nxt is not None:
+            if nxt.opname in _STORES:               # obj.attr = ... / del obj.attr
+                out.stores.append((kind, name, tuple(steps) + (("attr", nxt.argval),)))
+            elif nxt.opname == "STORE_FAST" and steps:
+                alias_of.setdefault(nxt.argval, []).append(chain)
+        i = j if j > i + 1 else i + 1
+    # a local assigned once, from a chain: its reads are that chain's
+    out.aliases = {k: v[0] for k, v in alias_of.items() if len(v) == 1 and stored.get(k) == 1}
+    return out
+
+
+# -- the guards --------------------------------------------------------------------------
+class _Guard:
+    """One value: ``root`` (how the check reaches the start of its chain: a ``_Root``),
+    ``steps``, what was read (``value``), its ``kind`` and ``expect`` (what the check
+    compares with), and its description."""
+    __slots__ = ("root", "steps", "value", "kind", "expect", "label")
+
+
+class _Root:
+    """Where a chain starts: ``kind`` "dict" (a module's globals: ``obj[key]``), "cell"
+    (``obj.cell_contents``), "object" (``obj`` itself), "arg" (argument ``key`` of the
+    call), "kwarg" (keyword argument ``key``)."""
+    __slots__ = ("kind", "obj", "key", "label")
+
+    def __init__(self, kind, obj, key, label):
+        self.kind, self.obj, self.key, self.label = kind, obj, key, label
+
+
+def _evaluate(root, steps, args, kwargs):
+    try:
+        if root.kind == "dict":
+            v = root.obj[root.key]
+        elif root.kind == "cell":
+            v = root.obj.cell_contents
+        elif root.kind == "object":
+            v = root.obj
+        elif root.kind == "arg":
+            v = args[root.key]
+        elif root.kind == "kwarg":
+            v = kwargs[root.key]
+        elif root.kind == "default":
+            v = root.obj.__defaults__[root.key]
+        else:
+            v = root.obj.__kwdefaults__[root.key]
+        for kind, k in steps:
+            v = getattr(v, k) if kind == "attr" else v[k]
+        return v
+    except _CHAIN_ERRORS:
+        return MISSING
+
+
+def _label(root, steps):
+    s = root.label
+    for kind, k in steps:
+        s += ".%s" % k if kind == "attr" else "[%r]" % (k,)
+    return s
+
+
+class _Discovery:
+    """The walk of one recording's code (``discover``): the guards found, the code
+    objects read, and why the reading stopped short (``incomplete``)."""
+
+    def __init__(self, args, kwargs):
+        self.args, self.kwargs = args, kwargs
+        self.guards = []
+        self.seen = {}          # (id(root object), root key, steps) -> guard: each chain once
+        self.functions = set()  # ids of the functions, methods and objects whose code was read
+        self.keep = []          # (what those ids are of)
+        self.read = 0
+        self.incomplete = None
+
+    # -- values --------------------------------------------------------------
+    def chain(self, root, steps):
+        """Guard the value of ``root`` + ``steps`` (and follow it, when it is code or a module)."""
+        key = (id(root.obj), root.kind, root.key, steps)
+        if key in self.seen:
+            return
+        if steps:
+            base = _evaluate(root, (), self.args, self.kwargs)
+            if isinstance(base, types.ModuleType) and _is_library(base):
+                self.seen[key] = None       # (np.pi, tg.tensor, math.exp: never rebound)
+                return
+        v = _evaluate(root, steps, self.args, self.kwargs)
+        if root.kind in ("arg", "kwarg") and not steps:
+            self.seen[key] = None       # (an argument itself: the signature says it)
+            self.follow(v, root, steps)
+            return
+        if isinstance(v, types.ModuleType) and _is_library(v):
+            self.seen[key] = None       # (np, math, tg...: never rebound, their attributes constants)
+            return
+        if steps and isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+            owner = getattr(v, "__self__", None)
+            if isinstance(owner, (list, dict, set, bytearray)):
+                # hist.append, d.get...: the container they work on
+                self.chain(root, steps[:-1])
+                return
+        g = _Guard()
+        g.root, g.steps, g.value, g.label = root, steps, v, _label(root, steps)
+        g.kind, g.expect = _kind(v)
+        self.seen[key] = g
+        self.guards.append(g)
+        self.follow(v, root, steps)
+
+    def follow(self, v, root, steps, depth=0):
+        """Read the code ``v`` runs, or the modules and containers it holds."""
+        if v is MISSING or v is None or _const(v):
+            return
+        if isinstance(v, Tensor) or isinstance(v, np.ndarray):
+            return
+        if isinstance(v, (list, tuple, dict, set, frozenset)):
+            if depth < MAX_DEPTH:
+                items = v.values() if isinstance(v, dict) else v
+                for o in list(items)[:MAX_ITEMS]:
+                    self.follow(o, root, steps, depth + 1)
+            return
+        if id(v) in self.functions:
+            return
+        self.functions.add(id(v))
+        self.keep.append(v)
+        if len(self.functions) > MAX_FUNCTIONS:
+            self.incomplete = self.incomplete or "it reaches more than %d functions" % MAX_FUNCTIONS
+            return
+        if _is_module(v):
+            self.module(v, root, steps)
+        elif isinstance(v, types.FunctionType):
+            if not _is_library(v):
+                self.function(v, None)
+        elif isinstance(v, types.MethodType):
+            f = v.__func__
+            if isinstance(f, types.FunctionType) and not _is_library(f):
+                self.function(f, v.__self__)
+        elif isinstance(v, functools.partial):
+            self.follow(v.func, root, steps, depth)
+        elif isinstance(v, type):
+            if not _is_library(v):
+                for name in ("__init__", "__call__", "__new__"):
+                    f = v.__dict__.get(name)
+                    if isinstance(f, (staticmethod, classmethod)):
+                        f = f.__func__
+                    if isinstance(f, types.FunctionType):
+                        self.function(f, None)
+        elif not isinstance(v, types.ModuleType) and not _is_library(type(v)):
+            call = getattr(type(v), "__call__", None)       # a callable object of the user's
+            if isinstance(call, types.FunctionType):
+                self.function(call, v)
+
+    def module(self, m, root, steps):
+        """An ``nn.Module``: every attribute of it and of its submodules, and the code of
+        the forwards that are not tapegrad's."""
+        obj = _Root("object", m, None, root.label if not steps else _label(root, steps))
+        todo = [(m, obj)]
+        while todo:
+            mod, r = todo.pop()
+            for k in list(vars(mod)):
+                self.chain(r, (("attr", k),))
+            for name, sub in list(getattr(mod, "_modules", {}).items()):
+                if _is_module(sub) and id(sub) not in self.functions:
+                    self.functions.add(id(sub))
+                    self.keep.append(sub)
+                    todo.append((sub, _Root("object", sub, None, "%s.%s" % (r.label, name))))
+            fwd = type(mod).forward
+            if isinstance(fwd, types.FunctionType) and not _is_library(fwd):
+                self.function(fwd, mod, r)
+
+    # -- code ----------------------------------------------------------------
+    def function(self, f, self_obj, self_root=None, bound=None):
+        """Read function ``f``'s code: ``self_obj`` its first argument's value (a bound
+        method's object), ``bound``: for the function the recording calls, the names
+        of the parameters the call gives (the others take their defaults)."""
+        self.read += 1
+        if self.read > MAX_FUNCTIONS:
+            self.incomplete = self.incomplete or "it reaches more than %d functions" % MAX_FUNCTIONS
+            return
+        code = f.__code__
+        qual = getattr(f, "__qualname__", code.co_name)
+        g = f.__globals__
+        mod = g.get("__name__", "?")
+        closure = dict(zip(code.co_freevars, f.__closure__ or ()))
+        npos = code.co_argcount
+        params = code.co_varnames[:npos]
+        defaults = f.__defaults__ or ()
+        kwdefaults = f.__kwdefaults__ or {}
+        roots = {}      # local name -> _Root
+        if self_obj is not None and npos:
+            roots[params[0]] = self_root or _Root("object", self_obj, None, "%s (self of %s)" % (params[0], qual))
+        for i, name in enumerate(code.co_varnames[:npos]):
+            d = i - (npos - len(defaults))
+            if name in roots or d < 0:
+                continue
+            if bound is None or name not in bound:
+                roots[name] = _DefaultRoot(f, d, name, qual)
+        for name in code.co_varnames[npos:npos + code.co_kwonlyargcount]:
+            if name in kwdefaults and (bound is None or name not in bound):
+                roots[name] = _KwDefaultRoot(f, name, qual)
+        if bound is not None:       # the function called: its arguments that are no arrays
+            for name, r in bound.items():
+                if r is not None and name not in roots:
+                    roots[name] = r
+        self.code(code, _Context(g, mod, closure, roots, qual))
+
+    def code(self, code, ctx):
+        reads = _code_reads(code)
+        for kind, name, steps, in ((c[0], c[1], c[2]) for c in reads.chains):
+            self.chain_in(ctx, kind, name, steps, reads)
+        for kind, name, steps in reads.stores:
+            self.chain_in(ctx, kind, name, steps, reads)
+        for c in reads.nested:
+            # a function made in the body: its globals are these, its cells this one's
+            # (closure cells or arguments), its own arguments unknown
+            inner = _Context(ctx.globals, ctx.module, ctx.closure, {k: v for k, v in ctx.roots.items()
+                                                                   if k in c.co_freevars}, ctx.qual)
+            inner.locals_unknown = True
+            self.code(c, inner)
+
+    def chain_in(self, ctx, kind, name, steps, reads):
+        if kind == "global":
+            if name in ctx.globals:
+                self.chain(_Root("dict", ctx.globals, name, "the global %s (module %s)" % (name, ctx.module)),
+                           steps)
+            elif not hasattr(_builtins, name):
+                self.chain(_Root("dict", ctx.globals, name, "the global %s (module %s)" % (name, ctx.module)),
+                           steps)
+            return
+        if kind == "deref":
+            cell = ctx.closure.get(name)
+            if cell is not None:
+                self.chain(_Root("cell", cell, None, "the closure variable %s of %s()" % (name, ctx.qual)), steps)
+            elif name in ctx.roots:
+                self.chain(ctx.roots[name], steps)
+            return
+        root = ctx.roots.get(name)
+        if root is not None and not getattr(ctx, "locals_unknown", False):
+            self.chain(root, steps)
+            return
+        alias = reads.aliases.get(name)
+        if alias is not None and steps:
+            self.chain_in(ctx, alias[0], alias[1], alias[2] + steps, reads)
+
+
+import builtins as _builtins  # noqa: E402
+
+
+class _Context:
+    __slots__ = ("globals", "module", "closure", "roots", "qual", "locals_unknown")
+
+    def __init__(self, g, module, closure, roots, qual):
+        self.globals, self.module, self.closure, self.roots, self.qual = g, module, closure, roots, qual
+        self.locals_unknown = False
+
+
+class _DefaultRoot(_Root):
+    """A positional parameter's default: ``f.__defaults__[i]``."""
+    __slots__ = ()
+
+    def __init__(self, f, i, name, qual):
+        _Root.__init__(self, "default", f, i, "the default of %s in %s()" % (name, qual))
+
+
+class _KwDefaultRoot(_Root):
+    __slots__ = ()
+
+    def __init__(self, f, name, qual):
+        _Root.__init__(self, "kwdefault", f, name, "the default of %s in %s()" % (name, qual))
+
+
+def _kind(v, depth=0):
+    """(kind, what the check compares with) of a value read."""
+    if v is MISSING:
+        return "missing", None
+    t = type(v)
+    if v is None or t is bool:
+        return "is", v
+    if t is float:
+        return ("nan", None) if v != v else ("float", (v, math.copysign(1.0, v)))
+    if _const(v):
+        return "eq", v
+    if t is np.ndarray:
+        if v.dtype.hasobject:
+            return "is", v
+        return "array", (v.shape, v.dtype, v.tobytes())
+    if t is types.MethodType:       # (a new object at each attribute read: its function and object)
+        return "method", (v.__func__, v.__self__)
+    if t is types.BuiltinMethodType and not isinstance(getattr(v, "__self__", None), types.ModuleType):
+        return "bmethod", (v.__self__, v.__name__)
+    if t is set:
+        return ("set", frozenset(v)) if all(_const(o) for o in v) else ("is", v)
+    if depth < MAX_DEPTH and (t is list or isinstance(v, dict)) and len(v) <= MAX_ITEMS:
+        if t is list:
+            return "list", [(_kind(o, depth + 1), o) for o in v]
+        return "dict", (t, [(k, _kind(o, depth + 1), o) for k, o in list(v.items())])
+    if t is list and all(_const(o) for o in v):
+        return "list_eq", list(v)
+    return "is", v
+
+
+def _matches(kind, expect, v):
+    """Whether value ``v`` passes a guard (the general form; ``Captures`` generates
+    straight-line checks for the common kinds)."""
+    if kind == "missing":
+        return v is MISSING
+    if kind == "is":
+        return v is expect
+    if kind == "float":
+        return type(v) is float and v == expect[0] and math.copysign(1.0, v) == expect[1]
+    if kind == "nan":
+        return type(v) is float and v != v
+    if kind == "eq":
+        return type(v) is type(expect) and v == expect
+    if kind == "array":
+        return (type(v) is np.ndarray and v.shape == expect[0] and v.dtype == expect[1]
+                and v.tobytes() == expect[2])
+    if kind == "method":
+        return type(v) is types.MethodType and v.__func__ is expect[0] and v.__self__ is expect[1]
+    if kind == "bmethod":
+        return (type(v) is types.BuiltinMethodType and getattr(v, "__self__", None) is expect[0]
+                and v.__name__ == expect[1])
+    if kind == "set":
+        return type(v) is set and v == expect
+    if kind == "list_eq":
+        return type(v) is list and v == expect
+    if kind == "list":
+        return type(v) is list and len(v) == len(expect) and all(
+            _matches(k, e, o) for ((k, e), _), o in zip(expect, v))
+    if kind == "dict":
+        t, items = expect
+        if type(v) is not t or len(v) != len(items):
+            return False
+        for k, (kk, e), _ in items:
+            o = v.get(k, MISSING)
+            if o is MISSING or not _matches(kk, e, o):
+                return False
+        return True
+    return False
+
+
+# -- the guards of one recording ------------------------------------------------------------
+class Captures:
+    """The guards of one recording: ``failing(args, kwargs)`` is the first guard whose
+    value changed (None: all hold), in one generated function."""
+
+    def __init__(self, guards, incomplete=None):
+        self.guards = guards
+        self.incomplete = incomplete
+        self.check = _generate(guards)
+
+    def __len__(self):
+        return len(self.guards)
+
+    def failing(self, args, kwargs):
+        i = self.check(args, kwargs)
+        return None if i < 0 else self.guards[i]
+
+    def describe(self, g, args, kwargs):
+        """What changed, for ``compiled.why`` and the warnings: the value's name, the
+        value recorded and the value now."""
+        now = _evaluate(g.root, g.steps, args, kwargs)
+        return "%s changed (recorded %s, now %s)" % (g.label, _short(g.value), _short(now))
+
+
+def _short(v):
+    if isinstance(v, np.ndarray):
+        return "an array of shape %s" % (v.shape,) if v.size > 8 else repr(v.tolist())
+    if isinstance(v, Tensor):
+        return "a tensor of shape %s (another object)" % (tuple(v.shape),)
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+_SIMPLE = ("missing", "is", "float", "nan", "eq", "array")
+
+
+def _generate(guards):
+    """``check(args, kwargs)``: the index of the first guard that fails, or -1, as
+    straight-line Python (roots and expected values bound as names, never as
+    source)."""
+    ns = {"MISSING": MISSING, "_matches": _matches, "_copysign": math.copysign, "_ndarray": np.ndarray,
+          "_ERRORS": _CHAIN_ERRORS}
+    lines = ["def check(args, kwargs):"]
+    for i, g in enumerate(guards):
+        r = g.root
+        ns["r%d" % i] = r.obj
+        if r.kind == "dict":
+            ns["k%d" % i] = r.key
+            expr = "r%d[%r]" % (i, r.key) if type(r.key) is str and r.key.isidentifier() else "r%d[k%d]" % (i, i)
+        elif r.kind == "cell":
+            expr = "r%d.cell_contents" % i
+        elif r.kind == "object":
+            expr = "r%d" % i
+        elif r.kind == "arg":
+            expr = "args[%d]" % r.key
+        elif r.kind == "kwarg":
+            ns["k%d" % i] = r.key
+            expr = "kwargs[k%d]" % i
+        elif r.kind == "default":
+            expr = "r%d.__defaults__[%d]" % (i, r.key)
+        else:
+            ns["k%d" % i] = r.key
+            expr = "r%d.__kwdefaults__[k%d]" % (i, i)
+        for j, (kind, k) in enumerate(g.steps):
+            if kind == "attr" and k.isidentifier() and not k.startswith("__"):
+                expr += "." + k
+            elif kind == "attr":
+                ns["a%d_%d" % (i, j)] = k
+                expr = "getattr(%s, a%d_%d)" % (expr, i, j)
+            else:
+                ns["s%d_%d" % (i, j)] = k
+                expr += "[s%d_%d]" % (i, j)
+        ns["e%d" % i] = g.expect
+        if r.kind == "object" and not g.steps:
+            v = "r%d" % i
+        else:
+            lines += ["    try:", "        v = %s" % expr, "    except _ERRORS:", "        v = MISSING"]
+            v = "v"
+        k = g.kind
+        if k == "missing":
+            cond = "%s is MISSING" % v
+        elif k == "is":
+            cond = "%s is e%d" % (v, i)
+        elif k == "float":
+            ns["e%d" % i], ns["sg%d" % i] = g.expect
+            cond = "type(%s) is float and %s == e%d" % (v, v, i)
+            if g.expect[0] == 0.0:      # (0.0 and -0.0: x * s differs in the sign of zeros)
+                cond += " and _copysign(1.0, %s) == sg%d" % (v, i)
+        elif k == "nan":
+            cond = "type(%s) is float and %s != %s" % (v, v, v)
+        elif k == "eq":
+            ns["t%d" % i] = type(g.expect)
+            cond = "type(%s) is t%d and %s == e%d" % (v, i, v, i)
+        elif k == "method":
+            ns["mf%d" % i], ns["mo%d" % i] = g.expect
+            ns["_MethodType"] = types.MethodType
+            cond = "type(%s) is _MethodType and %s.__func__ is mf%d and %s.__self__ is mo%d" % (v, v, i, v, i)
+        elif k == "array":
+            ns["sh%d" % i], ns["dt%d" % i], ns["b%d" % i] = g.expect
+            cond = ("type(%s) is _ndarray and %s.shape == sh%d and %s.dtype == dt%d and %s.tobytes() == b%d"
+                    % (v, v, i, v, i, v, i))
+        else:
+            ns["kd%d" % i] = k
+            cond = "_matches(kd%d, e%d, %s)" % (i, i, v)
+        lines.append("    if not (%s):" % cond)
+        lines.append("        return %d" % i)
+    lines.append("    return -1")
+    exec(compile("\n".join(lines) + "\n", "<tapegrad guards>", "exec"), ns)
+    return ns["check"]
+
+
+# -- a recording's discovery ------------------------------------------------------------
+def discover(fn, args, kwargs):
+    """The ``Captures`` of a call of ``fn`` on ``args``, ``kwargs`` (evaluated now, before
+    it runs)."""
+    d = _Discovery(args, kwargs)
+    root = _Root("object", fn, None, getattr(fn, "__qualname__", None) or type(fn).__name__)
+    target, self_obj = fn, None
+    if isinstance(fn, types.MethodType):
+        target, self_obj = fn.__func__, fn.__self__
+        root = _Root("object", self_obj, None, "self")
+    if isinstance(target, types.FunctionType):
+        code = target.__code__
+        npos = code.co_argcount - (1 if self_obj is not None else 0)
+        names = code.co_varnames[(1 if self_obj is not None else 0):code.co_argcount]
+        bound = {}
+        for i, name in enumerate(names):
+            if i < len(args):
+                a = args[i]
+                bound[name] = None if _is_array(a) else _Root("arg", None, i, "argument %s" % name)
+        for name, a in kwargs.items():
+            bound[name] = None if _is_array(a) else _Root("kwarg", None, name, "argument %s" % name)
+        del npos
+        if _is_library(target):
+            pass
+        else:
+            d.functions.add(id(fn))
+            d.keep.append(fn)
+            d.function(target, self_obj, root if self_obj is not None else None, bound)
+    else:
+        d.follow(fn, root, ())
+    for i, a in enumerate(args):        # objects passed in: the code they run (a callback, a model)
+        if not _is_array(a):
+            d.follow(a, _Root("arg", None, i, "argument %d" % i), ())
+    return Captures(d.guards, d.incomplete)
+
+
+def _is_array(a):
+    return isinstance(a, (Tensor, np.ndarray))
