@@ -105,7 +105,7 @@ class _CodeReads:
     chains it assigns to or deletes (their guards make a call that changes them
     unreplayable); ``aliases``: a local assigned once, from a chain; ``nested``: the
     code objects it makes functions of (lambdas, comprehensions, inner functions)."""
-    __slots__ = ("chains", "stores", "aliases", "nested")
+    __slots__ = ("chains", "stores", "aliases", "nested", "calls")
 
 
 _CODE_CACHE = {}
@@ -169,7 +169,146 @@ def _read_code(code):
         i = j if j > i + 1 else i + 1
     # a local assigned once, from a chain: its reads are that chain's
     out.aliases = {k: v[0] for k, v in alias_of.items() if len(v) == 1 and stored.get(k) == 1}
+    try:
+        out.calls = _call_sites(code, ins)
+    except Exception:       # (bytecode this model does not know: no arguments followed into callees)
+        out.calls = []
     return out
+
+
+# -- which chains a call passes (the symbolic stack of one code object) ------------------------
+_NULL = ("null",)
+_TWO_TO_ONE = frozenset(("BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"))
+_ONE_TO_ONE = frozenset(("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_NOT", "UNARY_INVERT", "GET_ITER", "GET_LEN",
+                         "FORMAT_SIMPLE", "TO_BOOL"))
+_NO_FALLTHROUGH = frozenset(("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
+                             "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP"))
+
+
+def _depths(code, ins):
+    """The stack depth before each reachable instruction (by offset), over the jumps and
+    the exception handlers, as the compiler computes it."""
+    at = {i.offset: k for k, i in enumerate(ins)}
+    depth = {}
+    todo = [(0, 0)]
+    try:
+        for e in dis.Bytecode(code).exception_entries:
+            todo.append((at[e.target], e.depth + 1 + int(e.lasti)))
+    except AttributeError:      # (3.10: no exception table)
+        pass
+    while todo:
+        k, d = todo.pop()
+        while k < len(ins):
+            i = ins[k]
+            if i.offset in depth:
+                break
+            depth[i.offset] = d
+            arg = i.arg if i.opcode >= dis.HAVE_ARGUMENT else None
+            if i.opcode in dis.hasjrel or i.opcode in dis.hasjabs:
+                t = at.get(i.argval)
+                if t is not None:
+                    todo.append((t, d + dis.stack_effect(i.opcode, arg, jump=True)))
+            if i.opname in _NO_FALLTHROUGH:
+                break
+            d += dis.stack_effect(i.opcode, arg, jump=False)
+            k += 1
+    return depth
+
+
+def _call_sites(code, ins):
+    """The calls of ``code`` that pass chains: [(callee chain, positional arguments,
+    keyword arguments)], each argument a chain (root kind, name, steps) or None, the
+    callee's object first for a method call (``obj.f(a)``: the chain of ``obj``).  A
+    symbolic stack over straight-line code: at a jump target or any instruction this
+    model does not know, everything on the stack becomes unknown.  (Python 3.10 to 3.12,
+    whose call sequences it knows; later versions: no calls followed.)"""
+    if sys.version_info[:2] not in ((3, 10), (3, 11), (3, 12)):
+        return []
+    at_call = "PRECALL" if sys.version_info[:2] == (3, 11) else "CALL"
+    depths = _depths(code, ins)
+    sites = []
+    stack = []
+    kw = ()
+    for i in ins:
+        d = depths.get(i.offset)
+        if d is None:
+            continue
+        if i.is_jump_target or len(stack) != d:
+            stack = [None] * d
+        op, arg = i.opname, (i.arg if i.opcode >= dis.HAVE_ARGUMENT else None)
+        eff = dis.stack_effect(i.opcode, arg, jump=False)
+        push = None
+        if op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            push = [("global", i.argval, ())]
+            if eff == 2:
+                push.insert(0, _NULL)
+        elif op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+            push = [("local", i.argval, ())]
+        elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
+            push = [("deref", i.argval, ())]
+        elif op == "LOAD_CONST":
+            push = [("const", i.argval)]
+        elif op == "PUSH_NULL":
+            push = [_NULL]
+        elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+            top = stack.pop()
+            c = (top[0], top[1], top[2] + (("attr", i.argval),)) if _chain_or_none(top) is not None else None
+            stack += [c, top] if eff == 1 else [c]         # (a method: the function, then its object)
+            kw = ()
+            continue
+        elif op == "BINARY_SUBSCR":
+            key, cont = stack.pop(), stack.pop()
+            ok = _chain_or_none(cont) is not None and key is not None and key[0] == "const" and _const(key[1])
+            stack.append((cont[0], cont[1], cont[2] + (("item", key[1]),)) if ok else None)
+            continue
+        elif op == "KW_NAMES":
+            kw = code.co_consts[arg]
+            continue
+        elif op in (at_call, "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW"):
+            n = arg
+            if op == "CALL_FUNCTION_KW":        # (3.10: the names on top)
+                names = stack[-1][1] if stack[-1] is not None and stack[-1][0] == "const" else None
+                args, callee, pos0 = stack[len(stack) - 1 - n:-1], stack[-(n + 2)], []
+            elif op == "CALL_FUNCTION":
+                names, args, callee, pos0 = (), stack[len(stack) - n:], stack[-(n + 1)], []
+            else:       # [NULL or method, callable or self, args]
+                names, args = kw, stack[len(stack) - n:]
+                first, second = stack[-(n + 2)], stack[-(n + 1)]
+                callee, pos0 = (second, []) if first is _NULL else (first, [second])
+            if names is not None and _chain_or_none(callee) is not None:
+                pos = pos0 + list(args[:len(args) - len(names)])
+                sites.append((callee, [_chain_or_none(c) for c in pos],
+                              {k: _chain_or_none(c) for k, c in zip(names, args[len(args) - len(names):])}))
+            kw = ()
+            stack = [None] * (len(stack) + eff)
+            continue
+        elif op in _TWO_TO_ONE:
+            del stack[-2:]
+            stack.append(None)
+            continue
+        elif op in _ONE_TO_ONE:
+            stack[-1] = None
+            continue
+        elif op == "SWAP":
+            stack[-1], stack[-arg] = stack[-arg], stack[-1]
+            continue
+        elif op == "COPY":
+            stack.append(stack[-arg])
+            continue
+        elif op in ("POP_TOP", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF", "STORE_NAME", "STORE_ATTR",
+                    "STORE_SUBSCR", "RETURN_VALUE", "NOP", "RESUME", "PRECALL"):
+            del stack[len(stack) + eff:]
+            continue
+        if push is None or len(push) != eff:        # (what this model does not know: all unknown)
+            stack = [None] * (len(stack) + eff)
+            kw = ()
+        else:
+            stack += push
+    return sites
+
+
+def _chain_or_none(c):
+    return c if c is not None and c is not _NULL and c[0] in ("global", "local", "deref") else None
 
 
 # -- the guards --------------------------------------------------------------------------
@@ -183,11 +322,12 @@ class _Guard:
 class _Root:
     """Where a chain starts: ``kind`` "dict" (a module's globals: ``obj[key]``), "cell"
     (``obj.cell_contents``), "object" (``obj`` itself), "arg" (argument ``key`` of the
-    call), "kwarg" (keyword argument ``key``)."""
-    __slots__ = ("kind", "obj", "key", "label")
+    call), "kwarg" (keyword argument ``key``), "default" / "kwdefault" (a default of
+    function ``obj``); ``name`` what the code calls it, ``where`` what it is."""
+    __slots__ = ("kind", "obj", "key", "name", "where")
 
-    def __init__(self, kind, obj, key, label):
-        self.kind, self.obj, self.key, self.label = kind, obj, key, label
+    def __init__(self, kind, obj, key, name, where=""):
+        self.kind, self.obj, self.key, self.name, self.where = kind, obj, key, name, where
 
 
 def _evaluate(root, steps, args, kwargs):
@@ -213,8 +353,15 @@ def _evaluate(root, steps, args, kwargs):
         return MISSING
 
 
-def _label(root, steps):
-    s = root.label
+def _label(root, steps, where=True):
+    """How a value is named in ``why`` and the warnings: ``cfg.opt.lr (a global of module
+    train)``."""
+    s = _path(root, steps)
+    return "%s (%s)" % (s, root.where) if where and root.where else s
+
+
+def _path(root, steps):
+    s = root.name
     for kind, k in steps:
         s += ".%s" % k if kind == "attr" else "[%r]" % (k,)
     return s
@@ -228,7 +375,8 @@ class _Discovery:
         self.args, self.kwargs = args, kwargs
         self.guards = []
         self.seen = {}          # (id(root object), root key, steps) -> guard: each chain once
-        self.functions = set()  # ids of the functions, methods and objects whose code was read
+        self.functions = set()  # ids of the functions, methods and objects followed
+        self.analyzed = set()   # (function, self, arguments bound): the code read
         self.keep = []          # (what those ids are of)
         self.read = 0
         self.incomplete = None
@@ -294,9 +442,21 @@ class _Discovery:
             if isinstance(f, types.FunctionType) and not _is_library(f):
                 self.function(f, v.__self__)
         elif isinstance(v, functools.partial):
+            # (the arguments it binds: its args tuple, and its keywords dict, which can be changed)
+            self.chain(root, steps + (("attr", "args"),))
+            self.chain(root, steps + (("attr", "keywords"),))
             self.follow(v.func, root, steps, depth)
         elif isinstance(v, type):
             if not _is_library(v):
+                # its class attributes (read through instances made in the call too), and the
+                # code that makes and calls instances
+                for cls in v.__mro__:
+                    if _is_library(cls):
+                        continue
+                    for k, a in list(vars(cls).items()):
+                        if not (k.startswith("__") and k.endswith("__")) and not isinstance(
+                                a, (types.FunctionType, staticmethod, classmethod, property)):
+                            self.chain(root, steps + (("attr", k),))
                 for name in ("__init__", "__call__", "__new__"):
                     f = v.__dict__.get(name)
                     if isinstance(f, (staticmethod, classmethod)):
@@ -311,7 +471,7 @@ class _Discovery:
     def module(self, m, root, steps):
         """An ``nn.Module``: every attribute of it and of its submodules, and the code of
         the forwards that are not tapegrad's."""
-        obj = _Root("object", m, None, root.label if not steps else _label(root, steps))
+        obj = _Root("object", m, None, _path(root, steps), root.where)
         todo = [(m, obj)]
         while todo:
             mod, r = todo.pop()
@@ -321,7 +481,7 @@ class _Discovery:
                 if _is_module(sub) and id(sub) not in self.functions:
                     self.functions.add(id(sub))
                     self.keep.append(sub)
-                    todo.append((sub, _Root("object", sub, None, "%s.%s" % (r.label, name))))
+                    todo.append((sub, _Root("object", sub, None, "%s.%s" % (r.name, name), r.where)))
             fwd = type(mod).forward
             if isinstance(fwd, types.FunctionType) and not _is_library(fwd):
                 self.function(fwd, mod, r)
@@ -329,8 +489,14 @@ class _Discovery:
     # -- code ----------------------------------------------------------------
     def function(self, f, self_obj, self_root=None, bound=None):
         """Read function ``f``'s code: ``self_obj`` its first argument's value (a bound
-        method's object), ``bound``: for the function the recording calls, the names
-        of the parameters the call gives (the others take their defaults)."""
+        method's object, or None), ``self_root`` how to reach it; ``bound``: {parameter:
+        (root, steps) of what the call passes, or None when unknown}, the parameters a
+        call gives (None: no call known, every default taken)."""
+        key = (id(f), id(self_obj), tuple(sorted((k, id(r[0].obj), r[0].kind, r[0].key, r[1]) if r else (k,)
+                                                 for k, r in (bound or {}).items())))
+        if key in self.analyzed:
+            return
+        self.analyzed.add(key)
         self.read += 1
         if self.read > MAX_FUNCTIONS:
             self.incomplete = self.incomplete or "it reaches more than %d functions" % MAX_FUNCTIONS
@@ -338,36 +504,40 @@ class _Discovery:
         code = f.__code__
         qual = getattr(f, "__qualname__", code.co_name)
         g = f.__globals__
-        mod = g.get("__name__", "?")
         closure = dict(zip(code.co_freevars, f.__closure__ or ()))
         npos = code.co_argcount
         params = code.co_varnames[:npos]
         defaults = f.__defaults__ or ()
         kwdefaults = f.__kwdefaults__ or {}
-        roots = {}      # local name -> _Root
+        bound = bound or {}
+        roots = {}      # parameter -> (root, steps)
         if self_obj is not None and npos:
-            roots[params[0]] = self_root or _Root("object", self_obj, None, "%s (self of %s)" % (params[0], qual))
-        for i, name in enumerate(code.co_varnames[:npos]):
+            roots[params[0]] = (self_root or _Root("object", self_obj, None, params[0], "self of %s()" % qual), ())
+        for i, name in enumerate(params):
             d = i - (npos - len(defaults))
-            if name in roots or d < 0:
+            if name in roots:
                 continue
-            if bound is None or name not in bound:
-                roots[name] = _DefaultRoot(f, d, name, qual)
+            if name in bound:
+                if bound[name] is not None:
+                    roots[name] = bound[name]
+            elif d >= 0:
+                roots[name] = (_DefaultRoot(f, d, name, qual), ())
         for name in code.co_varnames[npos:npos + code.co_kwonlyargcount]:
-            if name in kwdefaults and (bound is None or name not in bound):
-                roots[name] = _KwDefaultRoot(f, name, qual)
-        if bound is not None:       # the function called: its arguments that are no arrays
-            for name, r in bound.items():
-                if r is not None and name not in roots:
-                    roots[name] = r
-        self.code(code, _Context(g, mod, closure, roots, qual))
+            if name in bound:
+                if bound[name] is not None:
+                    roots[name] = bound[name]
+            elif name in kwdefaults:
+                roots[name] = (_KwDefaultRoot(f, name, qual), ())
+        self.code(code, _Context(g, g.get("__name__", "?"), closure, roots, qual))
 
     def code(self, code, ctx):
         reads = _code_reads(code)
-        for kind, name, steps, in ((c[0], c[1], c[2]) for c in reads.chains):
+        for kind, name, steps in reads.chains:
             self.chain_in(ctx, kind, name, steps, reads)
         for kind, name, steps in reads.stores:
             self.chain_in(ctx, kind, name, steps, reads)
+        for callee, pos, kws in reads.calls:
+            self.call(ctx, reads, callee, pos, kws)
         for c in reads.nested:
             # a function made in the body: its globals are these, its cells this one's
             # (closure cells or arguments), its own arguments unknown
@@ -376,29 +546,78 @@ class _Discovery:
             inner.locals_unknown = True
             self.code(c, inner)
 
-    def chain_in(self, ctx, kind, name, steps, reads):
+    def resolve(self, ctx, kind, name, reads):
+        """(root, steps) of a chain's start in ``ctx``, or None where it is a local."""
         if kind == "global":
-            if name in ctx.globals:
-                self.chain(_Root("dict", ctx.globals, name, "the global %s (module %s)" % (name, ctx.module)),
-                           steps)
-            elif not hasattr(_builtins, name):
-                self.chain(_Root("dict", ctx.globals, name, "the global %s (module %s)" % (name, ctx.module)),
-                           steps)
-            return
+            if name in ctx.globals or not hasattr(_builtins, name):
+                return _Root("dict", ctx.globals, name, name, "a global of module %s" % ctx.module), ()
+            return None
         if kind == "deref":
             cell = ctx.closure.get(name)
             if cell is not None:
-                self.chain(_Root("cell", cell, None, "the closure variable %s of %s()" % (name, ctx.qual)), steps)
-            elif name in ctx.roots:
-                self.chain(ctx.roots[name], steps)
-            return
-        root = ctx.roots.get(name)
-        if root is not None and not getattr(ctx, "locals_unknown", False):
-            self.chain(root, steps)
-            return
+                return _Root("cell", cell, None, name, "a closure variable of %s()" % ctx.qual), ()
+            return ctx.roots.get(name)
+        if not ctx.locals_unknown:
+            r = ctx.roots.get(name)
+            if r is not None:
+                return r
         alias = reads.aliases.get(name)
-        if alias is not None and steps:
-            self.chain_in(ctx, alias[0], alias[1], alias[2] + steps, reads)
+        if alias is not None and alias[1] != name:
+            r = self.resolve(ctx, alias[0], alias[1], reads)
+            if r is not None:
+                return r[0], r[1] + alias[2]
+        return None
+
+    def chain_in(self, ctx, kind, name, steps, reads):
+        r = self.resolve(ctx, kind, name, reads)
+        if r is not None:
+            self.chain(r[0], r[1] + steps)
+
+    def call(self, ctx, reads, callee, pos, kws):
+        """A call site passing chains: read the callee's code with its parameters bound
+        to them (``helper(x, cfg)``: ``cfg.lr`` read in ``helper`` as its ``c.lr``)."""
+        if not any(pos) and not any(kws.values()):
+            return
+        r = self.resolve(ctx, callee[0], callee[1], reads)
+        if r is None:
+            return
+        root, steps = r[0], r[1] + callee[2]
+        if steps:
+            base = _evaluate(root, (), self.args, self.kwargs)
+            if isinstance(base, types.ModuleType) and _is_library(base):
+                return
+        v = _evaluate(root, steps, self.args, self.kwargs)
+        f, self_obj, skip = None, None, 0
+        if isinstance(v, types.MethodType):
+            f, self_obj, skip = v.__func__, v.__self__, 1
+            if callee[2] and pos and pos[0] == (callee[0], callee[1], callee[2][:-1]):
+                pos = pos[1:]           # (obj.m(a): the object is the method's own)
+        elif isinstance(v, types.FunctionType):
+            f = v
+        elif isinstance(v, type) and not _is_library(v):
+            f, skip = v.__dict__.get("__init__"), 1
+        elif _is_module(v):
+            f, self_obj, skip = type(v).forward, v, 1
+        elif v is not MISSING and not isinstance(v, (types.ModuleType, functools.partial)):
+            f, self_obj, skip = getattr(type(v), "__call__", None), v, 1
+        if not isinstance(f, types.FunctionType) or _is_library(f):
+            return
+        code = f.__code__
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        bound = {}
+        for i, c in enumerate(pos):
+            if skip + i < code.co_argcount:
+                bound[names[skip + i]] = self.resolve_chain(ctx, c, reads)
+        for k, c in kws.items():
+            if k in names:
+                bound[k] = self.resolve_chain(ctx, c, reads)
+        self.function(f, self_obj, None, bound)
+
+    def resolve_chain(self, ctx, c, reads):
+        if c is None:
+            return None
+        r = self.resolve(ctx, c[0], c[1], reads)
+        return None if r is None else (r[0], r[1] + c[2])
 
 
 import builtins as _builtins  # noqa: E402
@@ -412,19 +631,13 @@ class _Context:
         self.locals_unknown = False
 
 
-class _DefaultRoot(_Root):
+def _DefaultRoot(f, i, name, qual):
     """A positional parameter's default: ``f.__defaults__[i]``."""
-    __slots__ = ()
-
-    def __init__(self, f, i, name, qual):
-        _Root.__init__(self, "default", f, i, "the default of %s in %s()" % (name, qual))
+    return _Root("default", f, i, name, "a default argument of %s()" % qual)
 
 
-class _KwDefaultRoot(_Root):
-    __slots__ = ()
-
-    def __init__(self, f, name, qual):
-        _Root.__init__(self, "kwdefault", f, name, "the default of %s in %s()" % (name, qual))
+def _KwDefaultRoot(f, name, qual):
+    return _Root("kwdefault", f, name, name, "a default argument of %s()" % qual)
 
 
 def _kind(v, depth=0):
@@ -505,7 +718,7 @@ class Captures:
     def __init__(self, guards, incomplete=None):
         self.guards = guards
         self.incomplete = incomplete
-        self.check = _generate(guards)
+        self.check = _generate(guards) if guards else _nothing
 
     def __len__(self):
         return len(self.guards)
@@ -530,7 +743,8 @@ def _short(v):
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-_SIMPLE = ("missing", "is", "float", "nan", "eq", "array")
+def _nothing(args, kwargs):
+    return -1
 
 
 def _generate(guards):
@@ -613,11 +827,11 @@ def discover(fn, args, kwargs):
     """The ``Captures`` of a call of ``fn`` on ``args``, ``kwargs`` (evaluated now, before
     it runs)."""
     d = _Discovery(args, kwargs)
-    root = _Root("object", fn, None, getattr(fn, "__qualname__", None) or type(fn).__name__)
+    root = _Root("object", fn, None, getattr(fn, "__qualname__", None) or type(fn).__name__, "the function compiled")
     target, self_obj = fn, None
     if isinstance(fn, types.MethodType):
         target, self_obj = fn.__func__, fn.__self__
-        root = _Root("object", self_obj, None, "self")
+        root = _Root("object", self_obj, None, "self", "the object of the method compiled")
     if isinstance(target, types.FunctionType):
         code = target.__code__
         npos = code.co_argcount - (1 if self_obj is not None else 0)
@@ -626,9 +840,9 @@ def discover(fn, args, kwargs):
         for i, name in enumerate(names):
             if i < len(args):
                 a = args[i]
-                bound[name] = None if _is_array(a) else _Root("arg", None, i, "argument %s" % name)
+                bound[name] = None if _is_array(a) else (_Root("arg", None, i, name, "an argument"), ())
         for name, a in kwargs.items():
-            bound[name] = None if _is_array(a) else _Root("kwarg", None, name, "argument %s" % name)
+            bound[name] = None if _is_array(a) else (_Root("kwarg", None, name, name, "an argument"), ())
         del npos
         if _is_library(target):
             pass
@@ -640,7 +854,7 @@ def discover(fn, args, kwargs):
         d.follow(fn, root, ())
     for i, a in enumerate(args):        # objects passed in: the code they run (a callback, a model)
         if not _is_array(a):
-            d.follow(a, _Root("arg", None, i, "argument %d" % i), ())
+            d.follow(a, _Root("arg", None, i, "argument %d" % i, "an argument"), ())
     return Captures(d.guards, d.incomplete)
 
 

@@ -190,6 +190,8 @@ class Compiled:
                 self.why[key] = why
             else:
                 R.captures = caps
+        elif R is not None:
+            R.captures = None       # (it reads nothing from outside its arguments)
         if failed is not None:
             # the function itself ran: the replay's failure was the library's (or a path the
             # guards did not see coming), worth knowing about rather than hidden by the re-recording
