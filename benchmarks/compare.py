@@ -1161,6 +1161,38 @@ def run_fresh(names, calls, cache=None):
     return rows
 
 
+# --- the guards on what a compiled function reads from outside its arguments ----------------
+GUARD_A, GUARD_B, GUARD_C, GUARD_D, GUARD_E = 0.5, 2, 1.5, True, "tanh"
+GUARD_OBJ = type("Settings", (), {})()
+GUARD_OBJ.scale, GUARD_OBJ.shift = 2.0, 0.25
+
+
+def guarded_body(x):
+    """A function reading 5 globals (numbers, a flag, a string) and 2 attributes."""
+    y = x * GUARD_A * GUARD_OBJ.scale + GUARD_OBJ.shift
+    for _ in range(GUARD_B):
+        y = y * GUARD_C
+    return (y.tanh() if GUARD_E == "tanh" else y.sin()).sum() if GUARD_D else y.sum()
+
+
+def guard_cost(tg, rounds=21, calls=20000):
+    """Microseconds per call of the guards of ``guarded_body`` (the generated check a
+    replay runs first, median of ``rounds`` blocks), and how many values they check."""
+    f = tg.compile(guarded_body)
+    x = tg.tensor(np.linspace(-1.0, 1.0, 8))
+    f(x)
+    f(x)
+    (R,) = next(iter(f.cache.values()))
+    check, args, kwargs = R.captures.check, (x,), {}
+    times = []
+    for _ in range(rounds):
+        t0 = perf_counter()
+        for _ in range(calls):
+            check(args, kwargs)
+        times.append((perf_counter() - t0) / calls)
+    return 1e6 * statistics.median(times), len(R.captures)
+
+
 def replay_peak_memory(tg, name="rosen_replay", calls=3):
     """Peak memory traced (tracemalloc) during one steady-state call of a replayed
     workload, as a multiple of its input's bytes (issue 20's target: <= 3 for rosen)."""
@@ -1321,6 +1353,10 @@ def main(argv=None):
     if replayed:
         print(first_calls(tg, replayed))
 
+    if replayed:
+        us, n = guard_cost(tg)
+        print(f"guards of a compiled function reading 5 globals and 2 attributes ({n} values): "
+              f"{us:.3f} us per replayed call (target <= 2)")
     if "rosen_replay" in args.only:
         ratio, line = replay_peak_memory(tg)
         print(line)
