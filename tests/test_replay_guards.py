@@ -731,7 +731,7 @@ def test_the_snippets_of_the_issue():
 # -- why, strict, the bound on recordings ------------------------------------------------
 def test_why_names_the_value_and_the_values():
     box = types.SimpleNamespace(lr=0.1)
-    f = tg.compile(lambda x: x * box.lr)
+    f = tg.compile(lambda x: x * box.lr if box.lr < 1 else x)     # (compared: not read live)
     f(tg.ones(2))
     box.lr = 0.2
     f(tg.ones(2))
@@ -751,20 +751,25 @@ def test_strict_raises_naming_the_value():
 
 
 def test_recordings_are_bounded_with_one_warning_naming_the_value():
-    box = types.SimpleNamespace(t=0.0)
-    f = tg.compile(lambda x: (x * box.t).exp())
+    box = types.SimpleNamespace(n=0)
+
+    def f(x):
+        for _ in range(box.n):      # (a loop bound: a new tape for each value)
+            x = x * 1.5
+        return x.log()
+    cf = tg.compile(f)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         for i in range(20):
-            box.t = 0.1 * i         # a value that changes at every call
-            got = f(tg.ones(2)).tolist()
-            assert got == pytest.approx([math.exp(0.1 * i)] * 2, rel=1e-15)
+            box.n = i               # a value that changes at every call
+            got = cf(tg.ones(2)).tolist()
+            assert got == pytest.approx([math.log(1.5 ** i)] * 2, rel=1e-15, abs=1e-15)
     limit = [w for w in seen if "recorded 8 times" in str(w.message)]
-    assert len(limit) == 1 and "last box.t (a closure variable of" in str(limit[0].message)
-    assert f.stats.recordings == 9 and f.stats.eager == 11
-    box.t = 0.1 * 3                 # a recorded value again: replayed
-    f(tg.ones(2))
-    assert f.stats.replays == 1
+    assert len(limit) == 1 and "last box.n (a closure variable of" in str(limit[0].message)
+    assert cf.stats.recordings == 9 and cf.stats.eager == 11
+    box.n = 3                       # a recorded value again: replayed
+    cf(tg.ones(2))
+    assert cf.stats.replays == 1
 
 
 def test_guard_check_costs_are_per_recording_not_per_value_read():
@@ -808,3 +813,105 @@ def test_check_every_nth_replay_against_eager():
         _run(f)
     with pytest.raises(ValueError, match="check must be a non-negative int"):
         tg.compile(lambda x: x, check=-1)
+
+
+# -- numbers read live: a float read only as an operand of tensor arithmetic -------------------
+G_LR = 0.1
+
+
+def _step(w, g):
+    """Every operator a number can be an operand of, with the learning rate a global."""
+    return ((w - G_LR * g).sum() + (w * w).sum() * G_LR + (w / G_LR).sum() + (G_LR - w).sum()
+            + (w ** G_LR).sum() + (w - G_LR).sum() + (G_LR / w).sum() + (G_LR ** w).sum() + (w + G_LR).sum())
+
+
+def _both(f, ref, *arrays):
+    got = _run(lambda t: f(t, *map(tg.tensor, arrays)), X0 * 0.5 + 1.0)
+    want = _run(lambda t: ref(t, *map(tg.tensor, arrays)), X0 * 0.5 + 1.0)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_learning_rate_schedule_is_read_live_after_two_recordings():
+    global G_LR
+    f = tg.compile(_step)
+    g = np.array([0.5, -0.5, 0.25])
+    for i in range(12):
+        G_LR = 0.1 / (1 + i)
+        _both(f, _step, g)
+    assert f.stats.recordings == 2 and f.stats.replays == 10 and f.stats.divergences == 1
+    (why,) = f.why.values()
+    assert why == "G_LR (a global of module test_replay_guards): read live from now on"
+    (R,) = next(iter(f.cache.values()))
+    assert len(R.live_params) == 9 and {sign for _, _, sign, _ in R.live_params} == {1.0, -1.0}
+
+
+def test_numbers_read_live_in_attributes_cells_and_dicts_and_several_at_once():
+    cfg = types.SimpleNamespace(lr=0.1)
+    d = {"wd": 0.01}
+    m = [2.0]
+    scale = m[0]
+
+    def step(w, g):
+        return (w - cfg.lr * g - d["wd"] * w).sum() * scale
+
+    def setcell(v):
+        step.__closure__[[c for c in step.__code__.co_freevars].index("scale")].cell_contents = v
+    f = tg.compile(step)
+    g = np.array([1.0, 2.0, 3.0])
+    for i in range(10):
+        cfg.lr = 0.1 * (i + 1)
+        if i >= 3:
+            d["wd"] = 0.01 * i
+        if i >= 6:
+            setcell(2.0 + i)
+        _both(f, step, g)
+    assert f.stats.recordings == 4 and f.stats.replays == 6     # (each number live after it first changed)
+    (R,) = next(iter(f.cache.values()))
+    assert sorted(g.label.split(" ")[0] for g in R.captures.live) == ["cfg.lr", "d['wd']", "scale"]
+
+
+def test_a_number_used_otherwise_is_guarded_by_value():
+    box = types.SimpleNamespace(s=0.5)
+    uses = {
+        "compared": lambda x: x * box.s if box.s > 0 else -x,
+        "python arithmetic": lambda x: x * (box.s * 2.0),
+        "a C function": lambda x: x * math.exp(box.s),
+        "an array": lambda x: x * tg.tensor(box.s),
+        "printed": lambda x: x * float("%.17g" % box.s),
+        "formatted too": lambda x: x * box.s + x * float("%.3f" % box.s),
+        "a loop bound too": lambda x: x * box.s + sum(x for _ in range(int(box.s))),
+    }
+    for name, fn in uses.items():
+        f = tg.compile(fn)
+        for i in range(5):
+            box.s = 0.5 + i
+            np.testing.assert_array_equal(_run(f)[0], _run(fn)[0])
+        assert f.stats.recordings == 5 and f.stats.replays == 0, name
+        (R,) = next(iter(f.cache.values()))[:1]
+        assert not R.live_params, name
+
+
+def test_a_number_read_live_that_stops_being_a_float_records_again():
+    global G_LR
+    f = tg.compile(_step)
+    g = np.array([0.5, -0.5, 0.25])
+    for v in (0.1, 0.2, 0.3):
+        G_LR = v
+        _both(f, _step, g)
+    G_LR = 1          # an int: the live number's guard asks for a float
+    _both(f, _step, g)
+    assert f.stats.recordings == 3
+    G_LR = 0.1
+
+
+def test_a_tape_reading_numbers_live_is_not_fused(monkeypatch):
+    from tapegrad.replay import fuse
+    monkeypatch.setattr(fuse, "AUTO_ELEMENTS", 0)
+    monkeypatch.setattr(sys.modules["tapegrad.replay.forward"], "ARENA_TOTAL", 0)
+    box = types.SimpleNamespace(lr=0.1)
+    f = tg.compile(lambda x: (x - box.lr * x * x).sum(), fuse=True)
+    for i in range(4):
+        box.lr = 0.1 * (i + 1)
+        _run(f)
+    assert f.fusion()[0] == {"fused": False, "why": "it reads numbers live (the fused loops hold them as constants)"}

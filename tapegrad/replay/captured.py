@@ -36,6 +36,7 @@ generators than tapegrad's) is listed in docs/replay.md ("What a replay assumes"
 import dis
 import functools
 import math
+import os
 import sys
 import types
 
@@ -105,7 +106,7 @@ class _CodeReads:
     chains it assigns to or deletes (their guards make a call that changes them
     unreplayable); ``aliases``: a local assigned once, from a chain; ``nested``: the
     code objects it makes functions of (lambdas, comprehensions, inner functions)."""
-    __slots__ = ("chains", "stores", "aliases", "nested", "calls")
+    __slots__ = ("chains", "stores", "aliases", "nested", "calls", "uses")
 
 
 _CODE_CACHE = {}
@@ -170,15 +171,17 @@ def _read_code(code):
     # a local assigned once, from a chain: its reads are that chain's
     out.aliases = {k: v[0] for k, v in alias_of.items() if len(v) == 1 and stored.get(k) == 1}
     try:
-        out.calls = _call_sites(code, ins)
+        out.calls, out.uses = _call_sites(code, ins)
     except Exception:       # (bytecode this model does not know: no arguments followed into callees)
-        out.calls = []
+        out.calls, out.uses = [], {}
     return out
 
 
 # -- which chains a call passes (the symbolic stack of one code object) ------------------------
 _NULL = ("null",)
-_TWO_TO_ONE = frozenset(("BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"))
+_TWO_TO_ONE = frozenset(("BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP"))
+_ARITH_310 = frozenset("%s_%s" % (k, o) for k in ("BINARY", "INPLACE")
+                       for o in ("ADD", "SUBTRACT", "MULTIPLY", "TRUE_DIVIDE", "POWER"))
 _ONE_TO_ONE = frozenset(("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_NOT", "UNARY_INVERT", "GET_ITER", "GET_LEN",
                          "FORMAT_SIMPLE", "TO_BOOL"))
 _NO_FALLTHROUGH = frozenset(("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
@@ -216,14 +219,26 @@ def _depths(code, ins):
 
 
 def _call_sites(code, ins):
-    """The calls of ``code`` that pass chains: [(callee chain, positional arguments,
+    """(The calls of ``code`` that pass chains: [(callee chain, positional arguments,
     keyword arguments)], each argument a chain (root kind, name, steps) or None, the
-    callee's object first for a method call (``obj.f(a)``: the chain of ``obj``).  A
-    symbolic stack over straight-line code: at a jump target or any instruction this
-    model does not know, everything on the stack becomes unknown.  (Python 3.10 to 3.12,
-    whose call sequences it knows; later versions: no calls followed.)"""
+    callee's object first for a method call (``obj.f(a)``: the chain of ``obj``); how
+    each chain's value is used: {chain: {"op", or anything else}}, "op" when every
+    load of it is an operand of an arithmetic or comparison operator, whose methods a
+    number sees called.)  A symbolic stack over straight-line code: at a jump target
+    or any instruction this model does not know, everything on the stack becomes
+    unknown (and its chains' use "unknown").  (Python 3.10 to 3.12, whose call
+    sequences it knows; later versions: no calls followed, every use unknown.)"""
     if sys.version_info[:2] not in ((3, 10), (3, 11), (3, 12)):
-        return []
+        return [], {}
+    uses = {}
+
+    def used(v, how):
+        if v is not None and v is not _NULL and v[0] in ("global", "local", "deref"):
+            uses.setdefault(v, set()).add(how)
+
+    def drop(vals, how="unknown"):
+        for v in vals:
+            used(v, how)
     at_call = "PRECALL" if sys.version_info[:2] == (3, 11) else "CALL"
     depths = _depths(code, ins)
     sites = []
@@ -234,6 +249,7 @@ def _call_sites(code, ins):
         if d is None:
             continue
         if i.is_jump_target or len(stack) != d:
+            drop(stack)
             stack = [None] * d
         op, arg = i.opname, (i.arg if i.opcode >= dis.HAVE_ARGUMENT else None)
         eff = dis.stack_effect(i.opcode, arg, jump=False)
@@ -252,12 +268,15 @@ def _call_sites(code, ins):
             push = [_NULL]
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             top = stack.pop()
+            used(top, "attribute")
             c = (top[0], top[1], top[2] + (("attr", i.argval),)) if _chain_or_none(top) is not None else None
             stack += [c, top] if eff == 1 else [c]         # (a method: the function, then its object)
             kw = ()
             continue
         elif op == "BINARY_SUBSCR":
             key, cont = stack.pop(), stack.pop()
+            used(key, "index")
+            used(cont, "subscript")
             ok = _chain_or_none(cont) is not None and key is not None and key[0] == "const" and _const(key[1])
             stack.append((cont[0], cont[1], cont[2] + (("item", key[1]),)) if ok else None)
             continue
@@ -275,18 +294,26 @@ def _call_sites(code, ins):
                 names, args = kw, stack[len(stack) - n:]
                 first, second = stack[-(n + 2)], stack[-(n + 1)]
                 callee, pos0 = (second, []) if first is _NULL else (first, [second])
+            drop(args, "argument")
+            used(callee, "called")
             if names is not None and _chain_or_none(callee) is not None:
                 pos = pos0 + list(args[:len(args) - len(names)])
                 sites.append((callee, [_chain_or_none(c) for c in pos],
                               {k: _chain_or_none(c) for k, c in zip(names, args[len(args) - len(names):])}))
             kw = ()
+            drop(stack[len(stack) + eff:] if eff < 0 else ())
             stack = [None] * (len(stack) + eff)
             continue
-        elif op in _TWO_TO_ONE:
+        elif op in _TWO_TO_ONE or op.startswith(("BINARY_", "INPLACE_")):
+            # (arithmetic, which a number's methods see when the other operand is no tensor;
+            # not formatting, comparisons, bit operations, where C code may read it)
+            arith = i.argrepr.rstrip("=") in ("+", "-", "*", "/", "**") if op == "BINARY_OP" else op in _ARITH_310
+            drop(stack[-2:], "op" if arith else op)
             del stack[-2:]
             stack.append(None)
             continue
         elif op in _ONE_TO_ONE:
+            used(stack[-1], "op" if op.startswith("UNARY_") else op)
             stack[-1] = None
             continue
         elif op == "SWAP":
@@ -297,14 +324,17 @@ def _call_sites(code, ins):
             continue
         elif op in ("POP_TOP", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF", "STORE_NAME", "STORE_ATTR",
                     "STORE_SUBSCR", "RETURN_VALUE", "NOP", "RESUME", "PRECALL"):
+            drop(stack[len(stack) + eff:] if eff < 0 else (), op)
             del stack[len(stack) + eff:]
             continue
         if push is None or len(push) != eff:        # (what this model does not know: all unknown)
+            drop(stack)
             stack = [None] * (len(stack) + eff)
             kw = ()
         else:
             stack += push
-    return sites
+    drop(stack)
+    return sites, uses
 
 
 def _chain_or_none(c):
@@ -316,7 +346,7 @@ class _Guard:
     """One value: ``root`` (how the check reaches the start of its chain: a ``_Root``),
     ``steps``, what was read (``value``), its ``kind`` and ``expect`` (what the check
     compares with), and its description."""
-    __slots__ = ("root", "steps", "value", "kind", "expect", "label")
+    __slots__ = ("root", "steps", "value", "kind", "expect", "label", "uses")
 
 
 class _Root:
@@ -382,10 +412,15 @@ class _Discovery:
         self.incomplete = None
 
     # -- values --------------------------------------------------------------
-    def chain(self, root, steps):
-        """Guard the value of ``root`` + ``steps`` (and follow it, when it is code or a module)."""
+    def chain(self, root, steps, uses=None):
+        """Guard the value of ``root`` + ``steps`` (and follow it, when it is code or a
+        module); ``uses``: how the code read it uses it (``_call_sites``; None: not read
+        by code of its own: found in a module, a class, a partial)."""
         key = (id(root.obj), root.kind, root.key, steps)
         if key in self.seen:
+            g = self.seen[key]
+            if g is not None:
+                g.uses |= uses or {"unknown"}
             return
         if steps:
             base = _evaluate(root, (), self.args, self.kwargs)
@@ -409,6 +444,7 @@ class _Discovery:
         g = _Guard()
         g.root, g.steps, g.value, g.label = root, steps, v, _label(root, steps)
         g.kind, g.expect = _kind(v)
+        g.uses = set(uses or {"unknown"})
         self.seen[key] = g
         self.guards.append(g)
         self.follow(v, root, steps)
@@ -571,7 +607,7 @@ class _Discovery:
     def chain_in(self, ctx, kind, name, steps, reads):
         r = self.resolve(ctx, kind, name, reads)
         if r is not None:
-            self.chain(r[0], r[1] + steps)
+            self.chain(r[0], r[1] + steps, reads.uses.get((kind, name, steps)))
 
     def call(self, ctx, reads, callee, pos, kws):
         """A call site passing chains: read the callee's code with its parameters bound
@@ -713,25 +749,34 @@ def _matches(kind, expect, v):
 # -- the guards of one recording ------------------------------------------------------------
 class Captures:
     """The guards of one recording: ``failing(args, kwargs)`` is the first guard whose
-    value changed (None: all hold), in one generated function."""
+    value changed (None: all hold), in one generated function.  ``live``: the numbers
+    read anew at each replay (``operands``), whose guard only asks for a float;
+    ``values(args, kwargs)`` reads them."""
 
-    def __init__(self, guards, incomplete=None):
+    def __init__(self, guards, incomplete=None, live=()):
         self.guards = guards
         self.incomplete = incomplete
-        self.check = _generate(guards) if guards else _nothing
+        self.live = list(live)
+        every = guards + self.live
+        self.check = _generate(guards, self.live) if every else _nothing
+        self.values = _generate_values(self.live) if self.live else None
 
     def __len__(self):
-        return len(self.guards)
+        return len(self.guards) + len(self.live)
 
     def failing(self, args, kwargs):
         i = self.check(args, kwargs)
-        return None if i < 0 else self.guards[i]
+        return None if i < 0 else (self.guards + self.live)[i]
 
     def describe(self, g, args, kwargs):
         """What changed, for ``compiled.why`` and the warnings: the value's name, the
         value recorded and the value now."""
         now = _evaluate(g.root, g.steps, args, kwargs)
         return "%s changed (recorded %s, now %s)" % (g.label, _short(g.value), _short(now))
+
+    def without(self, live):
+        """These guards with those of ``live`` (guards of floats) read live instead."""
+        return Captures([g for g in self.guards if g not in live], self.incomplete, self.live + list(live))
 
 
 def _short(v):
@@ -747,50 +792,69 @@ def _nothing(args, kwargs):
     return -1
 
 
-def _generate(guards):
+def _accessor(i, g, ns):
+    """The expression reaching guard ``g``'s value (names it needs bound in ``ns``)."""
+    r = g.root
+    ns["r%d" % i] = r.obj
+    if r.kind == "dict":
+        ns["k%d" % i] = r.key
+        expr = "r%d[%r]" % (i, r.key) if type(r.key) is str and r.key.isidentifier() else "r%d[k%d]" % (i, i)
+    elif r.kind == "cell":
+        expr = "r%d.cell_contents" % i
+    elif r.kind == "object":
+        expr = "r%d" % i
+    elif r.kind == "arg":
+        expr = "args[%d]" % r.key
+    elif r.kind == "kwarg":
+        ns["k%d" % i] = r.key
+        expr = "kwargs[k%d]" % i
+    elif r.kind == "default":
+        expr = "r%d.__defaults__[%d]" % (i, r.key)
+    else:
+        ns["k%d" % i] = r.key
+        expr = "r%d.__kwdefaults__[k%d]" % (i, i)
+    for j, (kind, k) in enumerate(g.steps):
+        if kind == "attr" and k.isidentifier() and not k.startswith("__"):
+            expr += "." + k
+        elif kind == "attr":
+            ns["a%d_%d" % (i, j)] = k
+            expr = "getattr(%s, a%d_%d)" % (expr, i, j)
+        else:
+            ns["s%d_%d" % (i, j)] = k
+            expr += "[s%d_%d]" % (i, j)
+    return expr
+
+
+def _generate_values(live):
+    """``values(args, kwargs)``: the tuple of the live numbers' values now."""
+    ns = {}
+    exprs = [_accessor(i, g, ns) for i, g in enumerate(live)]
+    src = "def values(args, kwargs):\n    return (%s,)\n" % ", ".join(exprs)
+    exec(compile(src, "<tapegrad live numbers>", "exec"), ns)
+    return ns["values"]
+
+
+def _generate(guards, live=()):
     """``check(args, kwargs)``: the index of the first guard that fails, or -1, as
     straight-line Python (roots and expected values bound as names, never as
-    source)."""
+    source).  A guard of ``live`` (after ``guards``) asks only for a float."""
     ns = {"MISSING": MISSING, "_matches": _matches, "_copysign": math.copysign, "_ndarray": np.ndarray,
           "_ERRORS": _CHAIN_ERRORS}
     lines = ["def check(args, kwargs):"]
-    for i, g in enumerate(guards):
+    nguards = len(guards)
+    for i, g in enumerate(list(guards) + list(live)):
         r = g.root
-        ns["r%d" % i] = r.obj
-        if r.kind == "dict":
-            ns["k%d" % i] = r.key
-            expr = "r%d[%r]" % (i, r.key) if type(r.key) is str and r.key.isidentifier() else "r%d[k%d]" % (i, i)
-        elif r.kind == "cell":
-            expr = "r%d.cell_contents" % i
-        elif r.kind == "object":
-            expr = "r%d" % i
-        elif r.kind == "arg":
-            expr = "args[%d]" % r.key
-        elif r.kind == "kwarg":
-            ns["k%d" % i] = r.key
-            expr = "kwargs[k%d]" % i
-        elif r.kind == "default":
-            expr = "r%d.__defaults__[%d]" % (i, r.key)
-        else:
-            ns["k%d" % i] = r.key
-            expr = "r%d.__kwdefaults__[k%d]" % (i, i)
-        for j, (kind, k) in enumerate(g.steps):
-            if kind == "attr" and k.isidentifier() and not k.startswith("__"):
-                expr += "." + k
-            elif kind == "attr":
-                ns["a%d_%d" % (i, j)] = k
-                expr = "getattr(%s, a%d_%d)" % (expr, i, j)
-            else:
-                ns["s%d_%d" % (i, j)] = k
-                expr += "[s%d_%d]" % (i, j)
+        expr = _accessor(i, g, ns)
         ns["e%d" % i] = g.expect
         if r.kind == "object" and not g.steps:
             v = "r%d" % i
         else:
             lines += ["    try:", "        v = %s" % expr, "    except _ERRORS:", "        v = MISSING"]
             v = "v"
-        k = g.kind
-        if k == "missing":
+        k = g.kind if i < nguards else "live"
+        if k == "live":
+            cond = "type(%s) is float" % v
+        elif k == "missing":
             cond = "%s is MISSING" % v
         elif k == "is":
             cond = "%s is e%d" % (v, i)
@@ -860,3 +924,154 @@ def discover(fn, args, kwargs):
 
 def _is_array(a):
     return isinstance(a, (Tensor, np.ndarray))
+
+
+# -- numbers read live: a float that changed, recorded again with a stand-in --------------
+# A float guarded by value records again at every new value: a learning rate on a
+# schedule would record at every call.  So when one changes, the next recording reads a
+# stand-in for it (``_Operand``: the same number, which notes every use of it but as an
+# operand of a tensor's arithmetic) where it is stored; when the code reads it only as
+# such an operand (``_Guard.uses`` "op": its bytecode passes it to no call) and the
+# stand-in saw no other use, the two recordings are compared (``Recording.number_positions``):
+# when they differ only in entries holding the old and the new number as their parameter,
+# the new one reads it live there at each replay, as torch.compile makes a number that
+# changed a symbolic input ("automatic dynamic").
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class _Watch:
+    """What a stand-in saw: ``why`` the first use other than as an operand of tapegrad's
+    (None: none), ``used`` whether tapegrad computed with it."""
+    __slots__ = ("why", "used")
+
+    def __init__(self):
+        self.why, self.used = None, False
+
+
+def _seen(self, name):
+    """A use of stand-in ``self`` by its caller: tapegrad's own, or another (noted)."""
+    w = self._watch
+    if sys._getframe(2).f_code.co_filename.startswith(_PACKAGE_DIR):
+        w.used = True
+    elif w.why is None:
+        w.why = name
+
+
+def _noted(name):
+    base = getattr(float, name)
+
+    def method(self, *args):
+        _seen(self, name)
+        return base(self, *args)
+    method.__name__ = name
+    return method
+
+
+def _operand_of_tensors(name):
+    base = getattr(float, name)
+
+    def method(self, other):
+        if isinstance(other, Tensor):       # (the tensor's operator records it, with this as its parameter)
+            self._watch.used = True
+            return NotImplemented
+        _seen(self, name)
+        return base(self, other)
+    method.__name__ = name
+    return method
+
+
+class _Operand(float):
+    """A captured float during a recording (``operands``): the number itself, its uses
+    noted in ``_watch``."""
+    __slots__ = ("_watch",)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _seen(self, "NumPy's %s" % ufunc.__name__)
+        inputs = tuple(float.__float__(v) if isinstance(v, _Operand) else v for v in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        _seen(self, "an array made of it")
+        return np.array(float.__float__(self), dtype=dtype)
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__pow__", "__rpow__"):
+    setattr(_Operand, _name, _operand_of_tensors(_name))
+for _name in ("__bool__", "__int__", "__float__", "__round__", "__trunc__", "__floor__", "__ceil__", "__hash__",
+              "__format__", "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+              "__neg__", "__pos__", "__abs__", "__divmod__", "__rdivmod__", "__floordiv__", "__rfloordiv__",
+              "__mod__", "__rmod__", "__reduce__", "__reduce_ex__", "__getnewargs__", "is_integer",
+              "as_integer_ratio", "hex", "conjugate"):
+    setattr(_Operand, _name, _noted(_name))
+
+
+def operand_candidates(caps, args, kwargs):
+    """The guards of ``caps`` that may be read live: floats that changed since (their
+    guard fails now), read by code of the recording only as operands, where a stand-in
+    can be put (a global, a closure cell, an instance attribute, a dict or list item)."""
+    out = []
+    for g in caps.guards:
+        if g.kind != "float" or g.uses != {"op"}:
+            continue
+        v = _evaluate(g.root, g.steps, args, kwargs)
+        if type(v) is float and v != g.expect[0] and _place(g, args, kwargs) is not None:
+            out.append(g)
+    return out
+
+
+def _place(g, args, kwargs):
+    """(container, key) where guard ``g``'s value is stored, or None: a module's globals,
+    a cell (key None), an instance's ``__dict__``, a dict or a list."""
+    r, steps = g.root, g.steps
+    if not steps:
+        if r.kind == "dict" and type(r.obj) is dict:
+            return r.obj, r.key
+        if r.kind == "cell":
+            return r.obj, None
+        return None
+    parent = _evaluate(r, steps[:-1], args, kwargs)
+    kind, k = steps[-1]
+    if kind == "attr":
+        d = getattr(parent, "__dict__", None)
+        if type(d) is dict and k in d and not isinstance(getattr(type(parent), k, None), property):
+            return d, k
+        return None
+    if type(parent) is dict and k in parent or type(parent) is list and type(k) is int:
+        return parent, k
+    return None
+
+
+class StandIns:
+    """Stand-ins (``_Operand``) put where the values of some guards are stored, for one
+    recording: ``put()`` before it, ``take()`` after (each one's value back unless the
+    call changed it), ``numbers()`` those the call used only as operands of tapegrad's."""
+
+    def __init__(self, guards, args, kwargs):
+        self.items = []
+        for g in guards:
+            place = _place(g, args, kwargs)
+            v = _evaluate(g.root, g.steps, args, kwargs)
+            s = _Operand(v)
+            s._watch = _Watch()
+            self.items.append((g, place, v, s))
+
+    def put(self):
+        for g, (c, k), v, s in self.items:
+            if k is None:
+                c.cell_contents = s
+            else:
+                c[k] = s
+
+    def take(self):
+        for g, (c, k), v, s in self.items:
+            now = c.cell_contents if k is None else c.get(k) if type(c) is dict else c[k]
+            if now is s:
+                if k is None:
+                    c.cell_contents = v
+                else:
+                    c[k] = v
+
+    def numbers(self):
+        """[(guard, its value)] of the stand-ins used only as operands of tapegrad's."""
+        return [(g, v) for g, _, v, s in self.items if s._watch.why is None and s._watch.used]

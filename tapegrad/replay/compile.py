@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core import tape as _tp
 from ..core.tensor import Tensor
-from .captured import discover
+from .captured import StandIns, discover, operand_candidates
 from .recording import _record_call
 from .session import (NotReplayable, NotReproduced, TapeDivergence, _Rerecord, _Stale, _arg_key, _is_array_arg, _is_grad_leaf,
                       _real, propagates)
@@ -98,7 +98,7 @@ class Compiled:
         entry = self.cache.get(key)
         if isinstance(entry, str):
             return self._eager(args, kwargs)
-        diverged = failed = changed = None
+        diverged = failed = changed = changed_from = None
         check_now = False
         if entry:
             for R in list(entry):
@@ -107,11 +107,13 @@ class Compiled:
                     g = caps.failing(args, kwargs)
                     if g is not None:       # (a value it read from outside its arguments changed)
                         if changed is None:
-                            changed = caps.describe(g, args, kwargs)
+                            changed, changed_from = caps.describe(g, args, kwargs), R
                         continue
                 bad = R.check_args(arrays)
                 if bad is None:
                     try:
+                        if R.live_params:
+                            R.set_live(caps.values(args, kwargs))
                         vals = R.forward(arrays)
                     except _Rerecord as e:
                         entry.remove(R)
@@ -177,7 +179,18 @@ class Compiled:
                 % (type(e).__name__, e)
             self.cache[key] = self.why[key]
             return self._eager(args, kwargs)
-        out, R, why = _record_call(self.fn, args, kwargs, check_now=check_now, fuse=self.fuse)
+        stand = None        # (floats that changed, recorded with stand-ins: they may be read live)
+        if changed_from is not None:
+            old = changed_from.captures
+            numbers = operand_candidates(old, args, kwargs) + old.live
+            if numbers:
+                stand = StandIns(numbers, args, kwargs)
+                stand.put()
+        try:
+            out, R, why = _record_call(self.fn, args, kwargs, check_now=check_now, fuse=self.fuse)
+        finally:
+            if stand is not None:
+                stand.take()
         st.recordings += 1
         if R is not None and len(caps):
             g = caps.failing(args, kwargs)
@@ -190,6 +203,8 @@ class Compiled:
                 self.why[key] = why
             else:
                 R.captures = caps
+                if stand is not None:
+                    self._read_live(R, changed_from, stand, caps, key)
         elif R is not None:
             R.captures = None       # (it reads nothing from outside its arguments)
         if failed is not None:
@@ -214,6 +229,39 @@ class Compiled:
             lst.insert(0, R)
             del lst[MAX_TAPES:]
         return out
+
+    def _read_live(self, R, old, stand, caps, key):
+        """Recording ``R`` made with stand-ins for floats that changed since recording
+        ``old``: when it differs from ``old`` only in entries holding those numbers as
+        their operands, it reads them live there at each replay (and replaces ``old``)."""
+        used = stand.numbers()
+        if not used:
+            return
+        pairs = []
+        for g, v in used:
+            pairs.append((old.live_now[old.captures.live.index(g)] if g in old.captures.live else g.value, v))
+        spots = R.number_positions(old, pairs)
+        if spots is None:
+            return
+        live, params = [], []
+        for i, (g, v) in enumerate(used):
+            at = spots.get(i)
+            if at is None and g in old.captures.live and pairs[i][0] == v:
+                j = old.captures.live.index(g)      # (read live already, unchanged: where it was)
+                at = [(s, col, sign) for s, col, sign, k in old.live_params if k == j]
+            new = next((h for h in caps.guards if h.root.obj is g.root.obj and h.root.kind == g.root.kind
+                        and h.root.key == g.root.key and h.steps == g.steps), None)
+            if not at or new is None:
+                return
+            live.append(new)
+            params += [(s, col, sign, len(live) - 1) for s, col, sign in at]
+        R.captures = caps.without(live)
+        R.live_params, R.live_now = params, tuple(v for _, v in used)
+        entry = self.cache.get(key)
+        if isinstance(entry, list) and old in entry:
+            entry.remove(old)
+        self.rerecords -= 1         # (not a recording for one value: it serves them all)
+        self.why[key] = "%s: read live from now on" % ", ".join(g.label for g in live)
 
     def _compare_with_eager(self, out, args, kwargs):
         """``check=N``: the replay's result against an eager call's (values within

@@ -106,20 +106,19 @@ class Forward:
     def _program(self):
         """Each entry's forward as a function of the slot values (None for leaves
         and constants, whose values come from ``sources``)."""
-        prog = []
-        aux, f0, f1 = self.aux, self.f0, self.f1
-        for s, row in enumerate(self.rows):
-            code = row[_tp.OP]
-            rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
-            if family(code) == SHAPE and s in self.live:
-                prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
-                continue
-            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes.get(s), self.names[s],
-                                                             f0[s], f1[s])
-            if s in self.casts:
-                f = _casting(f, np.dtype(self.casts[s]))
-            prog.append((s, f, self.sources.get(s)))
-        self.program = prog
+        self.program = [self._program_entry(s) for s in range(self.n)]
+
+    def _program_entry(self, s):
+        row = self.rows[s]
+        code = row[_tp.OP]
+        rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
+        if family(code) == SHAPE and s in self.live:
+            return (s, None, ("live", row[_tp.A], self.shapes[s]))
+        f = None if rules is None else rules.replay_rule(index(code), row, self.aux, self.shapes.get(s), self.names[s],
+                                                         self.f0[s], self.f1[s])
+        if s in self.casts:
+            f = _casting(f, np.dtype(self.casts[s]))
+        return (s, f, self.sources.get(s))
 
     def first_checks(self):
         """Before the first replay: the tape replayed on the recorded call's inputs

@@ -889,6 +889,9 @@ def consider(R, arrays, vals):
     if "nonleaf" in R.arg_kinds:
         R.fused, R.fuse_why = False, _NONLEAF
         return
+    if R.live_params:
+        R.fused, R.fuse_why = False, _LIVE
+        return
     metas = value_metas(vals)
     R.fuse_building = True
 
@@ -899,6 +902,7 @@ def consider(R, arrays, vals):
 
 
 _NONLEAF = "an argument is a tensor computed by other operations (a non-leaf)"
+_LIVE = "it reads numbers live (the fused loops hold them as constants)"
 
 
 def try_fuse(R, arrays, vals, name, P=None):
@@ -910,6 +914,9 @@ def try_fuse(R, arrays, vals, name, P=None):
     R.fused = False
     if "nonleaf" in R.arg_kinds:
         R.fuse_why = _NONLEAF
+        return
+    if R.live_params:
+        R.fuse_why = _LIVE
         return
     try:
         if P is None:

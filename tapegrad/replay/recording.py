@@ -6,6 +6,7 @@ its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds 
 sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
+import struct
 import weakref
 
 import numpy as np
@@ -14,6 +15,7 @@ from .. import _background
 from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as _ks
+from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_END, SHAPE
 from ..ops._record import RESHAPE
@@ -111,6 +113,8 @@ class Recording(Forward):
         self.fuse = False       # tg.compile's and tg.record's ``fuse``: False, True or "auto" (fuse.py)
         self.fuse_name = ""     # (the function's name, for fuse.py's warning)
         self.pending = None     # ``_RecordedCall``: what the first replay checks the tape against
+        self.live_params = []   # tg.compile: (slot, field, sign, index) of the numbers read live (``set_live``)
+        self.live_now = None    # ... and their values at the last replay
         self._forget_layouts()
 
     def _forget_layouts(self):
@@ -364,6 +368,50 @@ class Recording(Forward):
         R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
         return R
 
+    # -- numbers read live (tg.compile: ``captured.StandIns``) ---------------------
+    def number_positions(self, old, numbers):
+        """Where this recording reads ``numbers`` [(old value, new value)] that recording
+        ``old`` read as old values: {number index: [(slot, F0 or F1, sign)]}, when the two
+        differ only there (the same entries, sources, guards and outputs), each such
+        parameter an operand the entry applies as it is (``x * s``, ``x + s``, ``x - s``:
+        sign -1, ``s / x``, ``x ** s``...); else None."""
+        if not _same_but_numbers(old, self):
+            return None
+        out = {}
+        for col, a_, b_ in ((_tp.F0, old.f0, self.f0), (_tp.F1, old.f1, self.f1)):
+            diff = np.flatnonzero(a_.view(np.int64) != b_.view(np.int64))
+            for s in diff.tolist():
+                hits = [(i, sign) for i, (a, b) in enumerate(numbers) for sign in (1.0, -1.0)
+                        if _bits(a_[s]) == _bits(sign * a) and _bits(b_[s]) == _bits(sign * b)]
+                if len(hits) != 1 or col != _tp.F0 or self.rows[s][_tp.OP] not in _NUMBER_OPS:
+                    return None
+                i, sign = hits[0]
+                out.setdefault(i, []).append((s, col, sign))
+        return out or None
+
+    def set_live(self, values):
+        """The numbers read live at this replay (``live_params``: (slot, field, sign,
+        index into ``values``)) into the entries' parameters: the arrays, the replay's
+        template, the spare entries, the Python forward's calls."""
+        if values == self.live_now:
+            return
+        if self.pending is not None:        # (its check replays the recorded values first)
+            self.first_checks()
+        buf = self.buf if type(self.buf) is bytearray else bytearray(self.buf)
+        self.buf = buf
+        if self.template is not None and type(self.template) is not bytearray:
+            self.template = bytearray(self.template)
+        targets = [buf] + ([self.template] if self.template is not None else []) + [b for b, _, _ in self.spare]
+        for s, col, sign, i in self.live_params:
+            v = sign * values[i]
+            (self.f0 if col == _tp.F0 else self.f1)[s] = v
+            at = (s * _tp.NFIELDS + col) * 8
+            for b in targets:
+                _F64.pack_into(b, at, v)
+            if self.program is not None:
+                self.program[s] = self._program_entry(s)
+        self.live_now = values
+
     # -- saving ---------------------------------------------------------------
     def __getstate__(self):
         st = dict(self.__dict__)
@@ -377,7 +425,8 @@ class Recording(Forward):
         st["source_items"] = sorted(src.items())
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
-        del st["program"], st["arena"], st["captures"], st["pending"]
+        del st["program"], st["arena"], st["captures"], st["pending"], st["live_params"], st["live_now"]
+        st["buf"] = bytes(st["buf"])        # (the numbers read live as they were last: constants of the saved tape)
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
         if st["shapes_all"] is None:
@@ -401,11 +450,70 @@ class Recording(Forward):
         self.arena = None
         self.captures = None
         self.pending = None
+        self.live_params = []
+        self.live_now = None
         self.host_keep = []
         self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
+
+
+_F64 = struct.Struct("<d")
+# the entries whose F0 parameter is an operand applied as it is (``x * s``: mul_s(x, s))
+_NUMBER_OPS = frozenset(_ew.UNARY_BY_NAME[k].code for k in ("add_s", "mul_s", "div_s", "rsub_s", "rdiv_s",
+                                                             "pow_s", "rpow_s"))
+
+
+def _bits(v):
+    return np.float64(v).view(np.int64)
+
+
+def _same_but_numbers(a, b):
+    """Whether recordings ``a`` and ``b`` are the same tape but for their entries'
+    parameters: entries, auxiliary words, shapes, sources (the same captured tensors, or
+    equal constants), guards, outputs."""
+    if a.n != b.n or a.nargs != b.nargs or a.arg_kinds != b.arg_kinds or a.shapes != b.shapes or a.casts != b.casts:
+        return False
+    cols = [c for c in range(_tp.NFIELDS) if c not in (_tp.VERSION, _tp.F0, _tp.F1, _tp.VAL)]    # (the int fields)
+    if not (np.array_equal(a.ints[:, cols], b.ints[:, cols]) and np.array_equal(a.aux, b.aux)):
+        return False
+    if a.sources.keys() != b.sources.keys() or a.live.keys() != b.live.keys():
+        return False
+    for s, x in a.sources.items():
+        y = b.sources[s]
+        if x[0] != y[0]:
+            return False
+        if x[0] == "captured":
+            if x[1] is not y[1] and (x[4] or y[4] or not _deep_equal(x[1]._data, y[1]._data)):
+                return False
+        elif not _deep_equal(x[1:], y[1:]):
+            return False
+    return (len(a.guards) == len(b.guards) and all(_deep_equal(g[:2], h[:2]) for g, h in zip(a.guards, b.guards))
+            and _deep_equal(a.arg_guards, b.arg_guards)
+            and _deep_equal([g[1:3] for g in a.fn_guards], [g[1:3] for g in b.fn_guards])
+            and _deep_equal(a.out_template, b.out_template) and _deep_equal(a.out_refs, b.out_refs)
+            and all(_deep_equal(a.live[s].args, b.live[s].args) for s in a.live))
+
+
+def _deep_equal(x, y):
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.shape == y.shape
+                and x.dtype == y.dtype and x.tobytes() == y.tobytes())
+    if isinstance(x, Tensor) or isinstance(y, Tensor):
+        return x is y
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(y) and all(_deep_equal(p, q) for p, q in zip(x, y))
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_deep_equal(x[k], y[k]) for k in x)
+    if isinstance(x, float) and x != x:
+        return y != y
+    try:
+        return bool(x == y)
+    except Exception:
+        return x is y
 
 
 def _shared_versions(n):
