@@ -915,3 +915,38 @@ def test_a_tape_reading_numbers_live_is_not_fused(monkeypatch):
         box.lr = 0.1 * (i + 1)
         _run(f)
     assert f.fusion()[0] == {"fused": False, "why": "it reads numbers live (the fused loops hold them as constants)"}
+
+
+# -- tg.record: one recording, so a changed value raises; a tape file holds the values as constants
+G_REC = 2.0
+
+
+def test_a_recorded_tape_raises_when_a_value_it_read_changed(tmp_path):
+    global G_REC
+    G_REC = 2.0
+    tape = tg.record(lambda x: (x * G_REC).sum(), np.ones(3))
+    assert tape(np.ones(3)) == 6.0
+    path = str(tmp_path / "t.tape")
+    tape.save(path)
+    G_REC = 3.0
+    with pytest.raises(tg.TapeDivergence, match=r"G_REC \(a global of module test_replay_guards\) changed "
+                                                r"\(recorded 2.0, now 3.0\)"):
+        tape(np.ones(3))
+    with pytest.raises(tg.TapeDivergence, match="G_REC"):
+        tape.value_and_grad(np.ones(3))
+    # a tape file holds no Python value: the number it read is a constant of the loaded tape
+    loaded = tg.load_tape(path)
+    assert loaded(np.ones(3)) == 6.0
+    assert loaded.value_and_grad(np.ones(3))[1].tolist() == [2.0, 2.0, 2.0]
+    G_REC = 2.0
+    assert tape(np.ones(3)) == 6.0
+
+
+def test_tg_record_refuses_a_function_that_changes_what_it_reads():
+    box = types.SimpleNamespace(calls=0)
+
+    def f(x):
+        box.calls += 1
+        return (x * box.calls).sum()
+    with pytest.raises(tg.NotReplayable, match=r"it changes box.calls \(a closure variable of .*\) while it runs"):
+        tg.record(f, np.ones(3))
