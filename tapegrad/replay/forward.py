@@ -97,8 +97,9 @@ class Forward:
                 self.scalar = None
                 raise
             got = None
-        if got is None or not _all_same([(got[s], vals[s]) for s in range(self.n)]):
-            self.scalar = False
+        if got is None or not _all_same([(got.flts[:, _tp.VAL],
+                                           np.fromiter((v.reshape(-1)[0] for v in vals), np.float64, self.n))]):
+            self.scalar = False     # (every value one float64 number: one comparison of the entries' VAL field)
 
     casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
     derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
@@ -129,6 +130,8 @@ class Forward:
         p, self.pending = self.pending, None
         if not p.intact():
             raise _Stale()
+        if self.scalar is None and self._scalar_check(p):
+            return
         with _gc_paused():
             try:
                 vals = self._forward_python(p.arrays, p.captured)
@@ -201,7 +204,64 @@ class Forward:
                 vals[s] = _source_value(src, arrays)
         return vals
 
-    def _forward_scalar(self, arrays, known=None):
+    def _scalar_check(self, p):
+        """The first replay's check of a tape whose every value is one float64 number,
+        without a Python replay: the compiled scalar forward on the recorded inputs
+        (``p``, a ``_RecordedCall``) against every value the recording wrote into its
+        entries (VAL), and the guards.  True when it holds (the tape then replays so),
+        None when this check does not apply or differs (the Python replay's check then
+        decides)."""
+        if not _jit.READY[0] or self.live or self.casts or not bool((self.ints[:, _tp.SIZE] == 1).all()):
+            return None
+        for s, src in self.sources.items():
+            if src[0] == "arg":
+                if self.arg_meta[src[1]][1] != np.float64:
+                    return None
+            elif src[0] != "captured" or src[3] != np.float64:
+                return None
+        for row in self.rows:
+            rules = FAMILY_RULES.get(family(row[_tp.OP]))
+            if rules is not None and index(row[_tp.OP]) not in rules.scalar_replay:
+                return None
+        shapes = self._scalar_shapes()
+        if shapes is None:
+            return None
+        self.shapes_all, self.scalar = shapes, True
+        try:
+            got = self._forward_scalar(p.arrays, captured=p.captured)
+            recorded = np.frombuffer(self.buf, np.float64).reshape(self.n, _tp.NFIELDS)[:, _tp.VAL]
+            ok = (_all_same([(got.flts[:, _tp.VAL], recorded)]) and self.check_args(p.arrays) is None
+                  and self.check_guards(got, p.arrays) is None)
+        except Exception as e:
+            if propagates(e):
+                raise
+            ok = False
+        if not ok:
+            self.shapes_all, self.scalar = None, None
+            return None
+        return True
+
+    def _scalar_shapes(self):
+        """Every slot's shape from the recording alone (sources, non-elementwise entries,
+        the elementwise ones broadcast from their operands), or None."""
+        from ..core.registry import BINARY, BINARY2, UNARY, UNARY2
+        shapes = []
+        for s, row in enumerate(self.rows):
+            src = self.sources.get(s)
+            if src is not None:
+                shapes.append(self.arg_meta[src[1]][0] if src[0] == "arg" else src[2])
+            elif s in self.shapes:
+                shapes.append(tuple(self.shapes[s]))
+            elif family(row[_tp.OP]) in (UNARY, UNARY2, BINARY, BINARY2):
+                ins = [shapes[o] for o in (row[_tp.A], row[_tp.B], row[_tp.C]) if 0 <= o < s]
+                if not ins:
+                    return None
+                shapes.append(max(ins, key=len))        # (one element each: all their dims are 1)
+            else:
+                return None
+        return shapes
+
+    def _forward_scalar(self, arrays, known=None, captured=None):
         from ..kernels.sweep import replay_scalar
         n = self.n
         if self.template is None:
@@ -220,6 +280,8 @@ class Forward:
         for s, src in self.source_items:
             if known is not None:
                 v = known[s]
+            elif captured is not None and s in captured:
+                v = captured[s]
             elif src[0] == "derived":
                 v = self.derived(src[1], vals, arrays)
             else:
