@@ -109,40 +109,47 @@ class Compiled:
                         if changed is None:
                             changed, changed_from = caps.describe(g, args, kwargs), R
                         continue
-                bad = R.check_args(arrays)
-                if bad is None:
-                    try:
-                        if R.live_params:
-                            R.set_live(caps.values(args, kwargs))
-                        vals = R.forward(arrays)
-                    except _Rerecord as e:
-                        entry.remove(R)
-                        check_now = isinstance(e, _Stale)
-                        break
-                    except NotReproduced as e:      # (the first replay's check: never replayed)
-                        entry.remove(R)
-                        self.why[key] = str(e)
-                        if not entry:
-                            self.cache[key] = str(e)
-                        return self._eager(args, kwargs)
-                    except Exception as e:      # (a path the recording did not take may fail: record anew)
-                        if propagates(e):
-                            raise
-                        bad = failed = ("the replay", None, None)
-                        self.replay_error = "%s: %s" % (type(e).__name__, e)
-                    else:
-                        bad = R.check_guards(vals, arrays)
-                if bad is None:
-                    if R is not entry[0]:
-                        entry.remove(R)
-                        entry.insert(0, R)
-                    st.replays += 1
-                    T = R.tape_for(vals, arrays, args)
-                    out = R.outputs(vals, arrays, args, T)
-                    if self.check and st.replays % self.check == 0:
-                        self._compare_with_eager(out, args, kwargs)
-                    return out
-                diverged = bad
+                lock = R.live_lock if R.live_params else None     # (its entries' numbers are set per replay)
+                if lock is not None:
+                    lock.acquire()
+                try:
+                    bad = R.check_args(arrays)
+                    if bad is None:
+                        try:
+                            if R.live_params:
+                                R.set_live(caps.values(args, kwargs))
+                            vals = R.forward(arrays)
+                        except _Rerecord as e:
+                            entry.remove(R)
+                            check_now = isinstance(e, _Stale)
+                            break
+                        except NotReproduced as e:      # (the first replay's check: never replayed)
+                            entry.remove(R)
+                            self.why[key] = str(e)
+                            if not entry:
+                                self.cache[key] = str(e)
+                            return self._eager(args, kwargs)
+                        except Exception as e:      # (a path the recording did not take may fail: record anew)
+                            if propagates(e):
+                                raise
+                            bad = failed = ("the replay", None, None)
+                            self.replay_error = "%s: %s" % (type(e).__name__, e)
+                        else:
+                            bad = R.check_guards(vals, arrays)
+                    if bad is None:
+                        if R is not entry[0]:
+                            entry.remove(R)
+                            entry.insert(0, R)
+                        st.replays += 1
+                        T = R.tape_for(vals, arrays, args)
+                        out = R.outputs(vals, arrays, args, T)
+                        if self.check and st.replays % self.check == 0:
+                            self._compare_with_eager(out, args, kwargs)
+                        return out
+                    diverged = bad
+                finally:
+                    if lock is not None:
+                        lock.release()
             if diverged is not None:
                 st.divergences += 1
                 if self.strict:

@@ -7,6 +7,7 @@ sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
 import struct
+import threading
 import weakref
 
 import numpy as np
@@ -115,6 +116,7 @@ class Recording(Forward):
         self.pending = None     # ``_RecordedCall``: what the first replay checks the tape against
         self.live_params = []   # tg.compile: (slot, field, sign, index) of the numbers read live (``set_live``)
         self.live_now = None    # ... and their values at the last replay
+        self.live_lock = threading.RLock()      # (held from setting them until the replayed tape is made)
         self._forget_layouts()
 
     def _forget_layouts(self):
@@ -425,7 +427,7 @@ class Recording(Forward):
         st["source_items"] = sorted(src.items())
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
-        del st["program"], st["arena"], st["captures"], st["pending"], st["live_params"], st["live_now"]
+        del st["program"], st["arena"], st["captures"], st["pending"], st["live_params"], st["live_now"], st["live_lock"]
         st["buf"] = bytes(st["buf"])        # (the numbers read live as they were last: constants of the saved tape)
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
@@ -452,6 +454,7 @@ class Recording(Forward):
         self.pending = None
         self.live_params = []
         self.live_now = None
+        self.live_lock = threading.RLock()
         self.host_keep = []
         self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
