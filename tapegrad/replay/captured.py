@@ -43,6 +43,7 @@ import types
 import numpy as np
 
 from ..core.tensor import Tensor
+from .session import propagates
 
 _ROOT_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST", "LOAD_FAST_CHECK"))
 _STORES = frozenset(("STORE_ATTR", "DELETE_ATTR"))
@@ -100,12 +101,13 @@ def _const(v, depth=0):
 
 # -- reading code ----------------------------------------------------------------------
 class _CodeReads:
-    """What one code object reads (cached per code object): ``chains``, each
-    (root kind, root name, steps, the instruction after it) with root kind "global",
-    "deref" or "local" and steps ("attr", name) / ("item", constant); ``stores``:
-    chains it assigns to or deletes (their guards make a call that changes them
-    unreplayable); ``aliases``: a local assigned once, from a chain; ``nested``: the
-    code objects it makes functions of (lambdas, comprehensions, inner functions)."""
+    """What one code object reads (cached per code object): ``chains``, each (root
+    kind, root name, steps) with root kind "global", "deref" or "local" and steps
+    ("attr", name) / ("item", constant); ``stores``: chains it assigns to or deletes
+    (their guards make a call that changes them unreplayable); ``aliases``: a local
+    assigned once, from a chain; ``nested``: the code objects it makes functions of
+    (lambdas, comprehensions, inner functions); ``calls`` and ``uses``: the calls that
+    pass chains and how each chain's value is used (``_call_sites``)."""
     __slots__ = ("chains", "stores", "aliases", "nested", "calls", "uses")
 
 
@@ -123,7 +125,8 @@ def _code_reads(code):
 
 
 def _read_code(code):
-    ins = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG", "NOP")]
+    every = list(dis.get_instructions(code))
+    ins = [i for i in every if i.opname not in ("CACHE", "EXTENDED_ARG", "NOP")]
     out = _CodeReads()
     out.chains, out.stores, out.nested = [], [], []
     stored = {}         # local name -> how many stores
@@ -171,8 +174,10 @@ def _read_code(code):
     # a local assigned once, from a chain: its reads are that chain's
     out.aliases = {k: v[0] for k, v in alias_of.items() if len(v) == 1 and stored.get(k) == 1}
     try:
-        out.calls, out.uses = _call_sites(code, ins)
-    except Exception:       # (bytecode this model does not know: no arguments followed into callees)
+        out.calls, out.uses = _call_sites(code, every)
+    except Exception as e:      # (bytecode this model does not know: no arguments followed into callees)
+        if propagates(e):
+            raise
         out.calls, out.uses = [], {}
     return out
 
@@ -323,7 +328,7 @@ def _call_sites(code, ins):
             stack.append(stack[-arg])
             continue
         elif op in ("POP_TOP", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF", "STORE_NAME", "STORE_ATTR",
-                    "STORE_SUBSCR", "RETURN_VALUE", "NOP", "RESUME", "PRECALL"):
+                    "STORE_SUBSCR", "RETURN_VALUE", "NOP", "RESUME", "PRECALL", "EXTENDED_ARG", "CACHE"):
             drop(stack[len(stack) + eff:] if eff < 0 else (), op)
             del stack[len(stack) + eff:]
             continue
