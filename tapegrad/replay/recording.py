@@ -6,7 +6,6 @@ its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds 
 sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
-import struct
 import threading
 import weakref
 
@@ -403,13 +402,15 @@ class Recording(Forward):
         self.buf = buf
         if self.template is not None and type(self.template) is not bytearray:
             self.template = bytearray(self.template)
-        targets = [buf] + ([self.template] if self.template is not None else []) + [b for b, _, _ in self.spare]
+        # (the entries' float fields, as arrays over those buffers)
+        targets = [np.frombuffer(b, np.float64) for b in [buf] + ([self.template] if self.template is not None
+                                                                   else [])] + [f.reshape(-1) for _, _, f in self.spare]
         for s, col, sign, i in self.live_params:
             v = sign * values[i]
             (self.f0 if col == _tp.F0 else self.f1)[s] = v
-            at = (s * _tp.NFIELDS + col) * 8
-            for b in targets:
-                _F64.pack_into(b, at, v)
+            at = s * _tp.NFIELDS + col
+            for f in targets:
+                f[at] = v
             if self.program is not None:
                 self.program[s] = self._program_entry(s)
         self.live_now = values
@@ -462,7 +463,6 @@ class Recording(Forward):
 
 
 
-_F64 = struct.Struct("<d")
 # the entries whose F0 parameter is an operand applied as it is (``x * s``: mul_s(x, s))
 _NUMBER_OPS = frozenset(_ew.UNARY_BY_NAME[k].code for k in ("add_s", "mul_s", "div_s", "rsub_s", "rdiv_s",
                                                              "pow_s", "rpow_s"))
