@@ -15,6 +15,7 @@ the others must reproduce:
 """
 import functools
 import math
+import time
 
 import numpy as np
 
@@ -102,6 +103,7 @@ class Forward:
             self.scalar = False     # (every value one float64 number: one comparison of the entries' VAL field)
 
     casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
+    unfused_s = 0.0             # (the seconds of the last Python forward: ``forward``)
     derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
 
     def _program(self):
@@ -159,7 +161,9 @@ class Forward:
             return self._forward_scalar(arrays, _from)
         if self.arena:
             return self._forward_arena(arrays)
+        t0 = time.perf_counter()
         vals = self._forward_python(arrays)
+        self.unfused_s = time.perf_counter() - t0         # (what fuse="auto" weighs its loops against)
         # ("auto" waits for the kernels, asking for them as a backward would: its loops
         # compile in a thread, which must not load them in the foreground)
         if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0] or _background.request()):

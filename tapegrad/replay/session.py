@@ -469,30 +469,37 @@ def _same(a, b):
 
 
 def _all_same(pairs):
-    """Whether ``_same(a, b)`` holds for every pair: one comparison per dtype over
-    all the pairs' elements at once (a tape of many small values would spend most of
-    a comparison per pair in NumPy's call overhead)."""
-    groups = {}
+    """Whether ``_same(a, b)`` holds for every pair: the small pairs' elements in one
+    comparison per dtype (a tape of many small values would spend most of a comparison
+    per pair in NumPy's call overhead), a large pair on its own."""
+    small = {}
     for a, b in pairs:
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
-        if a.size:
-            g = groups.get(a.dtype)
+        if a.size >= 4096:
+            if not _same_values(a.reshape(-1), b.reshape(-1)):
+                return False
+        elif a.size:
+            g = small.get(a.dtype)
             if g is None:
-                g = groups[a.dtype] = ([], [])
+                g = small[a.dtype] = ([], [])
             g[0].append(a.reshape(-1))
             g[1].append(b.reshape(-1))
-    for dt, (xs, ys) in groups.items():
-        x, y = np.concatenate(xs), np.concatenate(ys)
-        if dt.kind == "f":
-            with np.errstate(invalid="ignore"):
-                ok = (x == y) | (np.abs(x - y) <= 1e-13 * np.abs(y)) | (np.isnan(x) & np.isnan(y))
-            if not ok.all():
-                return False
-        elif not np.array_equal(x, y):
-            return False
-    return True
+    return all(_same_values(np.concatenate(xs), np.concatenate(ys)) for xs, ys in small.values())
+
+
+def _same_values(x, y):
+    """``_same`` of two flat arrays of one dtype: equal, or (floats) within 1e-13 where
+    not, with the same NaNs (the tolerance computed on the elements that differ only)."""
+    eq = x == y
+    if eq.all():
+        return True
+    if x.dtype.kind != "f":
+        return False
+    x, y = x[~eq], y[~eq]
+    with np.errstate(invalid="ignore"):
+        return bool(np.all((np.abs(x - y) <= 1e-13 * np.abs(y)) | (np.isnan(x) & np.isnan(y))))
 
 
 def _signal_handler_codes():
