@@ -104,6 +104,7 @@ class Forward:
 
     casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
     unfused_s = 0.0             # (the seconds of the last Python forward: ``forward``)
+    fuse_switch = None          # (a Recording's own: ``fuse.switch``)
     derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
 
     def _program(self):
@@ -157,6 +158,8 @@ class Forward:
             self.first_checks()
         if self.fused:
             return self.fused.run(arrays)
+        if self.fuse_switch is not None:
+            return self.switch_fusing(arrays)       # (Recording's: fuse.py)
         if self.scalar:
             return self._forward_scalar(arrays, _from)
         if self.arena:

@@ -874,7 +874,7 @@ def consider(R, arrays, vals):
         if isinstance(ready, NotFusable):
             R.fused, R.fuse_why = False, str(ready)
         else:
-            try_fuse(R, arrays, vals, R.fuse_name, ready)
+            R.fuse_switch = ready       # (checked and switched to at the next replay: ``switch``)
         return
     if R.unfused_replays < AUTO_AFTER or R.fuse_building:
         return
@@ -905,19 +905,33 @@ _NONLEAF = "an argument is a tensor computed by other operations (a non-leaf)"
 _LIVE = "it reads numbers live (the fused loops hold them as constants)"
 
 
+def switch(R, arrays):
+    """The replay that switches to the fused loops compiled in the background (``R.fuse_switch``):
+    the unfused replay, the fused one checked against it (value and gradient) and timed
+    (``try_fuse``); the fused values when they are kept, else the unfused ones.  Its cost
+    is about one unfused replay and one fused one, value and gradient."""
+    P, R.fuse_switch = R.fuse_switch, None
+    t0 = time.perf_counter()
+    vals = R._forward_python(arrays)
+    R.unfused_s = time.perf_counter() - t0
+    fv = try_fuse(R, arrays, vals, R.fuse_name, P)
+    return FusedVals(R, fv, arrays) if fv is not None else vals
+
+
 def try_fuse(R, arrays, vals, name, P=None):
     """Fuse recording ``R`` (``vals``: the values of an unfused replay on
-    ``arrays``): compile its program (``P``: compiled already) and check one
-    fused replay, value and gradient, against the unfused one.  Sets ``R.fused``
-    (a ``FusedProgram``, or False with the reason in ``R.fuse_why``)."""
+    ``arrays``, timed in ``R.unfused_s``): compile its program (``P``: compiled
+    already) and check one fused replay, value and gradient, against the unfused one.
+    Sets ``R.fused`` (a ``FusedProgram``, or False with the reason in ``R.fuse_why``);
+    returns the fused replay's values when it is kept, else None."""
     import warnings
     R.fused = False
     if "nonleaf" in R.arg_kinds:
         R.fuse_why = _NONLEAF
-        return
+        return None
     if R.live_params:
         R.fuse_why = _LIVE
-        return
+        return None
     try:
         if P is None:
             P = _build(R, value_metas(vals), Budget(BUDGET_S))
@@ -928,55 +942,36 @@ def try_fuse(R, arrays, vals, name, P=None):
         forward_s = time.perf_counter() - t0
         bad = [s for s in fv if s not in P.sources and s not in P.derived and not _close(fv[s].reshape(P.shapes[s]), vals[s])]
         grad = _scalar_output(R, P)
+        fused_s, unfused_s = forward_s, R.unfused_s
         if not bad and grad:
             bad, reverse_s, unfused_s = _check_gradient(R, P, fv, arrays, vals)
             fused_s = forward_s + reverse_s
     except NotFusable as e:
         R.fuse_why = str(e)
-        return
+        return None
     if bad:
         R.fuse_why = "the fused replay differs from the unfused one at %s" % bad
         warnings.warn("tapegrad: the fused replay of %s differs from the unfused one (%s): it is not fused"
                       % (name, bad), RuntimeWarning, stacklevel=3)
-        return
+        return None
     if R.fuse == "auto":
         # "auto" keeps the loops only where they pay: scalar libm calls (exp, log1p...) in a
         # loop can be slower than NumPy's vectorized ones over data that stays in cache.  The
-        # check just run timed both (value and gradient): no more replays in this call
-        if not grad:
-            fused_s, unfused_s = _timings(R, P, arrays, rounds=1)
+        # check just run timed both (value, and gradient for one output number): no more
+        # replays in this call
         P.stats.update(fused_ms=1e3 * fused_s, unfused_ms=1e3 * unfused_s)
         if fused_s > AUTO_KEEP * unfused_s:
             R.fuse_why = ("its fused loops are slower than the unfused replay here (%.3g ms against %.3g ms)"
                           % (1e3 * fused_s, 1e3 * unfused_s))
-            return
+            return None
     R.fuse_why = None
     R.fused = P
     R.fused_plan = FusedPlan(R.arrays_plan, P, R.rg)
+    return fv
 
 
 def _scalar_output(R, P):
     return len(R.out_slots) == 1 and math.prod(P.shapes[R.out_slots[0]]) == 1 and bool(R.rg[R.out_slots[0]])
-
-
-def _timings(R, P, arrays, rounds=2):
-    """Seconds of one fused and one unfused replay (value, and the gradient when the
-    output is one number), the best of ``rounds`` alternated."""
-    clock = time.perf_counter
-    grad = _scalar_output(R, P)
-    best = [math.inf, math.inf]
-    for _ in range(rounds):
-        t0 = clock()
-        fv = P.forward(arrays)
-        if grad:
-            P.reverse(fv, {R.out_slots[0]: np.ones(1)})
-        t1 = clock()
-        vals = R._forward_python(arrays)
-        if grad:
-            _ordinary_gradient(R, P, arrays, vals)
-        t2 = clock()
-        best = [min(best[0], t1 - t0), min(best[1], t2 - t1)]
-    return best
 
 
 def _ordinary_gradient(R, P, arrays, vals):

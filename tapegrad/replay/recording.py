@@ -11,8 +11,6 @@ import weakref
 
 import numpy as np
 
-from .. import _background
-from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
@@ -21,7 +19,7 @@ from ..core.registry import CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_
 from ..ops._record import RESHAPE
 from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
-from .fuse import FusedVals, consider as _consider_fusing
+from .fuse import FusedVals, consider as _consider_fusing, switch as _switch_fusing
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
 from .session import (NotReproduced, _Rerecord, _Session, _all_same, _arg_shape_dtype, _begin, _end, _flatten,
                       _gc_paused, _is_array_arg, _plain_wrap, _real, _recording_arg, _unflatten)
@@ -151,6 +149,7 @@ class Recording(Forward):
         self.fuse_why = None
         self.unfused_replays = 0
         self.fused_pending = None       # (fuse="auto": the program compiled in the background, or why not)
+        self.fuse_switch = None         # (... compiled: the next replay checks it and switches, ``fuse.switch``)
         self.fuse_building = False
 
     def _source_rg(self):
@@ -212,11 +211,14 @@ class Recording(Forward):
     def consider_fusing(self, arrays, vals):
         _consider_fusing(self, arrays, vals)
 
+    def switch_fusing(self, arrays):
+        return _switch_fusing(self, arrays)
+
     def fusion(self):
         """What fusion did with this recording: its ``FusedProgram.stats``, or why it is not fused."""
         if self.fused:
             return dict(self.fused.stats, fused=True)
-        if self.fuse_building or self.fused_pending is not None:
+        if self.fuse_building or self.fused_pending is not None or self.fuse_switch is not None:
             return {"fused": False, "why": "compiling in the background"}
         if self.fuse and not self.fuse_why and (self.arena or self.scalar):
             return {"fused": False, "why": "its values are small: the compiled forward of small arrays serves it"}
@@ -528,7 +530,7 @@ def _shared_versions(n):
 _LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare", "spare_versions", "none_vals",
             "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
             "arena_total", "spare_arena", "vloc_all", "saved_set", "fused", "fused_plan", "fuse_why",
-            "unfused_replays", "fused_pending", "fuse_building")
+            "unfused_replays", "fused_pending", "fuse_switch", "fuse_building")
 
 
 # -- recording a call ---------------------------------------------------------------
