@@ -988,6 +988,13 @@ def _ordinary_gradient(R, P, arrays, vals):
     wanted = [b for b in P.sources if b in T.leaves and R.rg[b]]
     if not wanted:
         return {}
+    mine = {id(args[i]) for i in leaf}
+    if all(id(t) in mine for t in T.leaves.values()):
+        # every leaf is this check's own: the plain backward, which reuses the recording's
+        # adjoint arrays (a backward with ``inputs`` makes fresh ones, whose first touch
+        # cost more than the sweep on large tapes)
+        engine.run_backward([(out, np.ones(1))], False)
+        return {b: (None if T.leaves[b].grad is None else T.leaves[b].grad._data) for b in wanted}
     res = engine.run_backward([(out, np.ones(1))], False, [T.leaves[b] for b in wanted], accumulate=False)
     return {b: res.get(id(T.leaves[b])) for b in wanted}
 
