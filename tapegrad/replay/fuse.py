@@ -24,8 +24,11 @@ magnitudes, where NumPy's pairwise sum has log2(n); ``Recording`` checks the fir
 (1e-12 of the largest magnitude) and keeps the unfused path when they differ.
 """
 import ast
+import contextlib
 import hashlib
 import math
+import sys
+import threading
 import time
 
 import numpy as np
@@ -840,6 +843,32 @@ class Budget:
             self.resume = time.perf_counter() + WORK_S
 
 
+SWITCH_S = 0.0005           # the interpreter's switch interval while a build runs beside the replays
+_SWITCHING = [0, None]      # (builds running, the interval before the first)
+_SWITCHING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _gil_handed_back():
+    """A background build's span, with the interpreter's switch interval shortened to
+    ``SWITCH_S``: Numba's compiler is Python and holds the GIL, and a replaying thread
+    that released it in a NumPy call waits up to the interval (5 ms) to get it back, at
+    each call (a replay of many NumPy calls took twice as long).  The interval before is
+    put back when the last build ends."""
+    with _SWITCHING_LOCK:
+        if _SWITCHING[0] == 0:
+            _SWITCHING[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_SWITCHING[1], SWITCH_S))
+        _SWITCHING[0] += 1
+    try:
+        yield
+    finally:
+        with _SWITCHING_LOCK:
+            _SWITCHING[0] -= 1
+            if _SWITCHING[0] == 0:
+                sys.setswitchinterval(_SWITCHING[1])
+
+
 def value_metas(vals):
     """(shape, dtype or None) of every value of an unfused replay: what planning reads."""
     return [(tuple(v.shape), v.dtype) if type(v) is np.ndarray else (np.shape(v), None) for v in vals]
@@ -896,8 +925,8 @@ def consider(R, arrays, vals):
     R.fuse_building = True
 
     def build():
-        R.fused_pending = _build(R, metas, Budget(BUDGET_S, background=True))
-    import threading
+        with _gil_handed_back():
+            R.fused_pending = _build(R, metas, Budget(BUDGET_S, background=True))
     threading.Thread(target=build, name="tapegrad-fuse", daemon=True).start()
 
 
