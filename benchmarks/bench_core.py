@@ -216,3 +216,25 @@ class Fused:
         """1 when the recording replays through fused loops, else 0."""
         from .compare import _COMPILED
         return int(bool(_COMPILED[self.name].fusion()[0]["fused"]))
+
+
+class Guards:
+    """The check a replay of a tg.compile'd function runs first: the guards on what it reads
+    from outside its arguments (5 globals and 2 attributes: compare.py's guarded_body)."""
+
+    def setup(self):
+        from .compare import guarded_body
+        f = tg.compile(guarded_body)
+        x = tg.tensor(np.linspace(-1.0, 1.0, 8))
+        f(x)
+        f(x)
+        (R,) = next(iter(f.cache.values()))
+        self.check, self.args = R.captures.check, (x,)
+
+    def time_guard_check(self):
+        self.check(self.args, {})
+
+    def track_guarded_values(self):
+        from .compare import guarded_body
+        from tapegrad.replay.captured import discover
+        return len(discover(guarded_body, (tg.ones(8),), {}))

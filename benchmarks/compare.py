@@ -119,6 +119,54 @@ def rosen(lib, inp):
     return loss, [x]
 
 
+def rk4_inputs(rng, steps=1200):
+    return {"p": np.array([9.81, 0.1]) + 0.01 * rng.standard_normal(2), "y0": np.array([1.0, 0.0]), "steps": steps}
+
+
+def _rk4_body_for(lib):
+    """The RK4 loss with ``lib``'s stack (one function object per library: tg.compile
+    records it once)."""
+    def body(p, y0, steps, dt=0.01):
+        def f(y):
+            return lib.stack([y[1], -p[0] * y[0].sin() - p[1] * y[1]])
+        y, loss = y0, 0.0
+        for _ in range(steps):
+            k1 = f(y)
+            k2 = f(y + 0.5 * dt * k1)
+            k3 = f(y + 0.5 * dt * k2)
+            k4 = f(y + dt * k3)
+            y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            loss = loss + (y * y).sum()
+        return loss
+    return body
+
+
+_RK4_BODIES = {}
+
+
+def _rk4_body(lib):
+    b = _RK4_BODIES.get(lib.__name__)
+    if b is None:
+        b = _RK4_BODIES[lib.__name__] = _rk4_body_for(lib)
+    return b
+
+
+def rk4(lib, inp):
+    """RK4 integration of a damped pendulum (a 2-vector ODE), 1,200 steps: 72,000 ops on
+    two-element tensors (stack, indexing, sin, arithmetic), differentiated in its 2 parameters."""
+    p = lib.tensor(inp["p"], requires_grad=True)
+    loss = _rk4_body(lib)(p, lib.tensor(inp["y0"]), inp["steps"])
+    loss.backward()
+    return loss, [p]
+
+
+def rk4_replay(lib, inp):
+    p = lib.tensor(inp["p"], requires_grad=True)
+    loss = _replayed(lib, "rk4", _rk4_body(lib))(p, lib.tensor(inp["y0"]), inp["steps"])
+    loss.backward()
+    return loss, [p]
+
+
 def hvp_inputs(rng, n=10_000):
     return {"x": rng.uniform(-2.0, 2.0, n), "v": rng.standard_normal(n)}
 
@@ -750,6 +798,7 @@ WORKLOADS = {
     "logreg": Workload(logreg_inputs, logreg, logreg, target=1.0,
                        limit_fn=logreg_limit, jax_fn=_jax_jitted("logreg", _jax_logreg),
                        numba_fn=_numba_jitted("logreg", _numba_logreg)),
+    "rk4": Workload(rk4_inputs, rk4, rk4, target=1.0),     # (issue 44: tg.compile must never stall on it)
     "hvp": Workload(hvp_inputs, hvp, hvp, target=0.5,       # (issue 19: the double-backward idiom)
                     limit_fn=hvp_limit, jax_fn=_jax_jitted("hvp", _jax_hvp)),
     "hvp_functional": Workload(hvp_inputs, hvp_functional, hvp_functional, target=0.3,
@@ -766,6 +815,7 @@ WORKLOADS = {
                           limit_fn=jvp_chain_limit, jax_fn=_jax_jitted("jvp_chain", _jax_jvp_chain)),
     "chain_replay": Workload(chain_inputs, chain_replay, chain_replay, target=0.01),
     "mlp_replay": Workload(mlp_inputs, mlp_replay, mlp_replay, target=0.7),
+    "rk4_replay": Workload(rk4_inputs, rk4_replay, rk4_replay, target=0.2),
     "rosen_replay": Workload(rosen_inputs, rosen_replay, rosen_replay, target=0.3,     # (issue 20)
                              limit_fn=rosen_limit, jax_fn=_jax_jitted("rosen", _jax_rosen),
                              numba_fn=_numba_jitted("rosen", _numba_rosen)),
@@ -999,6 +1049,158 @@ def first_calls(tg, names):
     return "\n".join(lines)
 
 
+# --- a fresh tg.compile: its first calls against eager ones ------------------------------
+FRESH = ("rk4", "chain", "mlp", "rosen", "lj")      # (each with a *_replay workload)
+
+
+def fresh_calls(tg, name, calls, eager_calls=5):
+    """Time each of the first ``calls`` calls (value and gradient) of a fresh tg.compile
+    of workload ``name``'s body, against the median of ``2 * eager_calls`` eager calls
+    (half before, half after).  rk4 gets a new parameter at every call.  Each call is
+    timed by the wall clock and by the calling thread's CPU time (``time.thread_time``:
+    what a busy machine's other processes do not inflate, nor a background thread's
+    work; the GIL it waits for is in the wall clock only).  Returns a dict of the
+    figures: for each clock, the recording call, the first replay, the slowest later
+    call and the median of the last 100, as multiples of the eager median."""
+    from time import thread_time
+    eager_fn, replay_fn = WORKLOADS[name].tapegrad_fn, WORKLOADS[name + "_replay"].tapegrad_fn
+    inputs = WORKLOADS[name].make_inputs(np.random.default_rng(0))
+    p0 = inputs.get("p")
+
+    def vary(i):
+        if name == "rk4":
+            inputs["p"] = p0 + 1e-3 * i
+
+    def timed(fn):
+        w0, c0 = perf_counter(), thread_time()
+        fn(tg, inputs)
+        return perf_counter() - w0, thread_time() - c0
+    eager = []
+    for i in range(eager_calls):
+        vary(i)
+        eager.append(timed(eager_fn))
+    _COMPILED.pop(name, None)
+    times, building = [], []
+    for i in range(calls):
+        vary(i)
+        times.append(timed(replay_fn))
+        if any(d.get("why") == "compiling in the background" for d in _COMPILED[name].fusion()):
+            building.append(i + 1)          # (the next call runs while the fused loops are built)
+    for i in range(eager_calls):
+        vary(i)
+        eager.append(timed(eager_fn))
+    out = {"workload": name, "calls": calls, "during_build": len([i for i in building if i < calls]),
+           "fusion": [_plain(d) for d in _COMPILED[name].fusion()], "stats": repr(_COMPILED[name].stats)}
+    for k, clock in enumerate(("wall", "cpu")):
+        e = statistics.median(t[k] for t in eager)
+        ts = [t[k] for t in times]
+        later = ts[2:] or [0.0]
+        during = [ts[i] for i in building if i < len(ts)]
+        out[clock] = {"eager_s": e, "record_x": ts[0] / e, "first_replay_x": ts[1] / e if len(ts) > 1 else None,
+                      "worst_x": max(later) / e, "worst_call": 2 + int(np.argmax(later)) if ts[2:] else None,
+                      "over_2x": sum(t > 2 * e for t in ts[1:]), "steady_x": statistics.median(ts[-100:]) / e,
+                      "during_build_median_x": statistics.median(during) / e if during else None,
+                      "during_build_worst_x": max(during) / e if during else None}
+    return out
+
+
+def _fresh_worker(name, calls):
+    tg = importlib.import_module("tapegrad")
+    # every kernel signature of the cache loaded first (the state of a program that has run
+    # tapegrad for a while), so that the calls timed are a fresh tg.compile's, not a fresh process's
+    importlib.import_module("tapegrad._background")._load()
+    print(json.dumps(fresh_calls(tg, name, calls)))
+
+
+def fresh_table(rows):
+    head = ("workload", "clock", "eager ms", "record x", "1st replay x", "worst x (call)", "> 2x", "steady x",
+            "building: calls, median x, worst x")
+    body = []
+    for r in rows:
+        if "error" in r:
+            body.append((r["workload"], "error: " + r["error"]) + ("",) * (len(head) - 2))
+            continue
+        for clock in ("wall", "cpu"):
+            c = r[clock]
+            b = ("%d, %.2f, %.2f" % (r["during_build"], c["during_build_median_x"], c["during_build_worst_x"])
+                 if r["during_build"] else "-")
+            body.append((r["workload"] if clock == "wall" else "", clock, "%.3f" % (1e3 * c["eager_s"]),
+                         "%.2f" % c["record_x"], "%.2f" % c["first_replay_x"],
+                         "%.2f (%d)" % (c["worst_x"], c["worst_call"]), str(c["over_2x"]), "%.3f" % c["steady_x"], b))
+    widths = [max(len(str(row[i])) for row in [head] + body) for i in range(len(head))]
+
+    def fmt(cells):
+        return "  ".join(str(c).rjust(w) if i > 1 else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
+
+
+def run_fresh(names, calls, cache=None):
+    """Each workload's ``fresh_calls`` in a new process on a copy of a warm Numba cache
+    (``cache``, warmed first when its stamp is not valid; default: a temporary one), so
+    that tapegrad's kernels load from it and the fused loops are compiled cold, in the
+    background, beside the calls timed."""
+    import shutil
+    import tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import fuse_background as fb
+    template = cache or tempfile.mkdtemp(prefix="fresh-nbc-template-")
+    rows = []
+    try:
+        fb._warm(template)
+        for name in names:
+            d = tempfile.mkdtemp(prefix="fresh-nbc-")
+            try:
+                shutil.copytree(template, d, dirs_exist_ok=True)
+                for f in os.listdir(d):
+                    if f.endswith(".lock"):
+                        os.remove(os.path.join(d, f))
+                p = subprocess.run([sys.executable, os.path.abspath(__file__), "--fresh-worker", name, str(calls)],
+                                   env=fb._env(d), cwd=fb.HERE, capture_output=True, text=True)
+                if p.returncode != 0:
+                    rows.append({"workload": name, "error": (p.stderr.strip().splitlines() or ["?"])[-1]})
+                else:
+                    rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    finally:
+        if cache is None:
+            shutil.rmtree(template, ignore_errors=True)
+    return rows
+
+
+# --- the guards on what a compiled function reads from outside its arguments ----------------
+GUARD_A, GUARD_B, GUARD_C, GUARD_D, GUARD_E = 0.5, 2, 1.5, True, "tanh"
+GUARD_OBJ = type("Settings", (), {})()
+GUARD_OBJ.scale, GUARD_OBJ.shift = 2.0, 0.25
+
+
+def guarded_body(x):
+    """A function reading 5 globals (numbers, a flag, a string) and 2 attributes."""
+    y = x * GUARD_A * GUARD_OBJ.scale + GUARD_OBJ.shift
+    for _ in range(GUARD_B):
+        y = y * GUARD_C
+    return (y.tanh() if GUARD_E == "tanh" else y.sin()).sum() if GUARD_D else y.sum()
+
+
+def guard_cost(tg, rounds=21, calls=20000):
+    """Microseconds per call of the guards of ``guarded_body`` (the generated check a
+    replay runs first, median of ``rounds`` blocks), and how many values they check."""
+    f = tg.compile(guarded_body)
+    x = tg.tensor(np.linspace(-1.0, 1.0, 8))
+    f(x)
+    f(x)
+    (R,) = next(iter(f.cache.values()))
+    check, args, kwargs = R.captures.check, (x,), {}
+    times = []
+    for _ in range(rounds):
+        t0 = perf_counter()
+        for _ in range(calls):
+            check(args, kwargs)
+        times.append((perf_counter() - t0) / calls)
+    return 1e6 * statistics.median(times), len(R.captures)
+
+
 def replay_peak_memory(tg, name="rosen_replay", calls=3):
     """Peak memory traced (tracemalloc) during one steady-state call of a replayed
     workload, as a multiple of its input's bytes (issue 20's target: <= 3 for rosen)."""
@@ -1092,6 +1294,11 @@ def parse_args(argv=None):
     p.add_argument("--only", default=",".join(WORKLOADS),
                    help="comma-separated workloads (default: all)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--fresh", type=int, metavar="N", default=0,
+                   help="only time the first N calls of a fresh tg.compile of %s, each in a new process "
+                        "(the fused loops compiled cold), against eager calls" % ", ".join(FRESH))
+    p.add_argument("--cache", metavar="DIR", help="--fresh: a Numba cache to copy (warmed first if needed)")
+    p.add_argument("--fresh-worker", nargs=2, metavar=("NAME", "N"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.only = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in args.only if n not in WORKLOADS]
@@ -1104,6 +1311,24 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.fresh_worker:
+        _fresh_worker(args.fresh_worker[0], int(args.fresh_worker[1]))
+        return 0
+    if args.fresh:
+        names = [n for n in FRESH if n in args.only] if len(args.only) < len(WORKLOADS) else list(FRESH)
+        rows = run_fresh(names, args.fresh, args.cache)
+        print("the first %d calls of a fresh tg.compile (value and gradient), as multiples of an eager call's "
+              "median, by the wall clock and by the calling thread's CPU time; each workload in a new process, "
+              "the fused loops compiled cold in the background" % args.fresh)
+        print(fresh_table(rows))
+        for r in rows:
+            for f in r.get("fusion", ()):
+                print(f"fusion of {r['workload']}: " + format_fusion(f))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"fresh": rows}, f, indent=2)
+                f.write("\n")
+        return 0
     tg = importlib.import_module("tapegrad")
     importlib.import_module("tapegrad._jit").load()     # time the compiled sweep, not the interpreted start
     try:
@@ -1137,6 +1362,10 @@ def main(argv=None):
     if replayed:
         print(first_calls(tg, replayed))
 
+    if replayed:
+        us, n = guard_cost(tg)
+        print(f"guards of a compiled function reading 5 globals and 2 attributes ({n} values): "
+              f"{us:.3f} us per replayed call (target <= 2)")
     if "rosen_replay" in args.only:
         ratio, line = replay_peak_memory(tg)
         print(line)

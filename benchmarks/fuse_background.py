@@ -148,7 +148,7 @@ class _Process:
             R.fused, R.fuse_why = False, "its values are small (the compiled forwards serve it)"
             return
         try:
-            P = fuse.FusedProgram(R, vals)
+            P = fuse.FusedProgram(R, fuse.value_metas(vals))
         except fuse.NotFusable as e:
             R.fused, R.fuse_why = False, str(e)
             return

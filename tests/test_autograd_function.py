@@ -347,11 +347,12 @@ def test_compile_replays_functions_like_eager_and_finite_differences(mode, monke
         before = dict(calls)
         v = cf(x, w)
         v.backward()
-        if seed >= 1:       # a replay: each forward and each backward once
+        if seed >= 1:       # a replay: each forward and each backward once (the first replay
+            # also replays the tape on the recorded inputs, to check it: each forward once more)
             for name in ("Exp", "Clamp", "SinCos", "Square"):
                 for part in ("forward", "backward"):
                     key = name + "." + part
-                    assert calls[key] == before[key] + 1, key
+                    assert calls[key] == before[key] + (2 if seed == 1 and part == "forward" else 1), key
         assert calls["Clamp.needs"][-1] == (True, False, False)
         assert calls["SinCos.needs"][-1] == (True, True)
         x2, w2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)

@@ -178,7 +178,11 @@ def test_fuse_auto_by_default_off_on_request_and_bad_value_refused():
         off(x).backward()
     assert f.fusion()[0]["why"].startswith("its values are small")      # (the arena's, or under AUTO_ELEMENTS)
     assert off.fusion()[0] == {"fused": False, "why": "fusion is off (fuse=False)"}
-    assert tg.record(rosen, np.ones(3)).fusion["why"] == "not replayed often enough yet"
+    # (tg.record checks its tape at once, which lays out the compiled forward of small arrays when the
+    # kernels are loaded)
+    assert tg.record(rosen, np.ones(3)).fusion["why"] in ("not replayed often enough yet",
+                                                          "its values are small: the compiled forward of small "
+                                                          "arrays serves it")
     with pytest.raises(ValueError, match="fuse must be False, True or 'auto'"):
         tg.compile(rosen, fuse="yes")
     with pytest.raises(ValueError, match="fuse must be"):

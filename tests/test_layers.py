@@ -93,6 +93,7 @@ FLOORS = {
     "tapegrad._vmap": 6,                # vmap: a call per index, the results stacked
     "tapegrad.replay": 5.5,             # its public names, above its modules
     "tapegrad.replay.session": 5,       # the recording observer, watched arguments, guards
+    "tapegrad.replay.captured": 5,      # what a recorded call reads from outside its arguments: its guards
     "tapegrad.replay.forward": 5,       # the forward strategies, value containers
     "tapegrad.replay.fuse": 5,          # the fused replay: a tape compiled into generated loops
     "tapegrad.replay.replayed": 5,      # ReplayedTape and its backward plan

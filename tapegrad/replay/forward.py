@@ -15,6 +15,7 @@ the others must reproduce:
 """
 import functools
 import math
+import time
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..kernels import sweep as _ks
 from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import FAMILY_RULES, SHAPE, family, index
-from .session import _Rerecord, _live_lin, _pair_gather
+from .session import NotReproduced, _Rerecord, _Stale, _all_same, _gc_paused, _live_lin, _pair_gather, propagates
 from ..ops.order import ORDER_LIN as _ORDER_LIN
 
 
@@ -93,42 +94,80 @@ class Forward:
         self.scalar = True
         try:
             got = self.forward([None] * self.nargs, _from=vals)
-        except Exception:
+        except Exception as e:
+            if propagates(e):
+                self.scalar = None
+                raise
             got = None
-        if got is None or not all(np.allclose(got[s], vals[s], rtol=1e-13, atol=0, equal_nan=True)
-                                  for s in range(self.n)):
-            self.scalar = False
+        if got is None or not _all_same([(got.flts[:, _tp.VAL],
+                                           np.fromiter((v.reshape(-1)[0] for v in vals), np.float64, self.n))]):
+            self.scalar = False     # (every value one float64 number: one comparison of the entries' VAL field)
 
     casts = {}                  # (a Recording's own: slot -> the dtype of a reshape entry)
+    unfused_s = 0.0             # (the seconds of the last Python forward: ``forward``)
+    fuse_switch = None          # (a Recording's own: ``fuse.switch``)
     derived_dtypes = {}         # (a Recording's own: slot -> the dtype its tape saved a derived value in)
 
     def _program(self):
         """Each entry's forward as a function of the slot values (None for leaves
         and constants, whose values come from ``sources``)."""
-        prog = []
-        aux, f0, f1 = self.aux, self.f0, self.f1
-        for s, row in enumerate(self.rows):
-            code = row[_tp.OP]
-            rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
-            if family(code) == SHAPE and s in self.live:
-                prog.append((s, None, ("live", row[_tp.A], self.shapes[s])))
-                continue
-            f = None if rules is None else rules.replay_rule(index(code), row, aux, self.shapes.get(s), self.names[s],
-                                                             f0[s], f1[s])
-            if s in self.casts:
-                f = _casting(f, np.dtype(self.casts[s]))
-            prog.append((s, f, self.sources.get(s)))
-        self.program = prog
+        self.program = [self._program_entry(s) for s in range(self.n)]
+
+    def _program_entry(self, s):
+        row = self.rows[s]
+        code = row[_tp.OP]
+        rules = FAMILY_RULES.get(family(code))        # (none for meta entries: ``sources``)
+        if family(code) == SHAPE and s in self.live:
+            return (s, None, ("live", row[_tp.A], self.shapes[s]))
+        f = None if rules is None else rules.replay_rule(index(code), row, self.aux, self.shapes.get(s), self.names[s],
+                                                         self.f0[s], self.f1[s])
+        if s in self.casts:
+            f = _casting(f, np.dtype(self.casts[s]))
+        return (s, f, self.sources.get(s))
+
+    def first_checks(self):
+        """Before the first replay: the tape replayed on the recorded call's inputs
+        (``self.pending``) must reproduce its values, guards and outputs, or it is never
+        used (raises ``NotReproduced``; ``_Stale`` when an input kept by reference was
+        changed in place since, and the call is to be recorded and checked again).  The
+        compiled forwards are decided on those values too."""
+        p, self.pending = self.pending, None
+        if not p.intact():
+            raise _Stale()
+        if self.scalar is None and self._scalar_check(p):
+            return
+        with _gc_paused():
+            try:
+                vals = self._forward_python(p.arrays, p.captured)
+                bad = self.check_args(p.arrays) or self.check_guards(vals, p.arrays)
+            except _Rerecord:
+                raise _Stale() from None
+            except Exception as e:
+                if propagates(e):
+                    raise
+                raise NotReproduced("its replay fails (%s: %s)" % (type(e).__name__, e)) from None
+            if bad is not None or not p.reproduced(vals):
+                raise NotReproduced("its replay does not reproduce the recorded values")
+            if self.scalar is None and (_jit.READY[0] or not _background.deferring()):
+                self.compile_scalar(vals)       # (else at a later replay, once the kernels are ready)
+            if _jit.READY[0] and not self.scalar and self.arena is None and self.fuse is not True:
+                self._arena_plan(p.arrays, vals, p.captured)        # (fuse=True: the fused loops first)
 
     def forward(self, arrays, _from=None):
         """Every slot's value for argument arrays ``arrays`` (may raise _Rerecord)."""
+        if self.pending is not None:
+            self.first_checks()
         if self.fused:
             return self.fused.run(arrays)
+        if self.fuse_switch is not None:
+            return self.switch_fusing(arrays)       # (Recording's: fuse.py)
         if self.scalar:
             return self._forward_scalar(arrays, _from)
         if self.arena:
             return self._forward_arena(arrays)
+        t0 = time.perf_counter()
         vals = _quiet.call(self._forward_python, arrays)    # (NumPy's warnings kept out, as eager ops')
+        self.unfused_s = time.perf_counter() - t0         # (what fuse="auto" weighs its loops against)
         # ("auto" waits for the kernels, asking for them as a backward would: its loops
         # compile in a thread, which must not load them in the foreground)
         if self.fuse and self.fused is None and (self.fuse is True or _jit.READY[0] or _background.request()):
@@ -146,9 +185,11 @@ class Forward:
                     return got      # (every replay from here on gives the compiled forward's bits)
         return vals
 
-    def _forward_python(self, arrays):
+    def _forward_python(self, arrays, captured=None):
+        """(``captured``: {slot: value} read instead of those captured tensors.)"""
         if self.program is None:
-            self._program()
+            with _gc_paused():
+                self._program()
         vals = _Vals([None] * self.n)
         if self.live:
             vals.lins = lins = {}
@@ -165,11 +206,70 @@ class Forward:
                 dt = self.derived_dtypes.get(s)
                 # (a comparison an op promoted before saving it, ``x * (x > 0)``'s mask: the tape's dtype)
                 vals[s] = v if dt is None or v.dtype.str == dt else v.astype(dt)
+            elif captured is not None and s in captured:
+                vals[s] = captured[s]
             else:
                 vals[s] = _source_value(src, arrays)
         return vals
 
-    def _forward_scalar(self, arrays, known=None):
+    def _scalar_check(self, p):
+        """The first replay's check of a tape whose every value is one float64 number,
+        without a Python replay: the compiled scalar forward on the recorded inputs
+        (``p``, a ``_RecordedCall``) against every value the recording wrote into its
+        entries (VAL), and the guards.  True when it holds (the tape then replays so),
+        None when this check does not apply or differs (the Python replay's check then
+        decides)."""
+        if not _jit.READY[0] or self.live or self.casts or not bool((self.ints[:, _tp.SIZE] == 1).all()):
+            return None
+        for s, src in self.sources.items():
+            if src[0] == "arg":
+                if self.arg_meta[src[1]][1] != np.float64:
+                    return None
+            elif src[0] != "captured" or src[3] != np.float64:
+                return None
+        for row in self.rows:
+            rules = FAMILY_RULES.get(family(row[_tp.OP]))
+            if rules is not None and index(row[_tp.OP]) not in rules.scalar_replay:
+                return None
+        shapes = self._scalar_shapes()
+        if shapes is None:
+            return None
+        self.shapes_all, self.scalar = shapes, True
+        try:
+            got = self._forward_scalar(p.arrays, captured=p.captured)
+            recorded = np.frombuffer(self.buf, np.float64).reshape(self.n, _tp.NFIELDS)[:, _tp.VAL]
+            ok = (_all_same([(got.flts[:, _tp.VAL], recorded)]) and self.check_args(p.arrays) is None
+                  and self.check_guards(got, p.arrays) is None)
+        except Exception as e:
+            if propagates(e):
+                raise
+            ok = False
+        if not ok:
+            self.shapes_all, self.scalar = None, None
+            return None
+        return True
+
+    def _scalar_shapes(self):
+        """Every slot's shape from the recording alone (sources, non-elementwise entries,
+        the elementwise ones broadcast from their operands), or None."""
+        from ..core.registry import BINARY, BINARY2, UNARY, UNARY2
+        shapes = []
+        for s, row in enumerate(self.rows):
+            src = self.sources.get(s)
+            if src is not None:
+                shapes.append(self.arg_meta[src[1]][0] if src[0] == "arg" else src[2])
+            elif s in self.shapes:
+                shapes.append(tuple(self.shapes[s]))
+            elif family(row[_tp.OP]) in (UNARY, UNARY2, BINARY, BINARY2):
+                ins = [shapes[o] for o in (row[_tp.A], row[_tp.B], row[_tp.C]) if 0 <= o < s]
+                if not ins:
+                    return None
+                shapes.append(max(ins, key=len))        # (one element each: all their dims are 1)
+            else:
+                return None
+        return shapes
+
+    def _forward_scalar(self, arrays, known=None, captured=None):
         from ..kernels.sweep import replay_scalar
         n = self.n
         if self.template is None:
@@ -188,6 +288,8 @@ class Forward:
         for s, src in self.source_items:
             if known is not None:
                 v = known[s]
+            elif captured is not None and s in captured:
+                v = captured[s]
             elif src[0] == "derived":
                 v = self.derived(src[1], vals, arrays)
             else:
@@ -196,12 +298,13 @@ class Forward:
         replay_scalar(self.orig_ops, ints, flts, n)
         return vals
 
-    def _arena_plan(self, arrays, vals):
+    def _arena_plan(self, arrays, vals, captured=None):
         """Use the compiled forward (``kernels.forward``) when every value is float64
         and no constant derives from other values: the entries' values go into one
         arena per replay (laid out here), the sources are read where they are.
-        ``vals``: the values of a Python replay, which it must reproduce.  Returns
-        the compiled forward's values when it applies, else None."""
+        ``vals``: the values of a Python replay of ``arrays`` (and ``captured``, as
+        ``_forward_python``'s), which it must reproduce.  Returns the compiled
+        forward's values when it applies, else None."""
         self.arena = False
         n = self.n
         if any(src[0] == "derived" for src in self.sources.values()):
@@ -236,11 +339,14 @@ class Forward:
         self.saved_set = frozenset(self.saved_slots)
         self.arena = True
         try:
-            got = self._forward_arena(arrays)
-            ok = all(_close(got[s], vals[s]) for s in range(n))
+            got = self._forward_arena(arrays, captured)
+            ok = _arena_close(self, got, vals)
             if ok and vals.lins:        # and the gathers' indices, which the reverse sweep reads
                 ok = np.array_equal(self.aux if got.aux is None else got.aux, self.aux_with(vals.lins))
-        except Exception:
+        except Exception as e:
+            if propagates(e):
+                self.arena = None
+                raise
             ok = False
         if not ok:
             self.arena = False
@@ -261,7 +367,7 @@ class Forward:
         arena = np.empty(self.arena_total)
         return arena, self.arena_bytes + _ks.address(arena)
 
-    def _forward_arena(self, arrays):
+    def _forward_arena(self, arrays, captured=None):
         n = self.n
         # the last replay's arena again when nothing holds it any more (its tape was
         # freed by backward or died, and no view of it got out): warm memory, no malloc
@@ -272,7 +378,7 @@ class Forward:
         self.spare_arena["arena"] = (arena, vaddr)
         src = {}
         for s, sc in self.source_items:     # (no "derived" ones: see _arena_plan)
-            v = _source_value(sc, arrays)
+            v = captured[s] if captured is not None and s in captured else _source_value(sc, arrays)
             if v.dtype != np.float64 or not v.flags.c_contiguous:
                 v = np.ascontiguousarray(v, np.float64)
             src[s] = v
@@ -412,6 +518,31 @@ class _SavedVals:
 
     def __iter__(self):
         return (self[s] for s in range(self.n))
+
+
+def _arena_close(R, got, vals):
+    """``_close(got[s], vals[s])`` for every entry's value of a compiled replay
+    (``got``, in its arena) against a Python replay's, in one pass over the arena
+    (the sources are the same arrays in both)."""
+    slots = [s for s in range(R.n) if s not in R.sources and R.sizes_c[s]]
+    if not slots:
+        return True
+    sizes = R.sizes_c[slots]
+    starts = np.cumsum(sizes) - sizes
+    where = np.repeat(R.arena_off[slots] - starts, sizes) + np.arange(int(sizes.sum()))
+    y = np.concatenate([np.asarray(vals[s], np.float64).reshape(-1) for s in slots])
+    return _flat_close(got.arena[where], y, sizes)
+
+
+def _flat_close(x, y, sizes):
+    """``_close`` of the pieces of ``sizes`` elements (none empty) of flat ``x``, ``y``."""
+    fin = np.isfinite(y)
+    if not np.array_equal(fin, np.isfinite(x)) or not np.array_equal(x[~fin], y[~fin], equal_nan=True):
+        return False
+    starts = np.cumsum(sizes) - sizes
+    scale = np.repeat(np.maximum.reduceat(np.where(fin, np.abs(y), 0.0), starts), sizes)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.where(fin, np.abs(x - y) <= 1e-12 * scale, True)))
 
 
 def _close(a, b):

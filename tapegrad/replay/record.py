@@ -8,6 +8,7 @@ from ..core import tape as _tp
 from ..core.registry import NoForwardRule
 from ..core.tensor import Tensor
 from . import tapefile
+from .captured import discover
 from .compile import _check_fuse, _show
 from .recording import _record_call
 from .session import NotReplayable, TapeDivergence, _Rerecord, _is_array_arg, _unflatten
@@ -55,6 +56,11 @@ class RecordedTape:
             if arr.dtype != dtype:
                 arr = arr.astype(dtype)
             arrays.append(arr)
+        if R.captures is not None:
+            g = R.captures.failing(args, {})
+            if g is not None:
+                raise TapeDivergence("the recorded tape assumes what its function read from outside its arguments: "
+                                     "%s (record it again)" % R.captures.describe(g, args, {}))
         bad = R.check_args(arrays)
         if bad is None:
             try:
@@ -426,8 +432,17 @@ def record(fn, *example_args, fuse="auto"):
     one is differentiated) and return the ``RecordedTape``.  Raises ``NotReplayable`` when
     the function does something a tape cannot replay.  ``fuse`` as ``tg.compile``'s."""
     _check_fuse(fuse)
-    _, R, why = _record_call(fn, [_record_arg(i, a) for i, a in enumerate(example_args)], {}, grad_arrays=True)
+    args = [_record_arg(i, a) for i, a in enumerate(example_args)]
+    caps = discover(fn, args, {})
+    _, R, why = _record_call(fn, args, {}, grad_arrays=True, check_now=True, fuse=fuse)
+    if R is not None and len(caps):
+        g = caps.failing(args, {})
+        if g is not None:
+            R, why = None, "it changes %s while it runs (a replay would not)" % g.label
+        R_caps = caps
+    else:
+        R_caps = None
     if R is None:
         raise NotReplayable("cannot record %s for replay: %s" % (getattr(fn, "__name__", fn), why))
-    R.fuse, R.fuse_name = fuse, getattr(fn, "__name__", repr(fn))
+    R.captures = R_caps
     return RecordedTape(R)

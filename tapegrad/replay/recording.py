@@ -6,23 +6,23 @@ its inputs, ``check_guards`` compares what Python read, and ``tape_for`` builds 
 sealed ``ReplayedTape`` over the new values: the ordinary compiled reverse sweep
 then differentiates it, accumulating into the live leaves.
 """
+import threading
 import weakref
 
 import numpy as np
 
-from .. import _background
-from .. import _jit
 from ..core import tape as _tp
 from ..kernels import sweep as _ks
+from ..ops import elementwise as _ew
 from ..ops import shape as _sh
 from ..core.registry import CHECK_TAPES, CONST, EXT, FAMILY_SHIFT, GRAD_FN_NAMES, LEAF, META_END, SHAPE, check_entries
 from ..ops._record import RESHAPE
 from ..core.tensor import Tensor
 from .forward import Forward, _ArenaVals, _SavedVals, _ScalarVals
-from .fuse import FusedVals, consider as _consider_fusing
+from .fuse import FusedVals, consider as _consider_fusing, switch as _switch_fusing
 from .replayed import ArraysPlan, NumbersPlan, ReplayedTape
-from .session import (_Rerecord, _Session, _arg_shape_dtype, _begin, _end, _flatten, _is_array_arg, _plain_wrap,
-                      _real, _recording_arg, _same, _unflatten)
+from .session import (NotReproduced, _Rerecord, _Session, _all_same, _arg_shape_dtype, _begin, _end, _flatten,
+                      _gc_paused, _is_array_arg, _plain_wrap, _real, _recording_arg, _unflatten)
 
 
 # -- a recording ----------------------------------------------------------------------
@@ -108,10 +108,14 @@ class Recording(Forward):
         self.arena = None       # set by ``_arena_plan``: False when the compiled arena forward does not apply
         self.program = None     # see ``_program``
         self.shapes_all = None  # every slot's shape, for the compiled forwards
-        self.env = None         # tg.compile: the tensors the function names (``compile._env``)
+        self.captures = None    # tg.compile: the guards on what the function reads from outside its arguments
         self.checked = False    # a tape file's: the bounds-checked NumPy reverse (``tg.load_tape``)
         self.fuse = False       # tg.compile's and tg.record's ``fuse``: False, True or "auto" (fuse.py)
         self.fuse_name = ""     # (the function's name, for fuse.py's warning)
+        self.pending = None     # ``_RecordedCall``: what the first replay checks the tape against
+        self.live_params = []   # tg.compile: (slot, field, sign, index) of the numbers read live (``set_live``)
+        self.live_now = None    # ... and their values at the last replay
+        self.live_lock = threading.RLock()      # (held from setting them until the replayed tape is made)
         self._forget_layouts()
 
     def _forget_layouts(self):
@@ -147,6 +151,7 @@ class Recording(Forward):
         self.fuse_why = None
         self.unfused_replays = 0
         self.fused_pending = None       # (fuse="auto": the program compiled in the background, or why not)
+        self.fuse_switch = None         # (... compiled: the next replay checks it and switches, ``fuse.switch``)
         self.fuse_building = False
 
     def _source_rg(self):
@@ -208,11 +213,14 @@ class Recording(Forward):
     def consider_fusing(self, arrays, vals):
         _consider_fusing(self, arrays, vals)
 
+    def switch_fusing(self, arrays):
+        return _switch_fusing(self, arrays)
+
     def fusion(self):
         """What fusion did with this recording: its ``FusedProgram.stats``, or why it is not fused."""
         if self.fused:
             return dict(self.fused.stats, fused=True)
-        if self.fuse_building or self.fused_pending is not None:
+        if self.fuse_building or self.fused_pending is not None or self.fuse_switch is not None:
             return {"fused": False, "why": "compiling in the background"}
         if self.fuse and not self.fuse_why and (self.arena or self.scalar):
             return {"fused": False, "why": "its values are small: the compiled forward of small arrays serves it"}
@@ -292,10 +300,11 @@ class Recording(Forward):
                 if kind == "nonleaf":
                     ext[s] = (t._tape, t._slot)
                     t._tape.seal()
-            elif kind == "leaf":
+            if kind == "leaf":
                 leaves[s] = t
-            if kind == "leaf" and i >= 0:
-                leaves[s] = t
+                # (where the leaf is on this tape, as an eager call's adoption says: the
+                # tangent walks of autograd.functional and tg.func find its slot so)
+                t._tape_id, t._slot, t._slot_version = T.id, s, t._ver[0]
             versions[s] = t._ver
             if t._ver[0] or scalar:     # (a reused buffer holds the last replay's versions)
                 vnum.append((s, t._ver[0]))
@@ -354,6 +363,7 @@ class Recording(Forward):
         import copy
         R = copy.copy(self)
         R.fuse, R.fuse_name = self.fuse, self.fuse_name      # (not in the saved state: see __getstate__)
+        R.pending = None
         R.arg_kinds = [k if (i in argnums or k not in ("leaf", "nonleaf")) else "data"
                        for i, k in enumerate(self.arg_kinds)]
         R.rg = _requires_grad(self.ints, self.aux, R._source_rg())
@@ -362,6 +372,52 @@ class Recording(Forward):
         R._forget_layouts()
         R.arena = False if self.arena is False else None      # (False: not for this forward, or a loaded file)
         return R
+
+    # -- numbers read live (tg.compile: ``captured.StandIns``) ---------------------
+    def number_positions(self, old, numbers):
+        """Where this recording reads ``numbers`` [(old value, new value)] that recording
+        ``old`` read as old values: {number index: [(slot, F0 or F1, sign)]}, when the two
+        differ only there (the same entries, sources, guards and outputs), each such
+        parameter an operand the entry applies as it is (``x * s``, ``x + s``, ``x - s``:
+        sign -1, ``s / x``, ``x ** s``...); else None."""
+        if not _same_but_numbers(old, self):
+            return None
+        out = {}
+        for col, a_, b_ in ((_tp.F0, old.f0, self.f0), (_tp.F1, old.f1, self.f1)):
+            diff = np.flatnonzero(a_.view(np.int64) != b_.view(np.int64))
+            for s in diff.tolist():
+                hits = [(i, sign) for i, (a, b) in enumerate(numbers) for sign in (1.0, -1.0)
+                        if _bits(a_[s]) == _bits(sign * a) and _bits(b_[s]) == _bits(sign * b)]
+                if len(hits) != 1 or col != _tp.F0 or self.rows[s][_tp.OP] not in _NUMBER_OPS:
+                    return None
+                i, sign = hits[0]
+                out.setdefault(i, []).append((s, col, sign))
+        return out or None
+
+    def set_live(self, values):
+        """The numbers read live at this replay (``live_params``: (slot, field, sign,
+        index into ``values``)) into the entries' parameters: the arrays, the replay's
+        template, the spare entries, the Python forward's calls."""
+        if values == self.live_now:
+            return
+        if self.pending is not None:        # (its check replays the recorded values first)
+            self.first_checks()
+        buf = self.buf if type(self.buf) is bytearray else bytearray(self.buf)
+        self.buf = buf
+        if self.template is not None and type(self.template) is not bytearray:
+            self.template = bytearray(self.template)
+        # (the entries' float fields, as arrays over those buffers)
+        targets = [np.frombuffer(b, np.float64) for b in [buf] + ([self.template] if self.template is not None
+                                                                   else [])] + [f.reshape(-1) for _, _, f in self.spare]
+        for s, col, sign, i in self.live_params:
+            v = sign * values[i]
+            (self.f0 if col == _tp.F0 else self.f1)[s] = v
+            at = s * _tp.NFIELDS + col
+            for f in targets:
+                f[at] = v
+            if self.program is not None:
+                self.program[s] = self._program_entry(s)
+        self.live_now = values
 
     # -- saving ---------------------------------------------------------------
     def __getstate__(self):
@@ -376,7 +432,8 @@ class Recording(Forward):
         st["source_items"] = sorted(src.items())
         for k in _LAYOUTS:      # (laid out again by the process that replays it)
             del st[k]
-        del st["program"], st["arena"], st["env"]
+        del st["program"], st["arena"], st["captures"], st["pending"], st["live_params"], st["live_now"], st["live_lock"]
+        st["buf"] = bytes(st["buf"])        # (the numbers read live as they were last: constants of the saved tape)
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
         if st["shapes_all"] is None:
@@ -395,14 +452,75 @@ class Recording(Forward):
         self.__dict__.setdefault("casts", {})
         self.__dict__.setdefault("fuse", False)
         self.__dict__.setdefault("fuse_name", "")
+        self.__dict__.pop("env", None)
         self.program = None
         self.arena = None
-        self.env = None
+        self.captures = None
+        self.pending = None
+        self.live_params = []
+        self.live_now = None
+        self.live_lock = threading.RLock()
         self.host_keep = []
         self._forget_layouts()
         self.saved_slots = np.flatnonzero(self.saved).tolist()
         self.out_refs = [r if r[0] != "value_tensor" else ("object", _plain_wrap(r[1])) for r in self.out_refs]
 
+
+
+# the entries whose F0 parameter is an operand applied as it is (``x * s``: mul_s(x, s))
+_NUMBER_OPS = frozenset(_ew.UNARY_BY_NAME[k].code for k in ("add_s", "mul_s", "div_s", "rsub_s", "rdiv_s",
+                                                             "pow_s", "rpow_s"))
+
+
+def _bits(v):
+    return np.float64(v).view(np.int64)
+
+
+def _same_but_numbers(a, b):
+    """Whether recordings ``a`` and ``b`` are the same tape but for their entries'
+    parameters: entries, auxiliary words, shapes, sources (the same captured tensors, or
+    equal constants), guards, outputs."""
+    if a.n != b.n or a.nargs != b.nargs or a.arg_kinds != b.arg_kinds or a.shapes != b.shapes or a.casts != b.casts:
+        return False
+    cols = [c for c in range(_tp.NFIELDS) if c not in (_tp.VERSION, _tp.F0, _tp.F1, _tp.VAL)]    # (the int fields)
+    if not (np.array_equal(a.ints[:, cols], b.ints[:, cols]) and np.array_equal(a.aux, b.aux)):
+        return False
+    if a.sources.keys() != b.sources.keys() or a.live.keys() != b.live.keys():
+        return False
+    for s, x in a.sources.items():
+        y = b.sources[s]
+        if x[0] != y[0]:
+            return False
+        if x[0] == "captured":
+            if x[1] is not y[1] and (x[4] or y[4] or not _deep_equal(x[1]._data, y[1]._data)):
+                return False
+        elif not _deep_equal(x[1:], y[1:]):
+            return False
+    return (len(a.guards) == len(b.guards) and all(_deep_equal(g[:2], h[:2]) for g, h in zip(a.guards, b.guards))
+            and _deep_equal(a.arg_guards, b.arg_guards)
+            and _deep_equal([g[1:3] for g in a.fn_guards], [g[1:3] for g in b.fn_guards])
+            and _deep_equal(a.out_template, b.out_template) and _deep_equal(a.out_refs, b.out_refs)
+            and all(_deep_equal(a.live[s].args, b.live[s].args) for s in a.live))
+
+
+def _deep_equal(x, y):
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.shape == y.shape
+                and x.dtype == y.dtype and x.tobytes() == y.tobytes())
+    if isinstance(x, Tensor) or isinstance(y, Tensor):
+        return x is y
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(y) and all(_deep_equal(p, q) for p, q in zip(x, y))
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_deep_equal(x[k], y[k]) for k in x)
+    if isinstance(x, float) and x != x:
+        return y != y
+    try:
+        return bool(x == y)
+    except Exception:
+        return x is y
 
 
 def _shared_versions(n):
@@ -414,13 +532,75 @@ def _shared_versions(n):
 _LAYOUTS = ("template", "orig_ops", "links", "vobj_own", "shared_slot", "spare", "spare_versions", "none_vals",
             "arrays_plan", "numbers_plan", "sizes_c", "ints_c", "known", "pre_gathers", "arena_off", "arena_bytes",
             "arena_total", "spare_arena", "vloc_all", "saved_set", "fused", "fused_plan", "fuse_why",
-            "unfused_replays", "fused_pending", "fuse_building")
+            "unfused_replays", "fused_pending", "fuse_switch", "fuse_building")
 
 
 # -- recording a call ---------------------------------------------------------------
-def _record_call(fn, args, kwargs, grad_arrays=False):
+class _RecordedCall:
+    """What the recording call computed, kept until the first replay checks that the
+    tape replayed on the same inputs reproduces it (``Recording.first_checks``): the
+    check costs about one replay, which the recording call does not pay.
+
+    The inputs as they were: a NumPy argument copied (a caller may refill it), a
+    tensor argument's array kept with the tensor's version (one changed in place since
+    means recording again, checked at once), a captured tensor that requires grad
+    copied (an optimizer changes it before the next call), any other captured tensor
+    kept as a tensor argument is; the values the tape kept and the outputs, by
+    reference (an output's version watched too).  No tensor is kept: the recorded
+    tape and its values are freed as an eager call's are."""
+    __slots__ = ("arrays", "captured", "watch", "values")
+
+    def __init__(self, R, rec, leaves, refs, args):
+        self.arrays, self.watch = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                self.arrays.append(a._data)
+                self.watch.append((a._ver, a._ver[0]))
+            elif isinstance(a, np.ndarray):
+                self.arrays.append(a.copy())
+            else:
+                self.arrays.append(a)
+        self.captured = {}
+        for s, src in R.sources.items():
+            if src[0] == "captured":
+                t = src[1]
+                if src[4]:
+                    self.captured[s] = t._data.copy()
+                else:
+                    self.captured[s] = t._data
+                    self.watch.append((t._ver, t._ver[0]))
+        # (not the sources' values, nor views of their memory: an optimizer's step, or a
+        # caller refilling an argument, changes them; the values computed from them tell)
+        sources = {id(_root(_real(a))) for a in args if _is_array_arg(a)}
+        sources.update(id(_root(src[1]._data)) for src in R.sources.values() if src[0] == "captured")
+        values = [(s, v) for s, v in enumerate(rec.tape.vals)
+                  if v is not None and s not in R.sources and id(_root(v)) not in sources]
+        for t, r in zip(leaves, refs):
+            if r is not None and r[0] == "slot" and id(_root(t._data)) not in sources:
+                values.append((r[1], t._data))
+                self.watch.append((t._ver, t._ver[0]))
+        self.values = values
+
+    def intact(self):
+        """Whether no tensor whose array it keeps was changed in place since."""
+        return all(ver[0] == v for ver, v in self.watch)
+
+    def reproduced(self, vals):
+        return _all_same([(v, vals[s]) for s, v in self.values])
+
+
+def _root(a):
+    """The array whose memory ``a`` views (``a`` itself when it owns its memory)."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _record_call(fn, args, kwargs, grad_arrays=False, check_now=False, fuse=False):
     """Run ``fn`` once under a session.  Returns (outputs as eager would give them,
-    Recording or None, the reason it cannot be replayed or None)."""
+    Recording or None, the reason it cannot be replayed or None).  Whether a replay
+    reproduces the call is checked at the first replay (``Recording.first_checks``),
+    or here with ``check_now``.  ``fuse``: tg.compile's or tg.record's."""
     rec = _Session()
     _begin(rec)
     try:
@@ -453,44 +633,40 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
     for s, src in rec.sources.items():
         if src[0] == "captured" and src[1]._ver[0] != T.field(s, _tp.VERSION):
             rec.refuse("it changes a captured tensor in place")
-    R = None
-    if rec.reason is None:
-        R = Recording(rec, tpl, refs, len(args))
-    # what the eager call returns: the recorded tensors, with the arguments' stand-ins
-    # turned back into constants (so requires_grad is what eager execution gives)
     user_args = list(args)          # (by position, as a replay's arguments)
-    arrays = [_real(a) for a in user_args]
-    if R is not None:
-        try:
-            vals = R.forward(arrays)
-            bad = R.check_guards(vals, arrays)
-            same = bad is None and all(
-                r is None or r[0] != "slot" or _same(vals[r[1]], leaves[j]._data) for j, r in enumerate(refs))
-            same = same and all(v is None or _same(v, vals[s]) for s, v in enumerate(T.vals))
-        except _Rerecord:
-            same = False
-        except Exception as e:      # a replay must reproduce the call exactly, or not be used
-            rec.refuse("its replay fails (%s: %s)" % (type(e).__name__, e))
-            R, same = None, True
-        if R is not None and not same:
-            rec.refuse("its replay does not reproduce the recorded values")
-            R = None
-        if R is not None:
-            if _jit.READY[0] or not _background.deferring():
-                R.compile_scalar(vals)      # (else at the first replay once the kernels are ready)
-            T2 = R.tape_for(vals, arrays, user_args)
-            return R.outputs(vals, arrays, user_args, T2), R, None
-    # not replayable: hand back the recorded call itself
-    for s, t in list(T.leaves.items()):
-        i = rec.arg_ids.get(id(t))
-        if i is not None and rec.arg_at[i][0] != "leaf":
-            del T.leaves[s]
-            T.set_field(s, _tp.OP, CONST)
-    ints, _ = T.arrays()
-    aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
-    rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
-    ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
-    del ints
+    R = None
+    with _gc_paused():
+        if rec.reason is None:
+            R = Recording(rec, tpl, refs, len(args))
+            R.fuse, R.fuse_name = fuse, getattr(fn, "__name__", repr(fn))
+            R.pending = _RecordedCall(R, rec, leaves, refs, user_args)
+            if check_now:
+                try:
+                    R.first_checks()
+                except NotReproduced as e:
+                    rec.refuse(str(e))
+                    R = None
+                except _Rerecord:
+                    rec.refuse("its replay does not reproduce the recorded values")
+                    R = None
+        # what the eager call returns: the recorded tensors, with the arguments' stand-ins
+        # turned back into constants (so requires_grad is what eager execution gives)
+        for s, t in list(T.leaves.items()):
+            i = rec.arg_ids.get(id(t))
+            if i is not None and rec.arg_at[i][0] != "leaf":
+                del T.leaves[s]
+                a = rec.arg_at[i][1]
+                if rec.arg_at[i][0] == "nonleaf":       # (as eager adoption imports it: gradients flow to its tape)
+                    T.set_field(s, _tp.OP, EXT)
+                    T.ext[s] = (a._tape, a._slot)
+                    a._tape.seal()
+                else:
+                    T.set_field(s, _tp.OP, CONST)
+        ints, _ = T.arrays()
+        aux = np.concatenate(T.aux) if T.aux else np.zeros(0, np.int64)
+        rg = _requires_grad(ints, aux, {s: s in T.leaves for s in range(T.n) if ints[s, _tp.OP] in (LEAF, CONST)})
+        ints[np.flatnonzero(~rg & (ints[:, _tp.OP] >= META_END)), _tp.OP] = CONST   # what eager execution would not record
+        del ints
     fixed = []
     for t, r in zip(leaves, refs):
         if r is not None and r[0] == "arg":
@@ -500,8 +676,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False):
             fixed.append(_plain_wrap(t._data))
         else:
             fixed.append(t)
-    return _unflatten(tpl, fixed), None, rec.reason
-
+    return _unflatten(tpl, fixed), R, rec.reason
 
 
 def _kept(ints, ops):
@@ -525,18 +700,21 @@ def _requires_grad(ints, aux, source_rg):
     """Which slots depend on a leaf that requires grad (``source_rg``: slot -> bool
     for leaves and constants), as eager recording would say."""
     n = ints.shape[0]
-    rg = np.zeros(n, bool)
+    rg = [False] * n
+    ops, ia, ib, ic, iaux = (ints[:, f].tolist() for f in (_tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX))
+    variadic = _sh.VARIADIC
+    aux = aux.tolist() if len(aux) else []
     for s in range(n):
-        row = ints[s]
-        code = int(row[_tp.OP])
-        if code < META_END:
-            rg[s] = source_rg.get(s, code == EXT)
+        if ops[s] < META_END:
+            rg[s] = source_rg.get(s, ops[s] == EXT)
             continue
-        ins = [int(row[_tp.A]), int(row[_tp.B])]
-        if row[_tp.C] == _sh.VARIADIC:
-            at = int(row[_tp.AUX])
-            ins += [int(aux[at + 1 + j]) for j in range(int(aux[at]))]
-        else:
-            ins.append(int(row[_tp.C]))
-        rg[s] = any(rg[i] for i in ins if i >= 0)
-    return rg
+        a, b, c = ia[s], ib[s], ic[s]
+        r = (a >= 0 and rg[a]) or (b >= 0 and rg[b])
+        if not r:
+            if c == variadic:
+                at = iaux[s]
+                r = any(rg[i] for i in aux[at + 1:at + 1 + aux[at]] if i >= 0)
+            else:
+                r = c >= 0 and rg[c]
+        rg[s] = r
+    return np.array(rg, bool)

@@ -7,7 +7,9 @@ the thread's state (``state().rec``); the library reports to it through the
 and constant came from, a guard for every value Python read, and the live gathers
 whose indices come from integer arguments.
 """
+import contextlib
 import functools
+import gc
 import linecache
 import math
 import os
@@ -35,8 +37,32 @@ class NotReplayable(RuntimeError):
     """The function does something a tape cannot replay (see the message)."""
 
 
+class NotReproduced(RuntimeError):
+    """The first replay's check: the tape replayed on the recorded inputs does not
+    reproduce the recorded call (the message says how): it is never used."""
+
+
 class _Rerecord(Exception):
     """A captured tensor changed shape, dtype or requires_grad: record again."""
+
+
+class _Stale(_Rerecord):
+    """An input the recording call kept by reference for the first replay's check
+    was changed in place since: record again, checking at once."""
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off while a recording is laid out: a tape of
+    many entries allocates tens of thousands of small objects, each batch of which
+    would start a collection walking the whole heap (most of the time spent)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _user_line():
@@ -440,6 +466,75 @@ def _same(a, b):
     if np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
         return True
     return a.dtype.kind == "f" and bool(np.allclose(a, b, rtol=1e-13, atol=0.0, equal_nan=True))
+
+
+def _all_same(pairs):
+    """Whether ``_same(a, b)`` holds for every pair: the small pairs' elements in one
+    comparison per dtype (a tape of many small values would spend most of a comparison
+    per pair in NumPy's call overhead), a large pair on its own."""
+    small = {}
+    for a, b in pairs:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.size >= 4096:
+            if not _same_values(a.reshape(-1), b.reshape(-1)):
+                return False
+        elif a.size:
+            g = small.get(a.dtype)
+            if g is None:
+                g = small[a.dtype] = ([], [])
+            g[0].append(a.reshape(-1))
+            g[1].append(b.reshape(-1))
+    return all(_same_values(np.concatenate(xs), np.concatenate(ys)) for xs, ys in small.values())
+
+
+def _same_values(x, y):
+    """``_same`` of two flat arrays of one dtype: equal, or (floats) within 1e-13 where
+    not, with the same NaNs (the tolerance computed on the elements that differ only)."""
+    eq = x == y
+    if eq.all():
+        return True
+    if x.dtype.kind != "f":
+        return False
+    x, y = x[~eq], y[~eq]
+    with np.errstate(invalid="ignore"):
+        return bool(np.all((np.abs(x - y) <= 1e-13 * np.abs(y)) | (np.isnan(x) & np.isnan(y))))
+
+
+def _signal_handler_codes():
+    """The code objects of the Python signal handlers installed now."""
+    import signal
+    codes = set()
+    for sig in signal.valid_signals():
+        try:
+            h = signal.getsignal(sig)
+        except (ValueError, OSError):
+            continue
+        h = getattr(h, "__func__", h)
+        code = getattr(h, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
+def propagates(e):
+    """Whether exception ``e``, raised while tapegrad replayed a tape (or checked,
+    planned or compiled one), is the caller's to see rather than a replay's own
+    failure (after which the call is recorded again or run eagerly): one a signal
+    handler raised (a timeout: it interrupts whatever runs), and ``MemoryError``.
+    (``KeyboardInterrupt`` and ``SystemExit`` are no ``Exception``: never caught.)"""
+    if isinstance(e, MemoryError) or not isinstance(e, Exception):
+        return True
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    handlers = _signal_handler_codes()
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _reaches_leaf(T, s, exclude=()):
