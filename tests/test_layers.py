@@ -86,6 +86,20 @@ FLOORS = {
     "tapegrad.nn": 6,
     "tapegrad.nn.functional": 6,
     "tapegrad.nn.modules": 6,
+    "tapegrad.nn.modules.module": 6,     # Module, hooks (torch.nn.modules.<kind>: one module per kind)
+    "tapegrad.nn.modules._common": 6,
+    "tapegrad.nn.modules.activation": 6,
+    "tapegrad.nn.modules.container": 6,
+    "tapegrad.nn.modules.conv": 6,
+    "tapegrad.nn.modules.flatten": 6,
+    "tapegrad.nn.modules.linear": 6,
+    "tapegrad.nn.modules.loss": 6,
+    "tapegrad.nn.parameter": 6,
+    "tapegrad.nn.init": 6,
+    "tapegrad.nn._reduction": 6,         # (nn.functional's parts, which it re-exports)
+    "tapegrad.nn._activations": 6,
+    "tapegrad.nn._conv": 6,
+    "tapegrad.nn._losses": 6,
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,
     "tapegrad.special": 6,              # tg.special, over the functions and nn.functional

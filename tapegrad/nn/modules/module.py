@@ -1,49 +1,89 @@
-"""Parameters and modules (PyTorch's ``torch.nn.Parameter`` / ``torch.nn.Module``)."""
-import math
+"""``tg.nn.Module`` (PyTorch's ``torch.nn.Module``): registration of parameters,
+buffers and sub-modules, traversal, modes, state dicts, dtype casts and hooks."""
+import itertools
+import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..core import random as _random
-from ..autograd.grad_mode import no_grad
-from ..core.tensor import Tensor, _as_array, _init, check_device
-from ..core.tensor import typename as _typename
-from . import functional as F
+from ...autograd.function import Function
+from ...autograd.grad_mode import is_grad_enabled, no_grad
+from ...core.tensor import Tensor
+from ...core.tensor import typename as _typename
+from ..parameter import Buffer, Parameter
 
-__all__ = ["Parameter", "Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "Softplus", "Softmax",
-           "LogSoftmax", "Flatten", "Unflatten", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss",
-           "BCELoss", "Conv1d", "Conv2d"]
+__all__ = ["Module", "RemovableHandle", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
 
 
-class Parameter(Tensor):
-    """A leaf tensor that requires grad (by default) and that a Module registers as a
-    parameter when assigned to one of its attributes.  Operations on it return plain
-    Tensors; its values are shared with ``data`` when that is a Tensor."""
-    __slots__ = ()
+class RemovableHandle:
+    """``torch.utils.hooks.RemovableHandle``: ``remove()`` takes the hook out of the
+    dictionary (and the extra dictionaries) it was registered in; a context manager."""
+    next_id = itertools.count()
 
-    def __init__(self, data=None, requires_grad=True):
-        if isinstance(data, Tensor):
-            # share storage and version counter with ``data`` (a detached alias, as in PyTorch)
-            _init(self, data._data, alias_of=data)
-        else:
-            if data is None:
-                data = np.empty((0,), dtype=np.float64)
-            _init(self, _as_array(data))
-        if requires_grad:
-            self._set_requires_grad(True, creation=True)
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle.next_id)
+        if extra_dict is None:
+            extra_dict = ()
+        elif isinstance(extra_dict, dict):
+            extra_dict = (extra_dict,)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra_dict)
 
-    def __repr__(self):
-        return "Parameter containing:\n" + Tensor.__repr__(self)
+    def remove(self):
+        for ref in (self.hooks_dict_ref,) + self.extra_dict_ref:
+            d = ref()
+            if d is not None and self.id in d:
+                del d[self.id]
 
-    __str__ = __repr__
+    def __enter__(self):
+        return self
 
-    def __deepcopy__(self, memo):
-        p = Parameter(self._data.copy(), requires_grad=self.requires_grad)
-        memo[id(self)] = p
-        return p
+    def __exit__(self, *exc):
+        self.remove()
 
-    def __reduce_ex__(self, protocol):
-        return (Parameter, (self._data, self.requires_grad))
+
+class _HookDict(OrderedDict):
+    """(An OrderedDict a weakref can point to, as RemovableHandle keeps.)"""
+
+
+# the hooks of every module (register_module_forward_hook and friends)
+_global_forward_pre_hooks = _HookDict()
+_global_forward_hooks = _HookDict()
+_global_forward_hooks_always_called = _HookDict()
+_global_backward_hooks = _HookDict()
+_global_backward_pre_hooks = _HookDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """A forward pre-hook of every module, run before the modules' own."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, always_call=False):
+    """A forward hook of every module, run before the modules' own."""
+    handle = RemovableHandle(_global_forward_hooks, extra_dict=_global_forward_hooks_always_called)
+    _global_forward_hooks[handle.id] = hook
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """A full backward hook of every module, run before the modules' own."""
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook):
+    """A backward pre-hook of every module, run before the modules' own."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -55,25 +95,302 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+class _BackwardHookFunction(Function):
+    """The identity on a module's tensors (inputs or outputs) whose backward hands their
+    gradients to the module's full backward hooks (PyTorch's BackwardHookFunction)."""
+
+    @staticmethod
+    def forward(ctx, on_grads, *tensors):
+        ctx.on_grads = on_grads
+        return tuple(t.clone() for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.on_grads(grads))
+
+
+class _BackwardHook:
+    """Calls ``hook(module, grad_input, grad_output)`` once the gradients of a call's
+    inputs are known, and the pre-hooks ``hook(module, grad_output)`` when its outputs'
+    are (PyTorch's ``torch.utils.hooks.BackwardHook``)."""
+
+    def __init__(self, module, user_hooks, user_pre_hooks):
+        self.module, self.user_hooks, self.user_pre_hooks = module, user_hooks, user_pre_hooks
+        self.grad_outputs = None
+        self.n_inputs = self.n_outputs = -1
+        self.input_index = self.output_index = None
+
+    @staticmethod
+    def _pack(indices, values, size):
+        res = [None] * size
+        for i, v in zip(indices, values):
+            res[i] = v
+        return tuple(res)
+
+    def _wrap(self, args, on_grads):
+        idx = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not idx or not is_grad_enabled():
+            return args, None
+        new = _BackwardHookFunction.apply(on_grads, *[args[i] for i in idx])
+        out = list(args)
+        for i, v in zip(idx, new):
+            out[i] = v
+        return tuple(out), idx
+
+    def setup_input_hook(self, args):
+        def on_grads(grads):
+            if self.grad_outputs is None:        # (a gradient reaching the inputs but not through the outputs)
+                return grads
+            res = self._pack(self.input_index, grads, self.n_inputs)
+            for hook in self.user_hooks:
+                out = hook(self.module, res, self.grad_outputs)
+                if out is None:
+                    continue
+                if len(out) != len(res):
+                    raise RuntimeError("Backward hook returned an invalid number of grad_input, got %d, but "
+                                       "expected %d" % (len(out), len(res)))
+                res = out
+            self.grad_outputs = None
+            return [res[i] for i in self.input_index]
+        res, self.input_index = self._wrap(args, on_grads)
+        self.n_inputs = len(args)
+        return res
+
+    def setup_output_hook(self, result):
+        def on_grads(grads):
+            self.grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
+            for hook in self.user_pre_hooks:
+                new = hook(self.module, self.grad_outputs)
+                if new is None:
+                    continue
+                if len(new) != len(self.grad_outputs):
+                    raise RuntimeError("Backward pre hook returned an invalid number of grad_output, got %d, but "
+                                       "expected %d" % (len(new), len(self.grad_outputs)))
+                self.grad_outputs = tuple(new)
+            local = self.grad_outputs
+            if self.input_index is None:
+                warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
+                              "outputs since no inputs require gradients. See https://docs.pytorch.org/docs/main/"
+                              "generated/torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more "
+                              "details.", stacklevel=2)
+                grad_inputs = self._pack([], [], self.n_inputs)
+                for hook in self.user_hooks:
+                    r = hook(self.module, grad_inputs, self.grad_outputs)
+                    if r is not None and not (isinstance(r, tuple) and all(e is None for e in r)):
+                        raise RuntimeError("Backward hook for Modules where no input requires gradient should "
+                                           "always return None or None for all gradients.")
+                self.grad_outputs = None
+            return [local[i] for i in self.output_index]
+        single = not isinstance(result, tuple)
+        args = (result,) if single else result
+        res, self.output_index = self._wrap(args, on_grads)
+        self.n_outputs = len(args)
+        return res[0] if single else res
+
+
+def _is_dtype(v):
+    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
+
+
+def _torch_dtype(dt):
+    return "torch." + dt.name
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
+               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks",
+               "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+
+
 class Module:
-    """Base class: assigning a Parameter, Module or (via ``register_buffer``) buffer to an
-    attribute registers it, in assignment order."""
+    """Base class: assigning a Parameter, Module or (``register_buffer``, ``nn.Buffer``)
+    buffer to an attribute registers it, in assignment order."""
     training = True
+    _version = 1
+    call_super_init = False
 
     def __init__(self, *args, **kwargs):
-        if args or kwargs:
-            raise TypeError("Module.__init__() takes no arguments")
-        object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_modules", OrderedDict())
+        if not self.call_super_init and (args or kwargs):
+            if kwargs:
+                raise TypeError("%s.__init__() got an unexpected keyword argument '%s'"
+                                % (type(self).__name__, next(iter(kwargs))))
+            raise TypeError("%s.__init__() takes 1 positional argument but %d were given"
+                            % (type(self).__name__, len(args) + 1))
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = OrderedDict()
+        d["_is_full_backward_hook"] = None
+        for name in _HOOK_DICTS:
+            d[name] = _HookDict()
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
 
     def forward(self, *input):
         raise NotImplementedError('Module [%s] is missing the required "forward" function'
                                   % type(self).__name__)
 
     def __call__(self, *args, **kwargs):
+        d = self.__dict__
+        if (d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks") or _global_forward_hooks or _global_forward_pre_hooks
+                or _global_backward_hooks or _global_backward_pre_hooks):
+            return self._call_impl(*args, **kwargs)
         return self.forward(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
+        """A call with hooks, in PyTorch's order: the forward pre-hooks (global first),
+        the backward hooks' input side, forward, the forward hooks, the output side."""
+        d = self.__dict__
+        fwd_pre = d.get("_forward_pre_hooks", {})
+        fwd = d.get("_forward_hooks", {})
+        always = d.get("_forward_hooks_always_called", {})
+        called = set()
+        result = None
+        try:
+            full_hooks = list(_global_backward_hooks.values()) + (
+                list(d.get("_backward_hooks", {}).values()) if d.get("_is_full_backward_hook") else [])
+            pre_hooks = list(_global_backward_pre_hooks.values()) + list(d.get("_backward_pre_hooks", {}).values())
+            for hid, hook in itertools.chain(_global_forward_pre_hooks.items(), fwd_pre.items()):
+                if hid in d.get("_forward_pre_hooks_with_kwargs", {}):
+                    r = hook(self, args, kwargs)
+                    if r is not None:
+                        if isinstance(r, tuple) and len(r) == 2:
+                            args, kwargs = r
+                        else:
+                            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, "
+                                               "new_kwargs), but got %s." % (r,))
+                else:
+                    r = hook(self, args)
+                    if r is not None:
+                        args = r if isinstance(r, tuple) else (r,)
+            bw = None
+            if full_hooks or pre_hooks:
+                bw = _BackwardHook(self, full_hooks, pre_hooks)
+                args = bw.setup_input_hook(args)
+            result = self.forward(*args, **kwargs)
+            for hid, hook in itertools.chain(_global_forward_hooks.items(), fwd.items()):
+                if hid in always or hid in _global_forward_hooks_always_called:
+                    called.add(hid)
+                if hid in d.get("_forward_hooks_with_kwargs", {}):
+                    r = hook(self, args, kwargs, result)
+                else:
+                    r = hook(self, args, result)
+                if r is not None:
+                    result = r
+            if bw is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                                  "Tensors but received %s" % type(result), stacklevel=2)
+                else:
+                    result = bw.setup_output_hook(result)
+            return result
+        except Exception:
+            # the forward hooks registered with always_call=True run even when the call raised
+            for hid, hook in itertools.chain(_global_forward_hooks.items(), fwd.items()):
+                if (hid in always or hid in _global_forward_hooks_always_called) and hid not in called:
+                    try:
+                        r = hook(self, args, result)
+                        if r is not None:
+                            result = r
+                    except Exception as e:
+                        warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced "
+                                      "as another error was raised in forward: %s" % e, stacklevel=2)
+            raise
+
+    # -- hooks ------------------------------------------------------------------------
+    def _hook_dict(self, name):
+        d = self.__dict__.get(name)
+        if d is None:
+            raise AttributeError("cannot register a hook before Module.__init__() call")
+        return d
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)``) before each forward;
+        it may return new args (and kwargs).  Returns a RemovableHandle."""
+        hooks = self._hook_dict("_forward_pre_hooks")
+        handle = RemovableHandle(hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``) after
+        each forward; it may return a new output.  Returns a RemovableHandle."""
+        hooks = self._hook_dict("_forward_hooks")
+        handle = RemovableHandle(hooks, extra_dict=[self._forward_hooks_with_kwargs,
+                                                    self._forward_hooks_always_called])
+        hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` when the gradients of a call's
+        positional tensor inputs are computed (or of its outputs, when no input requires
+        grad); it may return new grad_input.  Returns a RemovableHandle."""
+        if self.__dict__.get("_is_full_backward_hook") is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        self._is_full_backward_hook = True
+        hooks = self._hook_dict("_backward_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` when the gradients of a call's outputs are
+        computed; it may return new grad_output.  Returns a RemovableHandle."""
+        hooks = self._hook_dict("_backward_pre_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        """PyTorch's deprecated non-full backward hook: not supported (its grad_input is
+        that of the last autograd node, which tapegrad's tape does not have); use
+        ``register_full_backward_hook``."""
+        raise NotImplementedError("Module.register_backward_hook (deprecated in PyTorch) is not supported by "
+                                  "tapegrad: use register_full_backward_hook")
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict``."""
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    _register_state_dict_hook = register_state_dict_post_hook
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` before ``state_dict``."""
+        handle = RemovableHandle(self._state_dict_pre_hooks)
+        self._state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before this module loads its part of a state dict."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = lambda *a: hook(self, *a)
+        return handle
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` after ``load_state_dict``."""
+        handle = RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
+        return handle
 
     # -- attribute registration ------------------------------------------------------
     def __setattr__(self, name, value):
@@ -85,6 +402,9 @@ class Module:
                 if dd is not None and name in dd:
                     del dd[name]
             d.pop(name, None)
+            np_set = d.get("_non_persistent_buffers_set")
+            if np_set is not None:
+                np_set.discard(name)
 
         if isinstance(value, Parameter):
             if params is None:
@@ -106,6 +426,11 @@ class Module:
                 raise TypeError("cannot assign '%s' as child module '%s' (tapegrad.nn.Module or None "
                                 "expected)" % (_typename(value), name))
             modules[name] = None
+        elif isinstance(value, Buffer):
+            if buffers is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            remove_from(params, buffers, modules)
+            self.register_buffer(name, value.data, value.persistent)
         elif buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("cannot assign '%s' as buffer '%s' (tapegrad.Tensor or None expected)"
@@ -127,11 +452,23 @@ class Module:
             dd = self.__dict__.get(key)
             if dd is not None and name in dd:
                 del dd[name]
+                self.__dict__.get("_non_persistent_buffers_set", set()).discard(name)
                 return
         object.__delattr__(self, name)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        # (a module pickled without some of the hook dictionaries)
+        for name in _HOOK_DICTS:
+            self.__dict__.setdefault(name, _HookDict())
+        self.__dict__.setdefault("_non_persistent_buffers_set", set())
+        self.__dict__.setdefault("_is_full_backward_hook", None)
+
+    def __getstate__(self):
+        return self.__dict__.copy()
 
     def _check_name(self, name, kind):
         if not isinstance(name, str):
@@ -142,6 +479,7 @@ class Module:
             raise KeyError('%s name can\'t be empty string ""' % kind)
 
     def register_parameter(self, name, param):
+        """Add ``param`` (a Parameter, or None) as parameter ``name``."""
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         self._check_name(name, "parameter")
@@ -160,6 +498,8 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        """Add ``tensor`` (or None) as buffer ``name``: in ``state_dict`` unless
+        ``persistent=False``, cast by ``to``/``double``..., not a parameter."""
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_name(name, "buffer")
@@ -168,11 +508,16 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError("cannot assign '%s' object to buffer '%s' (tapegrad Tensor or None required)"
                             % (_typename(tensor), name))
+        if isinstance(tensor, Buffer):
+            tensor = tensor.data
         self._buffers[name] = tensor
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name, module):
+        """Add ``module`` (or None) as sub-module ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError("%s is not a Module subclass" % _typename(module))
         self._check_name(name, "module")
@@ -180,7 +525,67 @@ class Module:
             raise KeyError("attribute '%s' already exists" % name)
         self._modules[name] = module
 
-    register_module = add_module
+    def register_module(self, name, module):
+        """``add_module``."""
+        self.add_module(name, module)
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def get_submodule(self, target):
+        """The sub-module at dotted path ``target`` ("" is the module itself)."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return mod
+
+    def set_submodule(self, target, module, strict=False):
+        """Set the sub-module at dotted path ``target`` (``strict``: it must exist)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError("`module` is not an nn.Module, found %s" % type(module))
+        parent = self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
+    def get_parameter(self, target):
+        """The parameter at dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target):
+        """The buffer at dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        buf = getattr(mod, name)
+        if name not in mod._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return buf
+
+    def get_extra_state(self):
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called.")
+
+    def set_extra_state(self, state):
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called.")
 
     # -- traversal ----------------------------------------------------------------
     def _named_members(self, get, prefix="", recurse=True, remove_duplicate=True):
@@ -196,20 +601,25 @@ class Module:
                 yield (mprefix + ("." if mprefix else "") + k, v)
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, parameter) pairs: the module's own first, then its children's."""
         return self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
+        """The parameters (each once), the module's own first."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, buffer) pairs."""
         return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
+        """The buffers."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     def named_children(self):
+        """(name, module) of the direct sub-modules."""
         memo = set()
         for name, m in self._modules.items():
             if m is not None and id(m) not in memo:
@@ -217,10 +627,12 @@ class Module:
                 yield name, m
 
     def children(self):
+        """The direct sub-modules."""
         for _, m in self.named_children():
             yield m
 
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) of the module ("") and every sub-module, depth first."""
         if memo is None:
             memo = set()
         if id(self) in memo:
@@ -235,10 +647,12 @@ class Module:
             yield from m.named_modules(memo, sub, remove_duplicate)
 
     def modules(self):
+        """The module and every sub-module."""
         for _, m in self.named_modules():
             yield m
 
     def apply(self, fn):
+        """``fn(m)`` for every sub-module (children first), then the module; returns it."""
         for m in self.children():
             m.apply(fn)
         fn(self)
@@ -246,6 +660,7 @@ class Module:
 
     # -- modes and grads ---------------------------------------------------------
     def train(self, mode=True):
+        """Training mode (``mode=False``: evaluation) for the module and its sub-modules."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         self.training = mode
@@ -254,94 +669,227 @@ class Module:
         return self
 
     def eval(self):
+        """``train(False)``."""
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` of every parameter; returns the module."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
-        from ..optim import zero_grads
+        """Reset the parameters' gradients (to None, or zero in place)."""
+        from ...optim import zero_grads
         zero_grads(self.parameters(), set_to_none)
 
+    def share_memory(self):
+        """A no-op (tapegrad's arrays are already in the process's memory); returns the module."""
+        return self
+
     # -- devices and dtypes: tapegrad has the CPU only ------------------------------------
+    def _apply(self, fn, recurse=True):
+        """``fn`` on every parameter (in place: the Parameter object stays), gradient
+        and buffer (replaced)."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
+        with no_grad():
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                new = fn(p)
+                if new is not p:
+                    p.data = new
+                if p.grad is not None:
+                    g = fn(p.grad)
+                    if g is not p.grad:
+                        p.grad = g
+            for k, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[k] = fn(b)
+        return self
+
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``: the CPU only
         (another device raises as PyTorch without it); a dtype casts the floating-point
-        parameters and buffers (and gradients) in place, as PyTorch's."""
+        parameters, buffers and gradients, as PyTorch's."""
+        kwargs.pop("non_blocking", None)
         probe = Tensor._const(np.zeros((), np.float64)).to(*args, **kwargs)
         dtype = None
         if any(_is_dtype(v) or isinstance(v, Tensor) for v in args) or kwargs.get("dtype") is not None:
             dtype = probe.dtype
         if dtype is not None:
-            if dtype.kind != "f":
+            if dtype.kind not in "fc":
                 raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got desired "
                                 "dtype=%s" % _torch_dtype(dtype))
             self._cast(dtype)
         return self
 
-    def _cast(self, dtype):
-        with no_grad():
-            for t in list(self.parameters()) + list(self.buffers()):
-                if t.dtype.kind == "f" and t.dtype != dtype:
-                    t.data = t.data.to(dtype)
-                    if t.grad is not None:
-                        t.grad = t.grad.to(dtype)
-        return self
+    def _cast(self, dtype, only_float=True):
+        def cast(t):
+            if t.dtype.kind == "f" and t.dtype != dtype:
+                return t.to(dtype)
+            return t
+        return self._apply(cast)
 
     def cpu(self):
+        """The module (the CPU is tapegrad's only device)."""
         return self
 
     def cuda(self, device=None):
         raise AssertionError("Torch not compiled with CUDA enabled")
 
+    def type(self, dst_type):
+        """Cast every parameter and buffer to ``dst_type``."""
+        dt = np.dtype(dst_type) if _is_dtype(dst_type) else Tensor._const(np.zeros(())).type(dst_type).dtype
+        return self._apply(lambda t: t.to(dt) if t.dtype != dt else t)
+
     def double(self):
+        """Floating-point parameters and buffers to float64."""
         return self._cast(np.dtype(np.float64))
 
     def float(self):
+        """Floating-point parameters and buffers to float32."""
         return self._cast(np.dtype(np.float32))
 
     def half(self):
+        """Floating-point parameters and buffers to float16."""
         return self._cast(np.dtype(np.float16))
 
+    def bfloat16(self):
+        raise TypeError("tapegrad has no bfloat16 dtype (NumPy has none)")
+
+    def to_empty(self, *, device=None, recurse=True):
+        """Every parameter and buffer replaced by an uninitialised one of its shape (on the CPU)."""
+        if device is not None:
+            Tensor._const(np.zeros(())).to(device)
+        return self._apply(lambda t: Tensor._const(np.empty(t.shape, t.dtype)), recurse=recurse)
+
     # -- state dict ----------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """Parameters and persistent buffers by dotted name (detached, sharing storage,
-        unless ``keep_vars``)."""
-        if destination is None:
-            destination = OrderedDict()
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, p in self._parameters.items():
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
-        skip = self.__dict__.get("_non_persistent", ())
         for name, b in self._buffers.items():
-            if b is not None and name not in skip:
+            if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + "_extra_state"] = self.get_extra_state()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (detached, sharing storage,
+        unless ``keep_vars``)."""
+        if args:        # (PyTorch's deprecated positional destination, prefix, keep_vars)
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict "
+                          "for details.", FutureWarning, stacklevel=2)
+            names = ("destination", "prefix", "keep_vars")
+            vals = dict(zip(names, args))
+            destination = vals.get("destination", destination)
+            prefix = vals.get("prefix", prefix)
+            keep_vars = vals.get("keep_vars", keep_vars)
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        meta = getattr(destination, "_metadata", None)
+        if meta is not None:
+            meta[prefix[:-1]] = {"version": self._version}
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
+            r = hook(self, destination, prefix, meta.get(prefix[:-1]) if meta is not None else {})
+            if r is not None:
+                destination = r
         return destination
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copy values in place into the parameters and buffers (under no_grad)."""
-        if not hasattr(state_dict, "keys"):
-            raise TypeError("Expected state_dict to be dict-like, got %s." % _typename(state_dict))
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        for k, target in own.items():
-            if k not in state_dict:
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """Copy this module's own entries of ``state_dict`` (keys ``prefix + name``) into its
+        parameters and persistent buffers, collecting the missing and unexpected keys and
+        the errors (PyTorch's, which subclasses override to upgrade old checkpoints)."""
+        for hook in self.__dict__.get("_load_state_dict_pre_hooks", {}).values():
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        local = [(k, v) for k, v in self._parameters.items() if v is not None]
+        local += [(k, v) for k, v in self._buffers.items()
+                  if v is not None and k not in self._non_persistent_buffers_set]
+        for name, target in local:
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
                 continue
-            v = state_dict[k]
+            v = state_dict[key]
+            if not isinstance(v, (Tensor, np.ndarray)):
+                error_msgs.append('While copying the parameter named "%s", expected torch.Tensor or Tensor-like '
+                                  "object from checkpoint but received %s" % (key, type(v)))
+                continue
             arr = v._data if isinstance(v, Tensor) else np.asarray(v)
+            if target.ndim == 0 and arr.shape == (1,):
+                arr = arr.reshape(())
             if arr.shape != target.shape:
-                errors.append("size mismatch for %s: copying a param with shape %s from checkpoint, the "
-                              "shape in current model is %s." % (k, list(arr.shape), list(target.shape)))
+                error_msgs.append("size mismatch for %s: copying a param with shape %s from checkpoint, the "
+                                  "shape in current model is %s." % (key, list(arr.shape), list(target.shape)))
+                continue
+            if assign:
+                new = v if isinstance(v, Tensor) else Tensor._const(arr)
+                if isinstance(target, Parameter):
+                    new = new if isinstance(new, Parameter) else Parameter(new, requires_grad=target.requires_grad)
+                    new.requires_grad_(target.requires_grad)
+                setattr(self, name, new)
                 continue
             with no_grad():
-                target._write_(arr)
+                target._write_(arr.astype(target.dtype, copy=False))
+        extra_key = prefix + "_extra_state"
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            names = {k for k, _ in local}
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    head = key[len(prefix):].split(".", 1)
+                    if len(head) > 1:
+                        if head[0] not in self._modules:
+                            unexpected_keys.append(key)
+                    elif head[0] not in names:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy values in place into the parameters and buffers (under no_grad; with
+        ``assign=True`` the state dict's tensors replace them)."""
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            raise TypeError("Expected state_dict to be dict-like, got %s." % type(state_dict))
+        missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+
+        def load(module, local_state, prefix=""):
+            local_meta = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_meta["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local_state, prefix, local_meta, True, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    cp = prefix + name + "."
+                    load(child, {k: v for k, v in local_state.items() if k.startswith(cp)}, cp)
+            keys = _IncompatibleKeys(missing, unexpected)
+            for hook in module.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                if hook(module, keys) is not None:
+                    raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                         "expected to return new values, if incompatible_keys need to be modified, "
+                                         "it should be done inplace.")
+
+        load(self, state_dict)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: %s. "
@@ -355,6 +903,7 @@ class Module:
 
     # -- repr -------------------------------------------------------------------------
     def extra_repr(self):
+        """The module's own line in ``repr`` (its arguments), for subclasses to define."""
         return ""
 
     def __repr__(self):
@@ -365,17 +914,13 @@ class Module:
         for name, m in self._modules.items():
             mod = repr(m).replace("\n", "\n  ")
             lines.append("(" + name + "): " + mod)
-        main = type(self).__name__ + "("
+        main = self._get_name() + "("
         if lines:
             if len(lines) == 1 and not self._modules:
                 main += lines[0]
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
-
-
-def _rng():
-    return _random.generator()
 
 
 class OptimizedModule(Module):
@@ -399,319 +944,3 @@ class OptimizedModule(Module):
             if name.startswith("__") or "_modules" not in self.__dict__:
                 raise
             return getattr(self._modules["_orig_mod"], name)
-
-
-def _is_dtype(v):
-    return isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))
-
-
-def _torch_dtype(dt):
-    return "torch." + dt.name
-
-
-class Linear(Module):
-    """``y = x @ W.T + b``; W (out_features, in_features) and b drawn from
-    U(-1/sqrt(in_features), 1/sqrt(in_features)) with tapegrad's generator (PyTorch's
-    kaiming_uniform_(a=sqrt(5)) default)."""
-
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
-        super().__init__()
-        if device is not None:
-            check_device(device)
-        self.in_features = in_features
-        self.out_features = out_features
-        dt = np.dtype(dtype or np.float64)
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=dt))
-        if bias:
-            self.bias = Parameter(np.empty((out_features,), dtype=dt))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
-        rng = _rng()
-        w = self.weight
-        with no_grad():
-            w._write_(rng.uniform(-bound, bound, w.shape))
-            if self.bias is not None:
-                self.bias._write_(rng.uniform(-bound, bound, self.bias.shape))
-
-    def forward(self, input):
-        return F.linear(input, self.weight, self.bias)
-
-    def extra_repr(self):
-        return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
-                                                            self.bias is not None)
-
-
-class _ConvNd(Module):
-    """Conv1d / Conv2d: the weight (out_channels, in_channels / groups, *kernel_size)
-    and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels /
-    groups * prod(kernel_size) (PyTorch's kaiming_uniform_(a=sqrt(5)) default); a
-    padding_mode other than 'zeros' pads with F.pad first, as PyTorch does."""
-    _nd = 1
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__()
-        if device is not None:
-            check_device(device)
-        nd = self._nd
-
-        def tup(v):
-            return (int(v),) * nd if isinstance(v, (int, np.integer)) else tuple(int(u) for u in v)
-        if groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError("Invalid padding string {!r}, should be one of {}".format(padding, {"same", "valid"}))
-            if padding == "same" and any(s != 1 for s in tup(stride)):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-        modes = {"zeros", "reflect", "replicate", "circular"}       # (PyTorch prints the set)
-        if padding_mode not in modes:
-            raise ValueError("padding_mode must be one of {}, but got padding_mode='{}'".format(modes, padding_mode))
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.dilation = tup(kernel_size), tup(stride), tup(dilation)
-        self.padding = padding if isinstance(padding, str) else tup(padding)
-        self.groups, self.padding_mode = groups, padding_mode
-        dt = np.dtype(dtype or np.float64)
-        self.weight = Parameter(np.empty((out_channels, in_channels // groups) + self.kernel_size, dtype=dt))
-        if bias:
-            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        rng = _rng()
-        with no_grad():
-            self.weight._write_(rng.uniform(-bound, bound, self.weight.shape))
-            if self.bias is not None:
-                self.bias._write_(rng.uniform(-bound, bound, self.bias.shape))
-
-    def forward(self, input):
-        conv = F.conv1d if self._nd == 1 else F.conv2d
-        if self.padding_mode != "zeros" and not isinstance(self.padding, str):
-            pads = []
-            for p in reversed(self.padding):
-                pads += [p, p]
-            input = F.pad(input, pads, mode=self.padding_mode)
-            return conv(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def extra_repr(self):
-        s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels, self.kernel_size, self.stride)
-        if self.padding != (0,) * self._nd:
-            s += ", padding=%s" % (self.padding,)
-        if self.dilation != (1,) * self._nd:
-            s += ", dilation=%s" % (self.dilation,)
-        if self.groups != 1:
-            s += ", groups=%d" % self.groups
-        if self.bias is None:
-            s += ", bias=False"
-        if self.padding_mode != "zeros":
-            s += ", padding_mode=%s" % self.padding_mode
-        return s
-
-
-class Conv1d(_ConvNd):
-    """A 1-D convolution layer (``F.conv1d``)."""
-    _nd = 1
-
-
-class Conv2d(_ConvNd):
-    """A 2-D convolution layer (``F.conv2d``)."""
-    _nd = 2
-
-
-class Sequential(Module):
-    def __init__(self, *args):
-        super().__init__()
-        if len(args) == 1 and isinstance(args[0], OrderedDict):
-            for k, m in args[0].items():
-                self.add_module(k, m)
-        else:
-            for i, m in enumerate(args):
-                self.add_module(str(i), m)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return Sequential(OrderedDict(list(self._modules.items())[idx]))
-        mods = list(self._modules.values())
-        n = len(mods)
-        if not -n <= idx < n:
-            raise IndexError("index %d is out of range" % idx)
-        return mods[idx]
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def forward(self, input):
-        for m in self._modules.values():
-            input = m(input)
-        return input
-
-
-class Identity(Module):
-    def forward(self, input):
-        return input
-
-
-class ReLU(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.relu(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Tanh(Module):
-    def forward(self, input):
-        return F.tanh(input)
-
-
-class Sigmoid(Module):
-    def forward(self, input):
-        return F.sigmoid(input)
-
-
-class Softplus(Module):
-    def __init__(self, beta=1.0, threshold=20.0):
-        super().__init__()
-        self.beta = beta
-        self.threshold = threshold
-
-    def forward(self, input):
-        return F.softplus(input, self.beta, self.threshold)
-
-    def extra_repr(self):
-        return "beta={}, threshold={}".format(self.beta, self.threshold)
-
-
-class Softmax(Module):
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.softmax(input, self.dim)
-
-    def extra_repr(self):
-        return "dim=%s" % self.dim
-
-
-class LogSoftmax(Softmax):
-    def forward(self, input):
-        return F.log_softmax(input, self.dim)
-
-
-class Flatten(Module):
-    """``input.flatten(start_dim, end_dim)`` (by default every dimension but the batch)."""
-
-    def __init__(self, start_dim=1, end_dim=-1):
-        super().__init__()
-        self.start_dim = start_dim
-        self.end_dim = end_dim
-
-    def forward(self, input):
-        return input.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self):
-        return "start_dim=%s, end_dim=%s" % (self.start_dim, self.end_dim)
-
-
-class Unflatten(Module):
-    """``input.unflatten(dim, unflattened_size)``."""
-
-    def __init__(self, dim, unflattened_size):
-        super().__init__()
-        if not isinstance(unflattened_size, (tuple, list)):
-            raise TypeError("unflattened_size must be a tuple of ints, but found type %s"
-                            % type(unflattened_size).__name__)
-        for i, n in enumerate(unflattened_size):
-            if not isinstance(n, int):
-                raise TypeError("unflattened_size must be tuple of ints, but found element of type %s at pos %d"
-                                % (type(n).__name__, i))
-        self.dim = dim
-        self.unflattened_size = unflattened_size
-
-    def forward(self, input):
-        return input.unflatten(self.dim, self.unflattened_size)
-
-    def extra_repr(self):
-        return "dim=%s, unflattened_size=%s" % (self.dim, self.unflattened_size)
-
-
-class _Loss(Module):
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
-
-
-class MSELoss(_Loss):
-    def forward(self, input, target):
-        return F.mse_loss(input, target, reduction=self.reduction)
-
-
-class L1Loss(_Loss):
-    def forward(self, input, target):
-        return F.l1_loss(input, target, reduction=self.reduction)
-
-
-class NLLLoss(_Loss):
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-        super().__init__(size_average, reduce, reduction)
-        self.weight = weight
-        self.ignore_index = ignore_index
-
-    def forward(self, input, target):
-        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
-
-
-class CrossEntropyLoss(NLLLoss):
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
-        super().__init__(weight, size_average, ignore_index, reduce, reduction)
-        self.label_smoothing = label_smoothing
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
-
-
-class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
-        super().__init__(size_average, reduce, reduction)
-        self.weight = weight
-        self.pos_weight = pos_weight
-
-    def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
-
-
-class BCELoss(_Loss):
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(size_average, reduce, reduction)
-        self.weight = weight
-
-    def forward(self, input, target):
-        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
