@@ -99,6 +99,10 @@ FLOORS = {
     "tapegrad.nn._reduction": 6,         # (nn.functional's parts, which it re-exports)
     "tapegrad.nn._activations": 6,
     "tapegrad.nn._conv": 6,
+    "tapegrad.nn._host": 6,
+    "tapegrad.nn._sparse": 6,
+    "tapegrad.nn._norm": 6,
+    "tapegrad.nn._pooling": 6,              # the layers' host ops: NumPy forward, both reverses
     "tapegrad.nn._losses": 6,
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,

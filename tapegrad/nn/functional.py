@@ -280,3 +280,9 @@ from ._losses import *  # noqa: E402,F401,F403
 from . import _losses  # noqa: E402
 
 __all__ += _losses.__all__
+from ._sparse import *  # noqa: E402,F401,F403
+from ._norm import *  # noqa: E402,F401,F403
+from ._pooling import *  # noqa: E402,F401,F403
+from . import _norm, _pooling, _sparse  # noqa: E402
+
+__all__ += _sparse.__all__ + _norm.__all__ + _pooling.__all__
