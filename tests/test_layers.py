@@ -102,7 +102,9 @@ FLOORS = {
     "tapegrad.nn._host": 6,
     "tapegrad.nn._sparse": 6,
     "tapegrad.nn._norm": 6,
-    "tapegrad.nn._pooling": 6,              # the layers' host ops: NumPy forward, both reverses
+    "tapegrad.nn._pooling": 6,
+    "tapegrad.nn._interp": 6,
+    "tapegrad.nn._attention": 6,              # the layers' host ops: NumPy forward, both reverses
     "tapegrad.nn._losses": 6,
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,

@@ -286,3 +286,8 @@ from ._pooling import *  # noqa: E402,F401,F403
 from . import _norm, _pooling, _sparse  # noqa: E402
 
 __all__ += _sparse.__all__ + _norm.__all__ + _pooling.__all__
+from ._interp import *  # noqa: E402,F401,F403
+from ._attention import *  # noqa: E402,F401,F403
+from . import _attention, _interp  # noqa: E402
+
+__all__ += _interp.__all__ + _attention.__all__
