@@ -1,16 +1,18 @@
-"""Activation modules (PyTorch's ``torch.nn.modules.activation``); MultiheadAttention
-lives in ``transformer.py`` beside the layers that use it, and is re-exported here."""
+"""Activation modules and MultiheadAttention (PyTorch's ``torch.nn.modules.activation``)."""
 import numpy as np
 
 from .. import functional as F
 from .. import init
+from ..init import constant_, xavier_normal_, xavier_uniform_
 from ..parameter import Parameter
 from ._common import factory_dtype
+from .linear import Linear
 from .module import Module
 
 __all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh", "SiLU", "Mish",
            "Hardswish", "ELU", "CELU", "SELU", "GLU", "GELU", "Hardshrink", "LeakyReLU", "LogSigmoid", "Softplus",
-           "Softshrink", "PReLU", "Softsign", "Tanhshrink", "Softmin", "Softmax", "Softmax2d", "LogSoftmax"]
+           "Softshrink", "PReLU", "Softsign", "Tanhshrink", "Softmin", "Softmax", "Softmax2d", "LogSoftmax",
+           "MultiheadAttention"]
 
 
 def _inplace_tail(inplace):
@@ -273,3 +275,98 @@ class Softmax2d(Module):
         if input.ndim not in (3, 4):
             raise ValueError("Softmax2d: expected input to be 3D or 4D, got %dD instead" % input.ndim)
         return F.softmax(input, -3, _stacklevel=5)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """(PyTorch's name for MultiheadAttention's out_proj, a Linear.)"""
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention: in_proj_weight (3E, E) xavier-uniform (or q/k/v_proj_weight
+    when kdim/vdim differ from embed_dim), in_proj_bias and out_proj.bias 0."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError("embed_dim and num_heads must be greater than 0, got embed_dim=%s and num_heads=%s "
+                             "instead" % (embed_dim, num_heads))
+        super().__init__()
+        dt = factory_dtype(device, dtype)
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads, self.dropout, self.batch_first = num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if not self._qkv_same_embed_dim:
+            self.q_proj_weight = Parameter(np.empty((embed_dim, embed_dim), dt))
+            self.k_proj_weight = Parameter(np.empty((embed_dim, self.kdim), dt))
+            self.v_proj_weight = Parameter(np.empty((embed_dim, self.vdim), dt))
+            self.register_parameter("in_proj_weight", None)
+        else:
+            self.in_proj_weight = Parameter(np.empty((3 * embed_dim, embed_dim), dt))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(np.empty((3 * embed_dim,), dt))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dt)
+        if add_bias_kv:
+            self.bias_k = Parameter(np.empty((1, 1, embed_dim), dt))
+            self.bias_v = Parameter(np.empty((1, 1, embed_dim), dt))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            xavier_uniform_(self.in_proj_weight)
+        else:
+            xavier_uniform_(self.q_proj_weight)
+            xavier_uniform_(self.k_proj_weight)
+            xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            constant_(self.in_proj_bias, 0.0)
+            constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            xavier_normal_(self.bias_v)
+
+    def __setstate__(self, state):
+        state.setdefault("_qkv_same_embed_dim", True)
+        super().__setstate__(state)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        batched = query.ndim == 3
+        key_padding_mask = F._attention._canonical_mask(key_padding_mask, "key_padding_mask",
+                                                        None if attn_mask is None else attn_mask.dtype, "attn_mask",
+                                                        query.dtype)
+        attn_mask = F._attention._canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, check_other=False)
+        if self.batch_first and batched:
+            if key is value:
+                if query is key:
+                    query = key = value = query.transpose(1, 0)
+                else:
+                    query, key = (x.transpose(1, 0) for x in (query, key))
+                    value = key
+            else:
+                query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        kw = dict(training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+                  attn_mask=attn_mask, average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if not self._qkv_same_embed_dim:
+            kw.update(use_separate_proj_weight=True, q_proj_weight=self.q_proj_weight,
+                      k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight)
+        out, weights = F.multi_head_attention_forward(query, key, value, self.embed_dim, self.num_heads,
+                                                      self.in_proj_weight, self.in_proj_bias, self.bias_k,
+                                                      self.bias_v, self.add_zero_attn, self.dropout,
+                                                      self.out_proj.weight, self.out_proj.bias, **kw)
+        if self.batch_first and batched:
+            return out.transpose(1, 0), weights
+        return out, weights

@@ -1,0 +1,204 @@
+"""The recurrences behind nn.RNN / LSTM / GRU and their cells.
+
+The pointwise part of a step is one entry: a host op ``lstm_cell(gates, c)`` giving
+(h, c) stacked as (2, N, H), ``gru_cell(gi, gh, h)`` giving h; the matrix products
+stay matmuls (the input's projection for all time steps at once, then one per step for
+the hidden state), as PyTorch's CPU recurrences compute them.  Each cell's reverse is
+PyTorch's formula, written with tapegrad's ops (differentiable again) and on arrays."""
+import numpy as np
+
+from .. import functions as _f
+from ..core.registry import SAVE_A, SAVE_B, SAVE_C, SAVE_OUT
+from . import _host
+from ._sparse import dropout as _dropout
+
+__all__ = []
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# -- lstm_cell(gates (N, 4H), c (N, H)) -> (2, N, H): h, c ----------------------------------------
+def _lstm_fwd(arrays, ints, floats):
+    gates, c = arrays
+    H = c.shape[-1]
+    with np.errstate(over="ignore"):
+        i = _sigmoid(gates[..., :H])
+        f = _sigmoid(gates[..., H:2 * H])
+        g = np.tanh(gates[..., 2 * H:3 * H])
+        o = _sigmoid(gates[..., 3 * H:])
+    out = np.empty((2,) + c.shape, np.result_type(gates.dtype, c.dtype))
+    cy = out[1]
+    np.multiply(f, c, out=cy)
+    cy += i * g
+    np.multiply(o, np.tanh(cy), out=out[0])
+    return out
+
+
+def _lstm_rev(xs, y, g, ints, floats, needs):
+    gates, c = xs
+    H = c.shape[-1]
+    i = _f.sigmoid(gates[..., :H])
+    f = _f.sigmoid(gates[..., H:2 * H])
+    gg = _f.tanh(gates[..., 2 * H:3 * H])
+    o = _f.sigmoid(gates[..., 3 * H:])
+    tc = _f.tanh(y[1])
+    dh, dc = g[0], g[1]
+    dct = dc + dh * o * (1 - tc * tc)
+    dgates = _f.cat([dct * gg * i * (1 - i), dct * c * f * (1 - f), dct * i * (1 - gg * gg),
+                     dh * tc * o * (1 - o)], -1) if needs[0] else None
+    return [dgates, dct * f if needs[1] else None]
+
+
+def _lstm_arr_rev(xs, y, g, ints, floats, needs):
+    gates, c = xs
+    H = c.shape[-1]
+    with np.errstate(over="ignore"):
+        i = _sigmoid(gates[..., :H])
+        f = _sigmoid(gates[..., H:2 * H])
+        gg = np.tanh(gates[..., 2 * H:3 * H])
+        o = _sigmoid(gates[..., 3 * H:])
+    tc = np.tanh(y[1])
+    dh, dc = g[0], g[1]
+    dct = dc + dh * o * (1 - tc * tc)
+    dgates = None
+    if needs[0]:
+        dgates = np.empty(gates.shape)
+        dgates[..., :H] = dct * gg * i * (1 - i)
+        dgates[..., H:2 * H] = dct * c * f * (1 - f)
+        dgates[..., 2 * H:3 * H] = dct * i * (1 - gg * gg)
+        dgates[..., 3 * H:] = dh * tc * o * (1 - o)
+    return [dgates, dct * f if needs[1] else None]
+
+
+_LSTM_CELL = _host.nn_op("lstm_cell", "LstmCellBackward0", _lstm_fwd, _lstm_rev, _lstm_arr_rev,
+                         SAVE_A | SAVE_B | SAVE_OUT)
+
+
+def lstm_cell_pointwise(gates, c):
+    """(h, c) of one LSTM step from its gate pre-activations (N, 4H) (order i, f, g, o)."""
+    out = _host.record(_LSTM_CELL, [gates, c], _lstm_fwd([gates._data, c._data], (), None))
+    return out[0], out[1]
+
+
+# -- gru_cell(gi (N, 3H), gh (N, 3H), h (N, H)) -> h' ------------------------------------------------
+def _gru_parts(gi, gh, H, sig, tanh):
+    r = sig(gi[..., :H] + gh[..., :H])
+    z = sig(gi[..., H:2 * H] + gh[..., H:2 * H])
+    n = tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
+    return r, z, n
+
+
+def _gru_fwd(arrays, ints, floats):
+    gi, gh, h = arrays
+    with np.errstate(over="ignore"):
+        r, z, n = _gru_parts(gi, gh, h.shape[-1], _sigmoid, np.tanh)
+    return (h - n) * z + n
+
+
+def _gru_grads(gi, gh, h, g, r, z, n, H, cat, needs):
+    dn = g * (1 - z)
+    dz = g * (h - n)
+    dnp = dn * (1 - n * n)
+    dzp = dz * z * (1 - z)
+    drp = dnp * gh[..., 2 * H:] * r * (1 - r)
+    dgi = cat([drp, dzp, dnp]) if needs[0] else None
+    dgh = cat([drp, dzp, dnp * r]) if needs[1] else None
+    return [dgi, dgh, g * z if needs[2] else None]
+
+
+def _gru_rev(xs, y, g, ints, floats, needs):
+    gi, gh, h = xs
+    H = h.shape[-1]
+    r, z, n = _gru_parts(gi, gh, H, _f.sigmoid, _f.tanh)
+    return _gru_grads(gi, gh, h, g, r, z, n, H, lambda parts: _f.cat(parts, -1), needs)
+
+
+def _gru_arr_rev(xs, y, g, ints, floats, needs):
+    gi, gh, h = xs
+    H = h.shape[-1]
+    with np.errstate(over="ignore"):
+        r, z, n = _gru_parts(gi, gh, H, _sigmoid, np.tanh)
+    return _gru_grads(gi, gh, h, g, r, z, n, H, lambda parts: np.concatenate(parts, -1), needs)
+
+
+_GRU_CELL = _host.nn_op("gru_cell", "GruCellBackward0", _gru_fwd, _gru_rev, _gru_arr_rev, SAVE_A | SAVE_B | SAVE_C)
+
+
+def gru_cell_pointwise(gi, gh, h):
+    """h' of one GRU step from the input's and the hidden state's projections (N, 3H),
+    order r, z, n: ``n = tanh(gi_n + r * gh_n)``, ``h' = (h - n) * z + n``."""
+    return _host.record(_GRU_CELL, [gi, gh, h], _gru_fwd([gi._data, gh._data, h._data], (), None))
+
+
+# -- cells and layers -------------------------------------------------------------------------------
+def _linear(x, w, b):
+    out = _f.matmul(x, w.t())
+    return out if b is None else out + b
+
+
+def lstm_cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
+    gates = _linear(hx, w_hh, b_hh) + _linear(x, w_ih, b_ih)
+    return lstm_cell_pointwise(gates, cx)
+
+
+def gru_cell(x, hx, w_ih, w_hh, b_ih, b_hh):
+    return gru_cell_pointwise(_linear(x, w_ih, b_ih), _linear(hx, w_hh, b_hh), hx)
+
+
+def rnn_cell(x, hx, w_ih, w_hh, b_ih, b_hh, nonlinearity):
+    pre = _linear(hx, w_hh, b_hh) + _linear(x, w_ih, b_ih)
+    return _f.tanh(pre) if nonlinearity == "tanh" else _f.relu(pre)
+
+
+def _direction(mode, x, h, c, weights, reverse):
+    """One direction of one layer over x (L, N, I): (outputs (L, N, H_out), h_n, c_n)."""
+    w_ih, w_hh, b_ih, b_hh, w_hr = weights
+    L = x.shape[0]
+    steps = range(L - 1, -1, -1) if reverse else range(L)
+    outs = [None] * L
+    if mode == "GRU":
+        gi_all = _linear(x, w_ih, b_ih)
+        for t in steps:
+            h = gru_cell_pointwise(gi_all[t], _linear(h, w_hh, b_hh), h)
+            outs[t] = h
+        return _f.stack(outs), h, None
+    # LSTM and RNN: both biases folded into the input's projection, computed once
+    bias = None if b_ih is None else b_ih + b_hh
+    xw = _linear(x, w_ih, bias)
+    w_hh_t = w_hh.t()
+    for t in steps:
+        pre = xw[t] + _f.matmul(h, w_hh_t)
+        if mode == "LSTM":
+            h, c = lstm_cell_pointwise(pre, c)
+            if w_hr is not None:
+                h = _f.matmul(h, w_hr.t())
+        elif mode == "RNN_TANH":
+            h = _f.tanh(pre)
+        else:
+            h = _f.relu(pre)
+        outs[t] = h
+    return _f.stack(outs), h, c
+
+
+def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirectional, batch_first):
+    """PyTorch's _VF.rnn_tanh / rnn_relu / lstm / gru on a padded (L, N, I) input (or (N,
+    L, I) with ``batch_first``): returns (output, h_n, c_n or None)."""
+    x = input.transpose(0, 1) if batch_first else input
+    D = 2 if bidirectional else 1
+    hs, cs = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(D):
+            k = layer * D + d
+            out, h_n, c_n = _direction(mode, x, hx[k], None if cx is None else cx[k], layers[k], d == 1)
+            outs.append(out)
+            hs.append(h_n)
+            cs.append(c_n)
+        x = outs[0] if D == 1 else _f.cat(outs, -1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            x = _dropout(x, dropout, True)
+    out = x.transpose(0, 1) if batch_first else x
+    return out, _f.stack(hs), (_f.stack(cs) if cx is not None else None)
+
