@@ -15,6 +15,8 @@ conv's reverse is conv_transpose and conv_weight, conv_transpose's is conv and
 conv_weight, conv_weight's is conv_transpose and conv: create_graph and gradgradcheck
 differentiate through the same three entries.  A 1-d convolution is the 2-d one of
 height 1 (as PyTorch computes it)."""
+import warnings
+
 import numpy as np
 
 from ..core.registry import SAVE_A, SAVE_B
@@ -250,6 +252,9 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
             if any(s != 1 for s in stride):
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
+            if any(d % 2 == 1 and k % 2 == 0 for k, d in zip(ks, dilation)):
+                warnings.warn("Using padding='same' with even kernel lengths and odd dilation may require a "
+                              "zero-padded copy of the input be created", stacklevel=3)
             for k, d in zip(ks, dilation):
                 total = d * (k - 1)
                 pads.append((total // 2, total - total // 2))
