@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 
+from .. import creation as _c
 from .. import functions as _f
 from ..core.dtypes import torch_name as _torch_name
 from ..core.tensor import Tensor
@@ -40,7 +41,7 @@ def threshold(input, threshold, value, inplace=False):
     """``input`` where it is above ``threshold``, else ``value`` (gradient 0 there)."""
     if not isinstance(input, Tensor):
         raise TypeError("threshold(): argument 'input' (position 1) must be Tensor, not %s" % type(input).__name__)
-    out = _f.where(input > threshold, input, _f.full_like(input, value))
+    out = _f.where(input > threshold, input, _c.full_like(input, value))
     return _inplace(input, out) if inplace else out
 
 
@@ -91,12 +92,11 @@ def selu_(input):
 
 
 def celu(input, alpha=1.0, inplace=False):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; its gradient is PyTorch's,
+    whose input scale is 1 / alpha rounded through float32."""
     if alpha == 0:
-        raise RuntimeError("ZeroDivisionError")
-    _float_input("celu", "elu_cpu", input)
-    out = _U["elu"].record(input * (1.0 / alpha), 1.0, float(alpha))
-    return _inplace(input, out) if inplace else out
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return _row("celu", "elu_cpu", input, inplace, alpha, 1.0 / float(np.float32(alpha)))
 
 
 def celu_(input, alpha=1.0):
@@ -185,7 +185,7 @@ def logsigmoid(input):
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     _float_input("hardshrink", "hardshrink_cpu", input)
-    return _f.where((input > lambd) | (input < -lambd), input, _f.zeros_like(input))
+    return _f.where((input > lambd) | (input < -lambd), input, _c.zeros_like(input))
 
 
 def softshrink(input, lambd=0.5):
@@ -193,7 +193,7 @@ def softshrink(input, lambd=0.5):
     _float_input("softshrink", "softshrink_cpu", input)
     if lambd < 0:
         raise RuntimeError("lambda must be greater or equal to 0, but found to be %s." % lambd)
-    return _f.where(input > lambd, input - lambd, _f.where(input < -lambd, input + lambd, _f.zeros_like(input)))
+    return _f.where(input > lambd, input - lambd, _f.where(input < -lambd, input + lambd, _c.zeros_like(input)))
 
 
 def tanhshrink(input):

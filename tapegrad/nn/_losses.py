@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from .. import creation as _c
 from .. import functions as _f
 from ..autograd.grad_mode import no_grad
 from ..core.tensor import Tensor
@@ -103,10 +104,11 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         loss = _f.exp(input) - target * input
     else:
         loss = input - target * _f.log(input + eps)
-    if full:
-        t = target.detach()
-        stirling = t * _f.log(t) - t + _f.log(t * (2 * math.pi)) * 0.5
-        loss = loss + _f.where(t > 1, stirling, _f.zeros_like(stirling))
+    if full:        # Stirling's term, where target > 1 (a constant: the target is not differentiated)
+        t = np.asarray(target._data, dtype=loss.dtype)
+        safe = np.where(t > 1, t, 1.0)
+        stirling = np.where(t > 1, safe * np.log(safe) - safe + 0.5 * np.log(2 * math.pi * safe), 0.0)
+        loss = loss + Tensor._const(stirling.astype(loss.dtype))
     return _reduce(loss, reduction)
 
 
@@ -118,7 +120,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if isinstance(var, (float, int)) and not isinstance(var, bool):
         if var < 0:
             raise ValueError("var has negative entry/entries")
-        var = _f.ones_like(input) * float(var)
+        var = _c.ones_like(input) * float(var)
     else:
         var = _t(var, input)
         if bool((var._data < 0).any()):
@@ -167,7 +169,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     m1 = (input1 * input1).sum(d) + 1e-12
     m2 = (input2 * input2).sum(d) + 1e-12
     cos = prod / _f.sqrt(m1 * m2)
-    zeros = _f.zeros_like(cos)
+    zeros = _c.zeros_like(cos)
     pos = 1 - cos
     neg = _f.clamp_min(cos - margin, 0)
     out = _f.where(target == 1, pos, zeros) + _f.where(target == -1, neg, zeros)
@@ -189,7 +191,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1."""
     target = _t(target, input)
     reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
-    zeros = _f.zeros_like(input)
+    zeros = _c.zeros_like(input)
     margin_clamp = _f.clamp_min(margin - input, 0)
     out = _f.where(target != 1, margin_clamp, zeros) + _f.where(target != -1, input, zeros)
     return _reduce(out, reduction)

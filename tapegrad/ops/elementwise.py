@@ -273,6 +273,11 @@ def _elu(x, alpha, scale):
 
 
 @_activation
+def _celu(x, alpha, backward_scale):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0) * (1.0 / alpha)) * alpha)
+
+
+@_activation
 def _leaky_relu(x, slope):
     return np.where(x > 0, x, x * slope)
 
@@ -512,6 +517,11 @@ UNARY_OPS_2 = [
     Unary("elu",      "EluBackward0",     _elu,
           "where(x > 0.0, g * q, g * (q * p) * exp(x))", "where(x > 0.0, x * q, expm1(mn(x, 0.0)) * (p * q))",
           nparams=2),
+    # celu(x, alpha): p = alpha, q = 1 / float32(alpha), the input scale of PyTorch's reverse
+    # (its derivatives.yaml converts alpha to float there; the forward uses 1 / alpha)
+    Unary("celu",     "CeluBackward0",    _celu,
+          "where(x > 0.0, g, g * (q * p) * exp(x * q))", "where(x > 0.0, x, expm1(mn(x, 0.0) * (1.0 / p)) * p)",
+          nparams=2),
     # leaky_relu(x, slope): p = slope (the slope also at 0, as PyTorch's)
     Unary("leaky_relu", "LeakyReluBackward0", _leaky_relu, "where(x > 0.0, g, g * p)", "where(x > 0.0, x, x * p)",
           nparams=1),
@@ -519,9 +529,10 @@ UNARY_OPS_2 = [
     Unary("hardtanh", "HardtanhBackward0", _hardtanh, "where(x <= p, 0.0, where(x >= q, 0.0, g))", "mn(mx(x, p), q)",
           nparams=2),
     Unary("hardswish", "HardswishBackward0", _hardswish,
-          "where(x < -3.0, 0.0, where(x <= 3.0, g * (x / 3.0 + 0.5), g))", "x * mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
+          "where(x <= -3.0, 0.0, where(x < 3.0, g * (x / 3.0 + 0.5), g))", "x * mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
+    # (PyTorch's reverse multiplies by 1/6 rounded to float32)
     Unary("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid,
-          "where(x > -3.0, where(x < 3.0, g / 6.0, 0.0), 0.0)", "mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
+          "where(x > -3.0, where(x < 3.0, g * 0.1666666716337204, 0.0), 0.0)", "mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
     Unary("log_sigmoid", "LogSigmoidBackward0", _log_sigmoid, "g / (1.0 + exp(x))",
           "mn(x, 0.0) - log1p(exp(-abs(x)))"),
 ]
