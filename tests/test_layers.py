@@ -118,7 +118,8 @@ FLOORS = {
     "tapegrad.nn._pooling": 6,
     "tapegrad.nn._interp": 6,
     "tapegrad.nn._attention": 6,
-    "tapegrad.nn._rnn": 6,              # the layers' host ops: NumPy forward, both reverses
+    "tapegrad.nn._rnn": 6,
+    "tapegrad.nn._ctc": 6,              # the layers' host ops: NumPy forward, both reverses
     "tapegrad.nn._losses": 6,
     "tapegrad.optim": 6,
     "tapegrad.profile": 6,

@@ -11,6 +11,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
+from tapegrad import nn
 from tapegrad.autograd import engine
 
 
@@ -410,6 +411,90 @@ def test_gradients_at_the_kinks_match_torch():
     for name in want:
         np.testing.assert_allclose(got[name][0], want[name][0], rtol=1e-15, atol=0, err_msg=name)
         np.testing.assert_array_equal(got[name][1], want[name][1], err_msg=name)
+
+
+# -- CTC ----------------------------------------------------------------------------------------------------
+CTC_X = np.random.default_rng(0).standard_normal((12, 3, 5))
+CTC_TARGETS = np.array([[1, 2, 2, 3], [4, 1, 0, 0], [3, 3, 3, 0]])
+CTC_IN, CTC_LEN = np.array([12, 9, 10]), np.array([4, 2, 3])
+# PyTorch 2.13: the per-sample losses, the gradient of their sum at (t=0, n=0), its sum of squares
+CTC_LOSSES = [12.323369573699416, 9.484022046812076, 13.868605897000647]
+CTC_GRAD00 = [-0.308673200046854, -0.3325748457807055, 0.3385957965196889, 0.19820156581408682, 0.1044506834937838]
+CTC_GRAD_SQ = 13.666571948296395
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_ctc_loss_values_and_gradient(mode, monkeypatch):
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    x = tg.tensor(CTC_X, requires_grad=True)
+    loss = F.ctc_loss(F.log_softmax(x, 2), tg.tensor(CTC_TARGETS), tg.tensor(CTC_IN), tg.tensor(CTC_LEN),
+                      reduction="none")
+    np.testing.assert_allclose(loss.detach().numpy(), CTC_LOSSES, rtol=1e-13)
+    loss.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy()[0, 0], CTC_GRAD00, rtol=1e-12)
+    np.testing.assert_allclose((x.grad.numpy() ** 2).sum(), CTC_GRAD_SQ, rtol=1e-12)
+    assert (x.grad.numpy()[9:, 1] == 0).all()           # past sample 1's input length
+    mean = F.ctc_loss(F.log_softmax(tg.tensor(CTC_X), 2), tg.tensor(CTC_TARGETS), CTC_IN.tolist(), CTC_LEN.tolist())
+    np.testing.assert_allclose(mean.item(), np.mean(np.array(CTC_LOSSES) / CTC_LEN), rtol=1e-13)
+    module = nn.CTCLoss(reduction="sum")
+    np.testing.assert_allclose(module(F.log_softmax(tg.tensor(CTC_X), 2), tg.tensor(CTC_TARGETS), tg.tensor(CTC_IN),
+                                      tg.tensor(CTC_LEN)).item(), sum(CTC_LOSSES), rtol=1e-13)
+
+
+def test_ctc_loss_gradcheck_and_no_second_derivative():
+    x = tg.tensor(CTC_X[:6, :2], requires_grad=True)
+    targets, il, tl = tg.tensor([[1, 2], [3, 0]]), tg.tensor([6, 5]), tg.tensor([2, 1])
+    assert tg.autograd.gradcheck(lambda z: F.ctc_loss(F.log_softmax(z, 2), targets, il, tl), (x,))
+    loss = F.ctc_loss(F.log_softmax(x, 2), targets, il, tl)
+    with pytest.raises(RuntimeError, match="derivative for aten::_ctc_loss_backward is not implemented"):
+        tg.autograd.grad(loss, x, create_graph=True)
+
+
+def test_ctc_loss_matches_torch_concatenated_targets_and_zero_infinity():
+    torch = pytest.importorskip("torch")
+    flat = np.concatenate([CTC_TARGETS[0, :4], CTC_TARGETS[1, :2], CTC_TARGETS[2, :3]])
+    il = np.array([12, 9, 3])           # the third sample cannot align: an infinite loss
+    for zero_infinity in (False, True):
+        a = torch.tensor(CTC_X, requires_grad=True)
+        la = torch.nn.functional.ctc_loss(a.log_softmax(2), torch.tensor(flat), torch.tensor(il), torch.tensor(CTC_LEN),
+                                          reduction="sum", zero_infinity=zero_infinity)
+        la.backward()
+        b = tg.tensor(CTC_X, requires_grad=True)
+        lb = F.ctc_loss(F.log_softmax(b, 2), tg.tensor(flat), tg.tensor(il), tg.tensor(CTC_LEN), reduction="sum",
+                        zero_infinity=zero_infinity)
+        lb.backward()
+        assert la.item() == lb.item() or abs(la.item() - lb.item()) < 1e-12 * abs(la.item())
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-12, atol=1e-14)     # (nan where torch's)
+    with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 12, but got value 13"):
+        F.ctc_loss(tg.tensor(CTC_X), tg.tensor(CTC_TARGETS), tg.tensor([13, 1, 1]), tg.tensor(CTC_LEN))
+
+
+# -- cdist ------------------------------------------------------------------------------------------------
+CDIST_ROW = [1.2428377700797004, 1.4474354192390444, 3.649762391288702, 1.1559277662388892, 1.5695606540126046]
+
+
+def test_cdist_values_and_torch():
+    rng = np.random.default_rng(0)
+    rng.standard_normal((12, 3, 5))
+    a, b = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3))
+    np.testing.assert_allclose(tg.cdist(tg.tensor(a), tg.tensor(b)).numpy()[0, 0], CDIST_ROW, rtol=1e-14)
+    torch = pytest.importorskip("torch")
+    for P, p, mode in [(4, 2.0, "use_mm_for_euclid_dist_if_necessary"), (30, 2.0, "use_mm_for_euclid_dist_if_necessary"),
+                       (4, 1.0, "use_mm_for_euclid_dist_if_necessary"), (4, 3.5, "donot_use_mm_for_euclid_dist"),
+                       (6, float("inf"), "donot_use_mm_for_euclid_dist"), (4, 2.0, "use_mm_for_euclid_dist")]:
+        x1, x2 = rng.standard_normal((2, P, 3)), rng.standard_normal((2, 5, 3))
+        x2[0, 0] = x1[0, 0]                 # a zero distance: PyTorch's gradient there is 0
+        ta, tb = torch.tensor(x1, requires_grad=True), torch.tensor(x2, requires_grad=True)
+        ga, gb = tg.tensor(x1, requires_grad=True), tg.tensor(x2, requires_grad=True)
+        yt, yg = torch.cdist(ta, tb, p, mode), tg.cdist(ga, gb, p, mode)
+        g = rng.standard_normal(tuple(yt.shape))
+        (yt * torch.tensor(g)).sum().backward()
+        (yg * tg.tensor(g)).sum().backward()
+        np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(gb.grad.numpy(), tb.grad.numpy(), rtol=1e-12, atol=1e-13)
+    x, other = tg.tensor(rng.standard_normal((3, 2)), requires_grad=True), tg.tensor(rng.standard_normal((4, 2)))
+    assert tg.autograd.gradcheck(lambda z: tg.cdist(z, other, 1.5), (x,))
 
 
 def _print_expected():

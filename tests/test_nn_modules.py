@@ -545,6 +545,18 @@ def test_layers_match_torch(spec, mode, monkeypatch):
     _compare(torch, ours, theirs, inputs)
 
 
+def test_transformer_encoder_warns_as_torch():
+    torch = _torch()
+    for kw in (dict(), dict(batch_first=True), dict(batch_first=True, norm_first=True)):
+        with warnings.catch_warnings(record=True) as ours:
+            warnings.simplefilter("always")
+            nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, **kw), 1)
+        with warnings.catch_warnings(record=True) as theirs:
+            warnings.simplefilter("always")
+            torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(4, 2, 8, **kw), 1)
+        assert [str(w.message) for w in ours] == [str(w.message) for w in theirs]
+
+
 def test_lstm_initial_state_and_errors():
     torch = _torch()
     theirs, ours = torch.nn.LSTM(4, 6, 2), nn.LSTM(4, 6, 2)

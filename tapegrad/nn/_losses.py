@@ -318,3 +318,37 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
         raise NotImplementedError("normalize(out=) is not supported by tapegrad")
     denom = _f.clamp_min(vector_norm(input, p, dim, True), eps)
     return input / denom
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """``tg.cdist``: the p-norm distances between the rows of ``x1`` (..., P, M) and of ``x2``
+    (..., R, M), (..., P, R).  For p = 2 PyTorch computes them by a matrix product when
+    ``compute_mode`` asks (by default, when P or R exceeds 25): so does this, for the same
+    values."""
+    _tensor_arg("cdist", "x1", 1, x1)
+    _tensor_arg("cdist", "x2", 2, x2)
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError("cdist only supports at least 2D tensors, X1 got: %dD" % min(x1.ndim, x2.ndim))
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError("X1 and X2 must have the same number of columns. X1: %d X2: %d"
+                           % (x1.shape[-1], x2.shape[-1]))
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    modes = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+    if compute_mode not in modes:
+        raise ValueError("%s is not a valid value for compute_mode" % compute_mode)
+    P, R = x1.shape[-2], x2.shape[-2]
+    batch = np.broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+    if tuple(x1.shape[:-2]) != batch:
+        x1 = _f.broadcast_to(x1, batch + tuple(x1.shape[-2:]))
+    if tuple(x2.shape[:-2]) != batch:
+        x2 = _f.broadcast_to(x2, batch + tuple(x2.shape[-2:]))
+    use_mm = p == 2 and (compute_mode == "use_mm_for_euclid_dist" or
+                         (compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25)))
+    if use_mm:      # PyTorch's _euclidean_dist: |x1|^2 + |x2|^2 - 2 x1 x2^T, clamped at 1e-30, square-rooted
+        n1 = (x1 * x1).sum(-1, keepdim=True)
+        n2 = (x2 * x2).sum(-1, keepdim=True)
+        d2 = _f.matmul(x1 * -2, x2.transpose(-1, -2)) + n1 + n2.transpose(-1, -2)
+        return _f.sqrt(_f.clamp_min(d2, 1e-30))
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return vector_norm(diff, p, -1)

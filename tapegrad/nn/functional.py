@@ -291,3 +291,7 @@ from ._attention import *  # noqa: E402,F401,F403
 from . import _attention, _interp  # noqa: E402
 
 __all__ += _interp.__all__ + _attention.__all__
+from ._ctc import *  # noqa: E402,F401,F403
+from . import _ctc  # noqa: E402
+
+__all__ += _ctc.__all__

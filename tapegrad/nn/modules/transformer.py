@@ -1,6 +1,7 @@
 """The Transformer layers (PyTorch's ``torch.nn.modules.transformer``; PyTorch's
 inference fast paths compute the same values, so they are not separate here)."""
 import copy
+import warnings
 
 import numpy as np
 
@@ -167,10 +168,32 @@ class TransformerEncoder(Module):
         self.layers = _get_clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
-        # (PyTorch's nested-tensor inference path; tapegrad has none, so it is off)
         self.enable_nested_tensor = enable_nested_tensor
-        self.use_nested_tensor = False
         self.mask_check = mask_check
+        # PyTorch's nested-tensor inference path (which tapegrad has not: its values are the same): its
+        # warning where the layer's configuration rules it out
+        why = ""
+        enc = "encoder_layer"
+        if not isinstance(encoder_layer, TransformerEncoderLayer):
+            why = "%s was not TransformerEncoderLayer" % enc
+        elif encoder_layer.norm_first:
+            why = "%s.norm_first was True" % enc
+        elif not encoder_layer.self_attn.batch_first:
+            why = "%s.self_attn.batch_first was not True(use batch_first for better inference performance)" % enc
+        elif not encoder_layer.self_attn._qkv_same_embed_dim:
+            why = "%s.self_attn._qkv_same_embed_dim was not True" % enc
+        elif encoder_layer.self_attn.in_proj_bias is None:
+            why = "%s.self_attn was passed bias=False" % enc
+        elif not encoder_layer.activation_relu_or_gelu:
+            why = "%s.activation_relu_or_gelu was not True" % enc
+        elif encoder_layer.norm1.eps != encoder_layer.norm2.eps:
+            why = "%s.norm1.eps was not equal to %s.norm2.eps" % (enc, enc)
+        elif encoder_layer.self_attn.num_heads % 2 == 1:
+            why = "%s.self_attn.num_heads is odd" % enc
+        if enable_nested_tensor and why:
+            warnings.warn("enable_nested_tensor is True, but self.use_nested_tensor is False because %s" % why,
+                          stacklevel=2)
+        self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         src_key_padding_mask = F._attention._canonical_mask(src_key_padding_mask, "src_key_padding_mask",
