@@ -689,3 +689,61 @@ def test_a_small_cnn_trains_like_torch():
             opt.zero_grad()
             loss.backward()
             opt.step()
+
+
+# -- tg.compile: layers replay, and what a replay would get wrong is refused (run eagerly) ----------------
+def test_compiled_models_replay_and_match_eager():
+    tg.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3), nn.GELU(),
+                        nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.LayerNorm(24), nn.Dropout(0.0), nn.Linear(24, 3))
+    lstm, head = nn.LSTM(4, 5, batch_first=True), nn.Linear(5, 2)
+    attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def cnn(x, y):
+        return F.cross_entropy(net(x), y)
+
+    def rnn(x):
+        return (head(lstm(x)[0]) ** 2).mean()
+
+    def mha(x):
+        return attn(x, x, x, need_weights=False)[0].sum()
+    rng = np.random.default_rng(0)
+    for fn, make, params in ((cnn, lambda: (tg.tensor(rng.standard_normal((5, 1, 8, 8))),
+                                            tg.tensor(rng.integers(0, 3, 5))), list(net.parameters())),
+                             (rnn, lambda: (tg.tensor(rng.standard_normal((3, 6, 4))),), list(lstm.parameters())),
+                             (mha, lambda: (tg.tensor(rng.standard_normal((2, 5, 8))),), list(attn.parameters()))):
+        step = tg.compile(fn)
+        for _ in range(3):
+            args = make()
+            for p in params:
+                p.grad = None
+            eager = fn(*args)
+            eager.backward()
+            want = [p.grad.numpy().copy() for p in params]
+            for p in params:
+                p.grad = None
+            got = step(*args)
+            got.backward()
+            assert got.item() == eager.item()
+            for p, w in zip(params, want):
+                np.testing.assert_array_equal(p.grad.numpy(), w)
+        assert step.stats.replays == 2, step.why
+
+
+def test_compile_refuses_in_place_statistics_updates():
+    """BatchNorm in training mode updates its running statistics in Python: a replay would not,
+    so tg.compile runs it eagerly, and the statistics are those of eager calls."""
+    bn, ref = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+    step = tg.compile(lambda x: bn(x).sum())
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = tg.tensor(rng.standard_normal((4, 3)))
+        step(x)
+        ref(x)
+    assert step.stats.replays == 0
+    assert bn.num_batches_tracked.item() == 3
+    np.testing.assert_array_equal(bn.running_mean.numpy(), ref.running_mean.numpy())
+    emb = nn.Embedding(5, 2, padding_idx=0)
+    look = tg.compile(lambda i: emb(i).sum())
+    for i in ([[1, 0]], [[2, 3]], [[0, 0]]):
+        np.testing.assert_array_equal(look(tg.tensor(i)).item(), emb(tg.tensor(i)).sum().item())

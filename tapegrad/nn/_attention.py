@@ -122,6 +122,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     bias = None
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
+            _host.guard_values(attn_mask)
             bias = Tensor._const(np.where(attn_mask._data, 0.0, -np.inf).astype(query.dtype))
         else:
             bias = attn_mask
@@ -154,6 +155,7 @@ def _canonical_mask(mask, name, other_type, other_name, target_type, check_other
         warnings.warn("Support for mismatched %s and %s is deprecated. Use same type for both instead."
                       % (name, other_name), stacklevel=3)
     if mask.dtype == np.bool_:
+        _host.guard_values(mask)
         return Tensor._const(np.where(mask._data, -np.inf, 0.0).astype(target_type))
     return mask
 

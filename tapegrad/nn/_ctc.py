@@ -192,6 +192,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError("ctc_loss: targets must be classes in [0, %d) other than blank (%d)" % (C, blank))
     if not 0 <= blank < C:
         raise RuntimeError("blank must be in label range")
+    for t in (targets, input_lengths, target_lengths):      # (their values are the entry's parameters)
+        if isinstance(t, Tensor):
+            _host.guard_values(t)
     ints = [int(blank), int(bool(zero_infinity)), n] + in_len.tolist() + tg_len.tolist() + flat.tolist()
     nll = _host.record(_CTC, [lp], _fwd([lp._data], ints, None), ints)
     if reduction == "mean":

@@ -46,3 +46,22 @@ def nn_op(name, grad_fn, forward, reverse, array_reverse, saves):
 def record(op, inputs, out, ints=(), floats=(0.0, 0.0), grad_fn=None):
     """The tensor of ``out`` recorded as an entry of ``op`` (``ops.host.record``)."""
     return _h.record(op, inputs, out, ints, floats, grad_fn)
+
+
+def refuse_replay(why):
+    """Tell a recording for replay (tg.compile, tg.record) that this call cannot be
+    replayed (``why``): its side effect happens in Python, which a replay would skip."""
+    if _tp.recording[0]:
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.refuse(why)
+
+
+def guard_values(t, value=None):
+    """Tell a recording for replay that the values of tensor ``t`` (``value``, its array
+    by default) were read in Python and shaped the computation (indices, masks, lengths):
+    a replay with other values records again instead of reusing them."""
+    if _tp.recording[0] and t is not None and hasattr(t, "_data"):
+        rec = _tp.state().rec
+        if rec is not None:
+            rec.read(t, t._data if value is None else value)

@@ -11,6 +11,7 @@ from .. import functions as _f
 from ..autograd.grad_mode import no_grad
 from ..core.tensor import Tensor
 from ..linalg import vector_norm
+from . import _host
 from ._activations import logsigmoid
 from ._reduction import _check_reduction, _legacy_reduction, _reduce, _size_warning, _t
 
@@ -105,6 +106,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     else:
         loss = input - target * _f.log(input + eps)
     if full:        # Stirling's term, where target > 1 (a constant: the target is not differentiated)
+        _host.guard_values(target)
         t = np.asarray(target._data, dtype=loss.dtype)
         safe = np.where(t > 1, t, 1.0)
         stirling = np.where(t > 1, safe * np.log(safe) - safe + 0.5 * np.log(2 * math.pi * safe), 0.0)
@@ -275,6 +277,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("weight must be one-dimensional")
     x = input.unsqueeze(0) if input.ndim <= 1 else input
     tgt = np.asarray(target._data if isinstance(target, Tensor) else target).reshape(-1).astype(np.int64)
+    if isinstance(target, Tensor):
+        _host.guard_values(target)
     n, c = x.shape[0], x.shape[1] if x.ndim > 1 else 1
     if x.ndim != 2 or tgt.shape[0] != n:
         raise RuntimeError("inconsistent target size, expected %d but got %s" % (n, list(tgt.shape)))

@@ -142,6 +142,7 @@ def _torch_size(shape):
 
 
 def _update_running(running, new, momentum):
+    _host.refuse_replay("it updates a normalisation's running statistics in place (a replay would not)")
     with no_grad():
         running._write_(((1 - momentum) * running._data + momentum * new).astype(running.dtype))
 
@@ -181,12 +182,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 _update_running(running_var, v, momentum)
         x = d * _f.rsqrt(var + eps)
     else:
-        x = (input - running_mean.reshape(cshape)) * _f.rsqrt(running_var.reshape(cshape) + eps)
+        return _by_running_stats(input, running_mean, running_var, weight, bias, eps)
     if weight is not None:
         x = x * weight.reshape(cshape)
     if bias is not None:
         x = x + bias.reshape(cshape)
     return x
+
+
+def _by_running_stats(input, running_mean, running_var, weight, bias, eps):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` per channel with the running
+    statistics, the channels moved last (so the statistics broadcast as they are)."""
+    x = input.movedim(1, -1) if input.ndim > 2 else input
+    x = (x - running_mean) * _f.rsqrt(running_var + eps)
+    if weight is not None:
+        x = x * weight
+    if bias is not None:
+        x = x + bias
+    return x.movedim(-1, 1) if input.ndim > 2 else x
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
@@ -216,7 +229,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             if running_var is not None:
                 _update_running(running_var, v, momentum)
     else:
-        x = (input - running_mean.reshape(cshape)) * _f.rsqrt(running_var.reshape(cshape) + eps)
+        return _by_running_stats(input, running_mean, running_var, weight, bias, eps)
     if weight is not None:
         x = x * weight.reshape(cshape)
     if bias is not None:

@@ -8,6 +8,7 @@ from ..autograd.grad_mode import no_grad
 from ..core import random as _random
 from ..core.dtypes import torch_name as _torch_name
 from ..core.tensor import Tensor
+from . import _host
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "embedding",
            "one_hot", "bilinear"]
@@ -137,6 +138,7 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
     else:
         norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
     big = norms > max_norm
+    _host.refuse_replay("embedding's max_norm renormalises its weight in place (a replay would not)")
     if big.any():
         new = weight._data.copy()
         scale = max_norm / (norms[big] + 1e-7)
@@ -173,11 +175,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
     if max_norm is not None:
+        _host.guard_values(input, idx)
         _renorm_rows(weight, idx.reshape(-1), max_norm, norm_type)
     ind = input if isinstance(input, Tensor) else Tensor._const(idx)
     out = _f.index_select(weight, 0, ind.reshape(-1)).reshape(tuple(idx.shape) + (weight.shape[1],))
     if (padding_idx is not None and (idx == padding_idx).any()) or scale_grad_by_freq:
         # the gradient of each row scaled, the value left exactly as it is: v + (v - v) * s
+        if isinstance(input, Tensor):
+            _host.guard_values(input, idx)
         flat = idx.reshape(-1)
         scale = np.ones(flat.shape, weight.dtype)
         if scale_grad_by_freq:
@@ -206,6 +211,7 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError("Class values must be non-negative.")
     if idx.size and idx.max() >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
+    _host.guard_values(tensor, idx)
     out = np.zeros(idx.shape + (num_classes,), np.int64)
     np.put_along_axis(out, idx[..., None], 1, axis=-1)
     return Tensor._const(out)

@@ -4,6 +4,7 @@ import numpy as np
 
 from ...autograd.grad_mode import no_grad
 from ...core.tensor import Tensor
+from .. import _host
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -80,6 +81,7 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            _host.refuse_replay("BatchNorm counts its batches in place (a replay would not)")
             with no_grad():
                 self.num_batches_tracked._write_(self.num_batches_tracked._data + 1)
             factor = 1.0 / float(self.num_batches_tracked._data) if self.momentum is None else self.momentum

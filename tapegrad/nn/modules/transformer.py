@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ...core.tensor import Tensor
+from .. import _host
 from .. import functional as F
 from ..init import xavier_uniform_
 from ._common import factory_dtype
@@ -37,6 +38,7 @@ def _detect_is_causal_mask(mask, is_causal=None, size=None):
     if is_causal is None and mask is not None:
         sz = size if size is not None else mask.shape[-2]
         causal = np.triu(np.full((sz, sz), -np.inf), 1)
+        _host.guard_values(mask)
         make_causal = tuple(mask.shape) == causal.shape and bool((mask._data == causal).all())
     return make_causal
 
