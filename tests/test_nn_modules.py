@@ -724,9 +724,10 @@ def test_compiled_models_replay_and_match_eager():
                 p.grad = None
             got = step(*args)
             got.backward()
-            assert got.item() == eager.item()
+            # (a replay may sum in another order: its compiled forward)
+            np.testing.assert_allclose(got.item(), eager.item(), rtol=1e-13)
             for p, w in zip(params, want):
-                np.testing.assert_array_equal(p.grad.numpy(), w)
+                np.testing.assert_allclose(p.grad.numpy(), w, rtol=1e-12, atol=1e-15)
         assert step.stats.replays == 2, step.why
 
 

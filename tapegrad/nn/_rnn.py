@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import functions as _f
 from ..core.registry import SAVE_A, SAVE_B, SAVE_C, SAVE_OUT
+from ..core.tensor import Tensor
 from . import _host
 from ._sparse import dropout as _dropout
 
@@ -182,6 +183,18 @@ def _direction(mode, x, h, c, weights, reverse):
     return _f.stack(outs), h, c
 
 
+def _initial(state, k, x, weights, cell):
+    """The initial state of layer/direction k: ``state[k]``, or zeros when none is given (a
+    new constant per layer: no view of a constant, which a replay could not follow)."""
+    if state is not None:
+        return state[k]
+    w_hh, w_hr = weights[1], weights[4]
+    size = w_hh.shape[1] if w_hr is None or cell else w_hr.shape[0]
+    if cell:
+        size = w_hh.shape[0] // 4
+    return Tensor._const(np.zeros((x.shape[1], size), x.dtype))
+
+
 def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirectional, batch_first):
     """PyTorch's _VF.rnn_tanh / rnn_relu / lstm / gru on a padded (L, N, I) input (or (N,
     L, I) with ``batch_first``): returns (output, h_n, c_n or None)."""
@@ -192,7 +205,8 @@ def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirect
         outs = []
         for d in range(D):
             k = layer * D + d
-            out, h_n, c_n = _direction(mode, x, hx[k], None if cx is None else cx[k], layers[k], d == 1)
+            h0, c0 = _initial(hx, k, x, layers[k], False), _initial(cx, k, x, layers[k], True) if mode == "LSTM" else None
+            out, h_n, c_n = _direction(mode, x, h0, c0, layers[k], d == 1)
             outs.append(out)
             hs.append(h_n)
             cs.append(c_n)
@@ -200,5 +214,5 @@ def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirect
         if dropout > 0 and training and layer < num_layers - 1:
             x = _dropout(x, dropout, True)
     out = x.transpose(0, 1) if batch_first else x
-    return out, _f.stack(hs), (_f.stack(cs) if cx is not None else None)
+    return out, _f.stack(hs), (_f.stack(cs) if mode == "LSTM" else None)
 

@@ -200,8 +200,9 @@ class RNN(RNNBase):
             elif hx.ndim != 3:
                 raise RuntimeError("For batched 3-D input, hx should also be 3-D but got %d-D tensor" % hx.ndim)
         else:
-            hx = self._zeros(input, self.hidden_size)
-        self.check_forward_args(input, hx, None)
+            self.check_input(input, None)
+        if hx is not None:
+            self.check_forward_args(input, hx, None)
         out, h, _ = _rnn.run_rnn(self.mode, input, hx, None, self._layer_weights(), self.num_layers, self.dropout,
                                  self.training, self.bidirectional, self.batch_first)
         if not batched:
@@ -230,9 +231,8 @@ class LSTM(RNNBase):
     def forward(self, input, hx=None):
         _no_packed(input)
         input, batched, bdim = self._unbatch(input, "LSTM")
-        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         if hx is None:
-            hx = (self._zeros(input, real_hidden), self._zeros(input, self.hidden_size))
+            self.check_input(input, None)
         else:
             if batched:
                 if hx[0].ndim != 3 or hx[1].ndim != 3:
@@ -243,8 +243,8 @@ class LSTM(RNNBase):
                     raise RuntimeError("For unbatched 2-D input, hx and cx should also be 2-D but got (%d-D, %d-D) "
                                        "tensors" % (hx[0].ndim, hx[1].ndim))
                 hx = (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
-        self.check_forward_args(input, hx, None)
-        out, h, c = _rnn.run_rnn("LSTM", input, hx[0], hx[1], self._layer_weights(), self.num_layers, self.dropout,
+            self.check_forward_args(input, hx, None)
+        out, h, c = _rnn.run_rnn("LSTM", input, None if hx is None else hx[0], None if hx is None else hx[1], self._layer_weights(), self.num_layers, self.dropout,
                                  self.training, self.bidirectional, self.batch_first)
         if not batched:
             out, h, c = out.squeeze(bdim), h.squeeze(1), c.squeeze(1)
@@ -270,8 +270,9 @@ class GRU(RNNBase):
             elif hx.ndim != 3:
                 raise RuntimeError("For batched 3-D input, hx should also be 3-D but got %d-D tensor" % hx.ndim)
         else:
-            hx = self._zeros(input, self.hidden_size)
-        self.check_forward_args(input, hx, None)
+            self.check_input(input, None)
+        if hx is not None:
+            self.check_forward_args(input, hx, None)
         out, h, _ = _rnn.run_rnn("GRU", input, hx, None, self._layer_weights(), self.num_layers, self.dropout,
                                  self.training, self.bidirectional, self.batch_first)
         if not batched:
