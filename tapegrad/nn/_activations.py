@@ -8,7 +8,9 @@ import numpy as np
 from .. import creation as _c
 from .. import functions as _f
 from ..core.dtypes import torch_name as _torch_name
+from ..core.registry import SAVE_A, SAVE_OUT
 from ..core.tensor import Tensor
+from . import _host
 
 __all__ = ["threshold", "threshold_", "relu6", "hardtanh", "hardtanh_", "elu", "elu_", "selu", "selu_", "celu",
            "celu_", "leaky_relu", "leaky_relu_", "prelu", "rrelu", "rrelu_", "glu", "gelu", "logsigmoid",
@@ -168,12 +170,59 @@ def glu(input, dim=-1):
     return a * _f.sigmoid(b)
 
 
+# -- gelu: one entry whose output is (2, ...): the values and their derivative, which the reverse
+# multiplies by the adjoint (PyTorch's formulas; its reverse recomputes them) ----------------------------
+_SQRT1_2, _INV_SQRT_2PI = 0.7071067811865476, 0.3989422804014327
+_K_BETA, _K_KAPPA = 0.7978845608028654, 0.044715
+
+
+def _gelu_fwd(arrays, ints, floats):
+    x = arrays[0]
+    out = np.empty((2,) + x.shape, x.dtype)
+    if ints[0]:         # approximate="tanh"
+        inner = _K_BETA * (x + _K_KAPPA * (x * x * x))
+        t = np.tanh(inner)
+        right = 1.0 + t
+        np.multiply(0.5 * x, right, out=out[0])
+        out[1] = 0.5 * right + 0.5 * x * (1.0 - t * t) * (_K_BETA * (1.0 + 3.0 * _K_KAPPA * (x * x)))
+    else:
+        cdf = 0.5 * (1.0 + _erf(x * _SQRT1_2))
+        np.multiply(x, cdf, out=out[0])
+        np.add(cdf, x * (np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI), out=out[1])
+    return out
+
+
+def _gelu_derivative(x, tanh):
+    """The derivative with tapegrad's operations (create_graph differentiates it)."""
+    if tanh:
+        t = _f.tanh((x + x * x * x * _K_KAPPA) * _K_BETA)
+        return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * (3.0 * _K_KAPPA) + 1.0) * _K_BETA)
+    return (_f.erf(x * _SQRT1_2) + 1.0) * 0.5 + x * _f.exp(x * x * -0.5) * _INV_SQRT_2PI
+
+
+def _gelu_rev(xs, y, g, ints, floats, needs):
+    return [g[0] * _gelu_derivative(xs[0], ints[0])]
+
+
+def _gelu_arr_rev(xs, y, g, ints, floats, needs):
+    return [g[0] * y[1]]
+
+
+def _erf(x):
+    import scipy.special
+    return scipy.special.erf(x)
+
+
+_GELU = _host.nn_op("gelu", "GeluBackward0", _gelu_fwd, _gelu_rev, _gelu_arr_rev, SAVE_A | SAVE_OUT)
+
+
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate="tanh"``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     _float_input("gelu", "GeluKernelImpl", input)
-    return _U["gelu" if approximate == "none" else "gelu_tanh"].record(input)
+    ints = [int(approximate == "tanh")]
+    return _host.record(_GELU, [input], _gelu_fwd([input._data], ints, None), ints)[0]
 
 
 def logsigmoid(input):

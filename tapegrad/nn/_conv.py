@@ -55,26 +55,34 @@ def _as2d(a, nd):
 
 
 def _cols(x, P, ho, wo):
-    """The patches of x, (N, groups, C/groups * kH * kW, Ho * Wo), one contiguous array."""
+    """The patches of x as one contiguous array (groups, C/groups * kH * kW, N * Ho * Wo):
+    rows are the kernel's (channel, offset), columns the output positions of the whole
+    batch, so that the forward and both reverses are one matmul (per group) each."""
     n, c, h, w = x.shape
     if P.pt or P.pb or P.pl or P.pr:
         xp = np.zeros((n, c, h + P.pt + P.pb, w + P.pl + P.pr), x.dtype)
         xp[:, :, P.pt:P.pt + h, P.pl:P.pl + w] = x
     else:
-        xp = np.ascontiguousarray(x)
+        xp = x
     s0, s1, s2, s3 = xp.strides
-    view = np.lib.stride_tricks.as_strided(xp, (n, c, P.kh, P.kw, ho, wo),
-                                           (s0, s1, s2 * P.dh, s3 * P.dw, s2 * P.sh, s3 * P.sw), writeable=False)
-    return np.ascontiguousarray(view).reshape(n, P.g, (c // P.g) * P.kh * P.kw, ho * wo)
+    view = np.lib.stride_tricks.as_strided(xp, (c, P.kh, P.kw, n, ho, wo),
+                                           (s1, s2 * P.dh, s3 * P.dw, s0, s2 * P.sh, s3 * P.sw), writeable=False)
+    return np.ascontiguousarray(view).reshape(P.g, (c // P.g) * P.kh * P.kw, n * ho * wo)
+
+
+def _batch_last(z, g):
+    """z (N, O, Ho, Wo) as (groups, O/groups, N * Ho * Wo) (one copy)."""
+    n, o = z.shape[:2]
+    return np.ascontiguousarray(z.transpose(1, 0, 2, 3)).reshape(g, o // g, -1)
 
 
 def _conv_fwd(x, w, P):
     """y = conv(x, w): (N, O, Ho, Wo) from x (N, C, H, W), w (O, C/g, kH, kW)."""
     ho, wo = P.out_size()
-    cols = _cols(x, P, ho, wo)
+    n = x.shape[0]
     o = w.shape[0]
-    wm = w.reshape(P.g, o // P.g, -1)
-    return np.matmul(wm, cols).reshape(x.shape[0], o, ho, wo)
+    y = np.matmul(w.reshape(P.g, o // P.g, -1), _cols(x, P, ho, wo))          # (g, O/g, N Ho Wo)
+    return np.ascontiguousarray(y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3))
 
 
 def _conv_dx(z, w, P):
@@ -82,27 +90,24 @@ def _conv_dx(z, w, P):
     n, o, ho, wo = z.shape
     c = w.shape[1] * P.g
     wm = w.reshape(P.g, o // P.g, -1)
-    dcols = np.matmul(wm.transpose(0, 2, 1), z.reshape(n, P.g, o // P.g, ho * wo))
-    dcols = dcols.reshape(n, c, P.kh, P.kw, ho, wo)
+    dcols = np.matmul(wm.transpose(0, 2, 1), _batch_last(z, P.g))             # (g, CgK, N Ho Wo)
+    dcols = dcols.reshape(c, P.kh, P.kw, n, ho, wo)
     hp, wp = P.xh + P.pt + P.pb, P.xw + P.pl + P.pr
-    dxp = np.zeros((n, c, hp, wp), np.result_type(z.dtype, w.dtype))
+    # (channels first while adding: each kernel offset's patch is then one strided block)
+    dxp = np.zeros((c, n, hp, wp), np.result_type(z.dtype, w.dtype))
     for i in range(P.kh):
         r = i * P.dh
         for j in range(P.kw):
             q = j * P.dw
-            dxp[:, :, r:r + P.sh * (ho - 1) + 1:P.sh, q:q + P.sw * (wo - 1) + 1:P.sw] += dcols[:, :, i, j]
-    return dxp[:, :, P.pt:P.pt + P.xh, P.pl:P.pl + P.xw]
+            dxp[:, :, r:r + P.sh * (ho - 1) + 1:P.sh, q:q + P.sw * (wo - 1) + 1:P.sw] += dcols[:, i, j]
+    return dxp[:, :, P.pt:P.pt + P.xh, P.pl:P.pl + P.xw].transpose(1, 0, 2, 3)
 
 
 def _conv_dw(x, z, P):
     """conv's adjoint in w: (O, C/g, kH, kW) from x (N, C, H, W) and z (N, O, Ho, Wo)."""
     n, o, ho, wo = z.shape
-    cols = _cols(x, P, ho, wo)                              # (N, g, CgK, HoWo)
-    zg = z.reshape(n, P.g, o // P.g, ho * wo)
-    if P.g == 1:        # one matmul over the batch and the positions
-        dw = np.dot(zg.transpose(2, 0, 3, 1).reshape(o, -1), cols.transpose(0, 3, 1, 2).reshape(n * ho * wo, -1))
-    else:
-        dw = np.matmul(zg, cols.transpose(0, 1, 3, 2)).sum(0)
+    cols = _cols(x, P, ho, wo)                                                 # (g, CgK, N Ho Wo)
+    dw = np.matmul(_batch_last(z, P.g), cols.transpose(0, 2, 1))              # (g, O/g, CgK)
     return dw.reshape(o, x.shape[1] // P.g, P.kh, P.kw)
 
 

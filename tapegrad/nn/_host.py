@@ -11,8 +11,10 @@ whole arrays and whose reverse comes twice, as the family asks:
 adjoint (an input that is a constant needs none)."""
 import numpy as np
 
+from ..autograd.grad_mode import is_grad_enabled
 from ..core import tape as _tp
 from ..core.registry import CONST, SAVE_A, SAVE_B, SAVE_C, SAVE_OUT
+from ..core.tensor import Tensor
 from ..ops import host as _h
 
 _SAVE_BITS = (SAVE_A, SAVE_B, SAVE_C)
@@ -40,7 +42,24 @@ def nn_op(name, grad_fn, forward, reverse, array_reverse, saves):
             return None
         return [None if (r is None or not nd) else np.ascontiguousarray(r, dtype=np.float64).reshape(-1)
                 for r, nd in zip(grads, needs)]
-    return _h.host_op(name, grad_fn, forward, reverse, saves, array_reverse=on_arrays)
+    def rule(xs, y, g, ints, floats, needs):
+        # with grad mode off (a backward without create_graph that walks the tape in Python),
+        # the array rule computes the same adjoints without recording anything
+        if not is_grad_enabled():
+            arr = [None if x is None else x._data for x in xs]
+            grads = array_reverse(arr, None if y is None else y._data, g._data, ints, floats, needs)
+            if grads is not None:
+                return [None if (r is None or not nd) else
+                        Tensor._const(np.ascontiguousarray(r, dtype=x_dtype(xs, y, i)))
+                        for i, (r, nd) in enumerate(zip(grads, needs))]
+        return reverse(xs, y, g, ints, floats, needs)
+    return _h.host_op(name, grad_fn, forward, rule, saves, array_reverse=on_arrays)
+
+
+def x_dtype(xs, y, i):
+    """The dtype of input i's adjoint: its own (when kept), else the output's, else float64."""
+    t = xs[i] if i < len(xs) and xs[i] is not None else y
+    return t.dtype if t is not None and t.dtype.kind == "f" else np.float64
 
 
 def record(op, inputs, out, ints=(), floats=(0.0, 0.0), grad_fn=None):

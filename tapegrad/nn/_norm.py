@@ -14,6 +14,13 @@ __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm"
 
 # -- layer_norm: ints (number of normalised trailing dims, has weight, has bias), floats (eps, -) ------------
 def _moments(x, k, eps):
+    """(x - mean, 1 / sqrt(var + eps), the normalised axes): the biased variance, as
+    PyTorch's LayerNorm."""
+    if k == 1:          # (the common case: one axis, with einsum's single pass for the squares)
+        mu = x.mean(-1, keepdims=True)
+        d = x - mu
+        var = np.einsum("...i,...i->...", d, d)[..., None] / x.shape[-1]
+        return d, 1.0 / np.sqrt(var + eps), (x.ndim - 1,)
     axes = tuple(range(x.ndim - k, x.ndim))
     mu = x.mean(axes, keepdims=True)
     d = x - mu
@@ -24,8 +31,8 @@ def _moments(x, k, eps):
 def _ln_fwd(arrays, ints, floats):
     k, has_w, has_b = ints[:3]
     x = arrays[0]
-    d, rstd, _ = _moments(x, k, floats[0])
-    y = d * rstd
+    y, rstd, _ = _moments(x, k, floats[0])
+    y *= rstd
     if has_w:
         y *= arrays[1]
     if has_b:
@@ -57,17 +64,26 @@ def _ln_rev(xs, y, g, ints, floats, needs):
 def _ln_arr_rev(xs, y, g, ints, floats, needs):
     k, has_w, has_b = ints[:3]
     x = xs[0]
-    d, rstd, axes = _moments(x.astype(np.float64, copy=False), k, floats[0])
-    xhat = d * rstd
+    xhat, rstd, axes = _moments(x.astype(np.float64, copy=False), k, floats[0])
+    xhat *= rstd
     lead = tuple(range(x.ndim - k))
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
     out = [None] * len(needs)
+    outer, inner = "pqrstuvw"[:x.ndim - k], "abcdefgh"[:k]        # (einsum's single passes)
+    full = outer + inner
     if needs[0]:
         dxhat = g * xs[1] if has_w else g
-        out[0] = rstd * (dxhat - dxhat.mean(axes, keepdims=True) - xhat * (dxhat * xhat).mean(axes, keepdims=True))
+        proj = np.einsum("%s,%s->%s" % (full, full, outer), dxhat, xhat).reshape(x.shape[:x.ndim - k] + (1,) * k)
+        dx = dxhat - dxhat.mean(axes, keepdims=True)
+        dx -= xhat * (proj / n)
+        dx *= rstd
+        out[0] = dx
     if has_w and needs[1]:
-        out[1] = (g * xhat).sum(lead)
+        out[1] = np.einsum("%s,%s->%s" % (full, full, inner), g, xhat)
     if has_b and needs[1 + has_w]:
-        out[1 + has_w] = g.sum(lead)
+        out[1 + has_w] = g.sum(lead) if lead else g
     return out
 
 

@@ -83,19 +83,64 @@ def _scatter(values, positions, ints, nplanes, dtype):
     return out.reshape(nplanes, hw + 1)[:, :hw].astype(dtype, copy=False)
 
 
+def _padded_planes(x, ints, fill):
+    """x as (planes, Hp, Wp): padded by the padding on top and left, and on the bottom and
+    right as far as the last window reaches (ceil_mode), with ``fill``."""
+    h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw = ints[2:14]
+    planes = x.reshape(-1, h, w)
+    hp = max(h + ph, (ho - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(w + pw, (wo - 1) * sw + (kw - 1) * dw + 1)
+    if ph == 0 and pw == 0 and hp == h and wp == w:
+        return planes
+    out = np.full((planes.shape[0], hp, wp), fill, x.dtype)
+    out[:, ph:ph + h, pw:pw + w] = planes
+    return out
+
+
+def _offsets(ints):
+    """Per kernel offset: (row slice, column slice) of the padded planes its values come from,
+    and the flat plane position (Ho, Wo) each output's value has there."""
+    h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw = ints[2:14]
+    rows0, cols0 = np.arange(ho) * sh - ph, np.arange(wo) * sw - pw
+    for i in range(kh):
+        for j in range(kw):
+            r, q = i * dh, j * dw
+            yield (slice(r, r + sh * (ho - 1) + 1, sh), slice(q, q + sw * (wo - 1) + 1, sw),
+                   (rows0 + r)[:, None] * w + (cols0 + q)[None, :])
+
+
 # -- max_pool ----------------------------------------------------------------------------------
 def _argmax(x, ints):
-    win, flat, _ = _gather(x, ints, -np.inf)
-    am = win.argmax(-1)
-    vals = np.take_along_axis(win, am[..., None], -1)[..., 0]
-    idx = np.broadcast_to(flat, win.shape)
-    idx = np.take_along_axis(idx, am[..., None], -1)[..., 0]
-    return vals, idx                            # (P, Ho, Wo) each
+    """The maximum of each window and its flat plane position, (P, Ho, Wo) each: PyTorch's
+    scan (the first maximum; a NaN replaces it, the last NaN staying)."""
+    if ints[1]:         # adaptive windows of several sizes: gathered
+        win, flat, _ = _gather(x, ints, -np.inf)
+        am = win.argmax(-1)
+        vals = np.take_along_axis(win, am[..., None], -1)[..., 0]
+        idx = np.take_along_axis(np.broadcast_to(flat, win.shape), am[..., None], -1)[..., 0]
+        return vals, idx
+    xp = _padded_planes(x, ints, -np.inf)
+    best = idx = None
+    for rs, cs, pos in _offsets(ints):
+        v = xp[:, rs, cs]
+        if best is None:
+            best, idx = v.copy(), np.broadcast_to(pos, v.shape).copy()
+            continue
+        upd = (v > best) | np.isnan(v)
+        np.copyto(best, v, where=upd)
+        np.copyto(idx, pos, where=upd)
+    return best, idx
 
 
 def _max_fwd(arrays, ints, floats):
     x = arrays[0]
-    vals, _ = _argmax(x, ints)
+    if ints[1]:
+        vals = _argmax(x, ints)[0]
+    else:       # the values alone (np.maximum keeps a NaN, as PyTorch's scan); the positions are the reverse's
+        xp = _padded_planes(x, ints, -np.inf)
+        vals = None
+        for rs, cs, _ in _offsets(ints):
+            vals = xp[:, rs, cs].copy() if vals is None else np.maximum(vals, xp[:, rs, cs], out=vals)
     return vals.reshape(_out_shape(x.shape, ints))
 
 
@@ -130,21 +175,45 @@ _MAX_POOL = _host.nn_op("max_pool", "MaxPool2DWithIndicesBackward0", _max_fwd, _
 # -- avg_pool and its adjoint --------------------------------------------------------------------
 def _avg_fwd(arrays, ints, floats):
     x = arrays[0]
-    win, _, divisor = _gather(x, ints, 0)
-    out = win.sum(-1) / divisor
+    if ints[1]:
+        win, _, divisor = _gather(x, ints, 0)
+        out = win.sum(-1) / divisor
+    else:
+        xp = _padded_planes(x, ints, 0)
+        out = None
+        for rs, cs, _ in _offsets(ints):
+            out = xp[:, rs, cs].copy() if out is None else out + xp[:, rs, cs]
+        out /= _table_divisor(ints)
     return out.astype(x.dtype, copy=False).reshape(_out_shape(x.shape, ints))
+
+
+def _table_divisor(ints):
+    nd, adaptive, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, incl, div = ints[:_NINTS]
+    if div:
+        return float(div)
+    _, _, rpad, rin = _axis_windows(h, ho, kh, sh, ph, dh, 0)
+    _, _, cpad, cin = _axis_windows(w, wo, kw, sw, pw, dw, 0)
+    return (rpad[:, None] * cpad[None, :]) if incl else (rin[:, None] * cin[None, :])
 
 
 def _avg_t_fwd(arrays, ints, floats):
     """The adjoint: an output-shaped array spread back over the input (x-shaped)."""
     z = arrays[0]
     nd, h, w, ho, wo = ints[0], ints[2], ints[3], ints[4], ints[5]
-    flat, divisor = _table(ints)
-    zp = (z.reshape(-1, ho, wo) / divisor)[..., None]
-    vals = np.broadcast_to(zp, zp.shape[:3] + (flat.shape[-1],))
-    pos = np.broadcast_to(flat, vals.shape)
-    dx = _scatter(vals, pos, ints, zp.shape[0], z.dtype)
     lead = z.shape[:-nd]
+    if ints[1]:
+        flat, divisor = _table(ints)
+        zp = (z.reshape(-1, ho, wo) / divisor)[..., None]
+        vals = np.broadcast_to(zp, zp.shape[:3] + (flat.shape[-1],))
+        dx = _scatter(vals, np.broadcast_to(flat, vals.shape), ints, zp.shape[0], z.dtype)
+        return dx.reshape(lead + ((h, w) if nd == 2 else (w,)))
+    zd = z.reshape(-1, ho, wo) / _table_divisor(ints)
+    hp = max(h + ints[10], (ho - 1) * ints[8] + (ints[6] - 1) * ints[12] + 1)
+    wp = max(w + ints[11], (wo - 1) * ints[9] + (ints[7] - 1) * ints[13] + 1)
+    dxp = np.zeros((zd.shape[0], hp, wp), z.dtype)
+    for rs, cs, _ in _offsets(ints):
+        dxp[:, rs, cs] += zd
+    dx = np.ascontiguousarray(dxp[:, ints[10]:ints[10] + h, ints[11]:ints[11] + w])
     return dx.reshape(lead + ((h, w) if nd == 2 else (w,)))
 
 

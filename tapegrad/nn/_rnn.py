@@ -20,24 +20,31 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-# -- lstm_cell(gates (N, 4H), c (N, H)) -> (2, N, H): h, c ----------------------------------------
+def _expit(x):
+    """The logistic function in one pass (SciPy's), in x's dtype."""
+    import scipy.special
+    return scipy.special.expit(x)
+
+
+# -- lstm_cell(gates (N, 4H), c (N, H)) -> (7, N, H): h, c and, for the reverse, i, f, g, o, tanh(c) -------
 def _lstm_fwd(arrays, ints, floats):
     gates, c = arrays
     H = c.shape[-1]
-    with np.errstate(over="ignore"):
-        i = _sigmoid(gates[..., :H])
-        f = _sigmoid(gates[..., H:2 * H])
-        g = np.tanh(gates[..., 2 * H:3 * H])
-        o = _sigmoid(gates[..., 3 * H:])
-    out = np.empty((2,) + c.shape, np.result_type(gates.dtype, c.dtype))
+    out = np.empty((7,) + c.shape, np.result_type(gates.dtype, c.dtype))
+    sig = _expit(gates)
+    i, f, o = sig[..., :H], sig[..., H:2 * H], sig[..., 3 * H:]
+    g = np.tanh(gates[..., 2 * H:3 * H], out=out[4])
+    out[2], out[3], out[5] = i, f, o
     cy = out[1]
     np.multiply(f, c, out=cy)
     cy += i * g
-    np.multiply(o, np.tanh(cy), out=out[0])
+    tc = np.tanh(cy, out=out[6])
+    np.multiply(o, tc, out=out[0])
     return out
 
 
 def _lstm_rev(xs, y, g, ints, floats, needs):
+    """(Recomputed from the saved gates: differentiable again, as create_graph needs.)"""
     gates, c = xs
     H = c.shape[-1]
     i = _f.sigmoid(gates[..., :H])
@@ -53,19 +60,15 @@ def _lstm_rev(xs, y, g, ints, floats, needs):
 
 
 def _lstm_arr_rev(xs, y, g, ints, floats, needs):
-    gates, c = xs
-    H = c.shape[-1]
-    with np.errstate(over="ignore"):
-        i = _sigmoid(gates[..., :H])
-        f = _sigmoid(gates[..., H:2 * H])
-        gg = np.tanh(gates[..., 2 * H:3 * H])
-        o = _sigmoid(gates[..., 3 * H:])
-    tc = np.tanh(y[1])
+    """(From the activations the forward kept: arithmetic only.)"""
+    c = xs[1]
+    i, f, gg, o, tc = y[2], y[3], y[4], y[5], y[6]
     dh, dc = g[0], g[1]
     dct = dc + dh * o * (1 - tc * tc)
     dgates = None
     if needs[0]:
-        dgates = np.empty(gates.shape)
+        H = c.shape[-1]
+        dgates = np.empty(c.shape[:-1] + (4 * H,))
         dgates[..., :H] = dct * gg * i * (1 - i)
         dgates[..., H:2 * H] = dct * c * f * (1 - f)
         dgates[..., 2 * H:3 * H] = dct * i * (1 - gg * gg)

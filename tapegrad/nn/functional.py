@@ -23,6 +23,13 @@ def linear(input, weight, bias=None):
         first, what = (bias, "self") if bias.dtype != weight.dtype else (input, "mat1")
         raise RuntimeError("%s and mat2 must have the same dtype, but got %s and %s"
                            % (what, _torch_name(first.dtype), _torch_name(weight.dtype)))
+    if input.ndim > 2 and weight.ndim == 2:
+        # the leading dimensions folded into one matrix product (as PyTorch's at::linear does), not one
+        # product per batch element, so the reverse is two products too
+        lead = tuple(input.shape[:-1])
+        out = _f.matmul(input.reshape(-1, input.shape[-1]), _f.t(weight))
+        out = out if bias is None else out + bias
+        return out.reshape(lead + (weight.shape[0],))
     out = _f.matmul(input, _f.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

@@ -248,16 +248,6 @@ def _activation(f):
 
 
 @_activation
-def _gelu(x):
-    return x * 0.5 * (1.0 + _scipy_special("erf")(x * 0.7071067811865476))
-
-
-@_activation
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-@_activation
 def _silu(x):
     return x / (1.0 + np.exp(-x))
 
@@ -499,15 +489,6 @@ UNARY_OPS_2 = [
           "where(x * p > q, g, g * exp(x * p) / (exp(x * p) + 1.0))",
           "where(x * p > q, x, log1p(exp(x * p)) / p)", nparams=2),
     # nn activations (tg.nn.functional), PyTorch's derivatives (its kernels' formulas)
-    Unary("gelu",     "GeluBackward0",    _gelu,
-          "g * (0.5 * (1.0 + erf(x * 0.7071067811865476)) + x * exp(-0.5 * (x * x)) * 0.3989422804014327)",
-          "x * 0.5 * (1.0 + erf(x * 0.7071067811865476))"),
-    Unary("gelu_tanh", "GeluBackward0",   _gelu_tanh,
-          "g * (0.5 * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x)))) + 0.5 * x"
-          " * (1.0 - tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x)))"
-          " * tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))"
-          " * 0.7978845608028654 * (1.0 + 0.134145 * (x * x)))",
-          "0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))"),
     Unary("silu",     "SiluBackward0",    _silu,
           "g * (1.0 / (1.0 + exp(-x))) * (1.0 + x * (1.0 - 1.0 / (1.0 + exp(-x))))", "x / (1.0 + exp(-x))"),
     Unary("mish",     "MishBackward0",    _mish,
