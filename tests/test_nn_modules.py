@@ -748,3 +748,25 @@ def test_compile_refuses_in_place_statistics_updates():
     look = tg.compile(lambda i: emb(i).sum())
     for i in ([[1, 0]], [[2, 3]], [[0, 0]]):
         np.testing.assert_array_equal(look(tg.tensor(i)).item(), emb(tg.tensor(i)).sum().item())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_gradcheck_and_gradgradcheck(kind):
+    tg.manual_seed(0)
+    layer = getattr(nn, kind)(3, 4, bidirectional=True)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((4, 2, 3)), requires_grad=True)
+    w = layer.weight_hh_l0_reverse
+
+    def f(x, w_hh):
+        with tg.no_grad():
+            old = layer.weight_hh_l0_reverse
+        layer._parameters["weight_hh_l0_reverse"] = w_hh        # (the weight as an argument)
+        try:
+            out, h = layer(x)
+        finally:
+            layer._parameters["weight_hh_l0_reverse"] = old
+        h = h[0] if isinstance(h, tuple) else h
+        return (out * out).sum() + h.sum()
+    w_arg = tg.tensor(w.detach().numpy(), requires_grad=True)
+    assert tg.autograd.gradcheck(f, (x, w_arg))
+    assert tg.autograd.gradgradcheck(f, (x, w_arg))

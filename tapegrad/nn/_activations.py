@@ -185,10 +185,19 @@ def _gelu_fwd(arrays, ints, floats):
         right = 1.0 + t
         np.multiply(0.5 * x, right, out=out[0])
         out[1] = 0.5 * right + 0.5 * x * (1.0 - t * t) * (_K_BETA * (1.0 + 3.0 * _K_KAPPA * (x * x)))
-    else:
-        cdf = 0.5 * (1.0 + _erf(x * _SQRT1_2))
-        np.multiply(x, cdf, out=out[0])
-        np.add(cdf, x * (np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI), out=out[1])
+    else:       # (in place, in the output's two halves: no temporary arrays)
+        cdf, d = out[0], out[1]
+        np.multiply(x, _SQRT1_2, out=cdf)
+        _erf(cdf, out=cdf)
+        cdf += 1.0
+        cdf *= 0.5                      # Phi(x), where the value goes
+        np.multiply(x, x, out=d)
+        d *= -0.5
+        np.exp(d, out=d)
+        d *= _INV_SQRT_2PI
+        d *= x
+        d += cdf                        # the derivative, Phi(x) + x phi(x)
+        cdf *= x                        # the value, x Phi(x) (x * 0.5 * (1 + erf): the same bits)
     return out
 
 
@@ -208,9 +217,9 @@ def _gelu_arr_rev(xs, y, g, ints, floats, needs):
     return [g[0] * y[1]]
 
 
-def _erf(x):
+def _erf(x, out=None):
     import scipy.special
-    return scipy.special.erf(x)
+    return scipy.special.erf(x, out=out)
 
 
 _GELU = _host.nn_op("gelu", "GeluBackward0", _gelu_fwd, _gelu_rev, _gelu_arr_rev, SAVE_A | SAVE_OUT)

@@ -86,6 +86,121 @@ def lstm_cell_pointwise(gates, c):
     return out[0], out[1]
 
 
+# -- lstm_sequence(xw (L, N, 4H), w_hh (4H, H), hc0 (2, N, H)) -> (7, L, N, H) --------------------------------
+# A whole LSTM direction as one entry: the recurrence runs in NumPy, the output keeps per step h, c
+# and, for the reverse, the gate activations i, f, g, o and tanh(c); the reverse runs backpropagation
+# through time on arrays (one matrix product per step for the hidden state's adjoint, one for the
+# weight's adjoint over all steps).  ints: (backward in time).
+def _steps(L, reverse):
+    return range(L - 1, -1, -1) if reverse else range(L)
+
+
+def _lstm_seq_fwd(arrays, ints, floats):
+    xw, w_hh, hc0 = arrays
+    L, N, H = xw.shape[0], xw.shape[1], w_hh.shape[1]
+    out = np.empty((7, L, N, H), np.result_type(xw.dtype, w_hh.dtype))
+    h, c = hc0[0], hc0[1]
+    w_t = w_hh.T
+    for t in _steps(L, ints[0]):
+        gates = xw[t] + h @ w_t
+        sig = _expit(gates)
+        i, f, o = sig[:, :H], sig[:, H:2 * H], sig[:, 3 * H:]
+        g = np.tanh(gates[:, 2 * H:3 * H], out=out[4, t])
+        out[2, t], out[3, t], out[5, t] = i, f, o
+        c = np.multiply(f, c, out=out[1, t])
+        c += i * g
+        tc = np.tanh(c, out=out[6, t])
+        h = np.multiply(o, tc, out=out[0, t])
+    return out
+
+
+def _previous(y, hc0, t, L, reverse, k):
+    """The state (k = 0: h, 1: c) before step t."""
+    first = (t == L - 1) if reverse else (t == 0)
+    if first:
+        return hc0[k]
+    return y[k, t + 1] if reverse else y[k, t - 1]
+
+
+def _lstm_seq_arr_rev(xs, y, g, ints, floats, needs):
+    xw, w_hh, hc0 = xs
+    L, N, H = xw.shape[0], xw.shape[1], w_hh.shape[1]
+    rev = ints[0]
+    dgates = np.empty((L, N, 4 * H))
+    dh = np.zeros((N, H))
+    dc = np.zeros((N, H))
+    for t in reversed(list(_steps(L, rev))):
+        dh += g[0, t]
+        dc += g[1, t]
+        i, f, gg, o, tc = y[2, t], y[3, t], y[4, t], y[5, t], y[6, t]
+        dct = dc + dh * o * (1 - tc * tc)
+        d = dgates[t]
+        d[:, :H] = dct * gg * i * (1 - i)
+        d[:, H:2 * H] = dct * _previous(y, hc0, t, L, rev, 1) * f * (1 - f)
+        d[:, 2 * H:3 * H] = dct * i * (1 - gg * gg)
+        d[:, 3 * H:] = dh * tc * o * (1 - o)
+        dc = dct * f
+        dh = d @ w_hh
+    dw = None
+    if needs[1]:
+        prev = np.empty((L, N, H))
+        for t in range(L):
+            prev[t] = _previous(y, hc0, t, L, rev, 0)
+        dw = dgates.reshape(L * N, 4 * H).T @ prev.reshape(L * N, H)
+    return [dgates if needs[0] else None, dw, np.stack([dh, dc]) if needs[2] else None]
+
+
+def _lstm_seq_rev(xs, y, g, ints, floats, needs):
+    """The same with tapegrad's operations, the states recomputed by the cell entries
+    (differentiable again: create_graph)."""
+    xw, w_hh, hc0 = xs
+    L, H = xw.shape[0], w_hh.shape[1]
+    rev = ints[0]
+    h, c = hc0[0], hc0[1]
+    w_t = w_hh.t()
+    before, acts = {}, {}
+    for t in _steps(L, rev):
+        before[t] = (h, c)
+        pre = xw[t] + _f.matmul(h, w_t)
+        i, f = _f.sigmoid(pre[:, :H]), _f.sigmoid(pre[:, H:2 * H])
+        gg, o = _f.tanh(pre[:, 2 * H:3 * H]), _f.sigmoid(pre[:, 3 * H:])
+        c = f * c + i * gg
+        tc = _f.tanh(c)
+        h = o * tc
+        acts[t] = (i, f, gg, o, tc)
+    dh = dc = None
+    dgs, prevs = [None] * L, [None] * L
+    for t in reversed(list(_steps(L, rev))):
+        dh = g[0, t] if dh is None else dh + g[0, t]
+        dc = g[1, t] if dc is None else dc + g[1, t]
+        i, f, gg, o, tc = acts[t]
+        h_prev, c_prev = before[t]
+        dct = dc + dh * o * (1 - tc * tc)
+        d = _f.cat([dct * gg * i * (1 - i), dct * c_prev * f * (1 - f), dct * i * (1 - gg * gg),
+                    dh * tc * o * (1 - o)], -1)
+        dgs[t], prevs[t] = d, h_prev
+        dc = dct * f
+        dh = _f.matmul(d, w_hh)
+    dxw = _f.stack(dgs)
+    dw = _f.matmul(dxw.reshape(-1, 4 * H).t(), _f.stack(prevs).reshape(-1, H)) if needs[1] else None
+    return [dxw if needs[0] else None, dw, _f.stack([dh, dc]) if needs[2] else None]
+
+
+_LSTM_SEQ = _host.nn_op("lstm_sequence", "LstmBackward0", _lstm_seq_fwd, _lstm_seq_rev, _lstm_seq_arr_rev,
+                        SAVE_A | SAVE_B | SAVE_C | SAVE_OUT)
+
+
+def lstm_sequence(xw, w_hh, h0, c0, reverse):
+    """(outputs (L, N, H), h_n, c_n) of one LSTM direction over the gate inputs ``xw``
+    (the input's projection and both biases, (L, N, 4H))."""
+    hc0 = _f.stack([h0, c0])
+    ints = [int(bool(reverse))]
+    out = _host.record(_LSTM_SEQ, [xw, w_hh, hc0], _lstm_seq_fwd([xw._data, w_hh._data, hc0._data], ints, None),
+                       ints)
+    last = 0 if reverse else xw.shape[0] - 1
+    return out[0], out[0, last], out[1, last]
+
+
 # -- gru_cell(gi (N, 3H), gh (N, 3H), h (N, H)) -> h' ------------------------------------------------
 def _gru_parts(gi, gh, H, sig, tanh):
     r = sig(gi[..., :H] + gh[..., :H])
@@ -171,6 +286,8 @@ def _direction(mode, x, h, c, weights, reverse):
     # LSTM and RNN: both biases folded into the input's projection, computed once
     bias = None if b_ih is None else b_ih + b_hh
     xw = _linear(x, w_ih, bias)
+    if mode == "LSTM" and w_hr is None:
+        return lstm_sequence(xw, w_hh, h, c, reverse)
     w_hh_t = w_hh.t()
     for t in steps:
         pre = xw[t] + _f.matmul(h, w_hh_t)
