@@ -479,7 +479,8 @@ def test_cdist_values_and_torch():
     a, b = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3))
     np.testing.assert_allclose(tg.cdist(tg.tensor(a), tg.tensor(b)).numpy()[0, 0], CDIST_ROW, rtol=1e-14)
     torch = pytest.importorskip("torch")
-    for P, p, mode in [(4, 2.0, "use_mm_for_euclid_dist_if_necessary"), (30, 2.0, "use_mm_for_euclid_dist_if_necessary"),
+    for P, p, mode in [(4, 2.0, "use_mm_for_euclid_dist_if_necessary"),
+                       (30, 2.0, "use_mm_for_euclid_dist_if_necessary"),
                        (4, 1.0, "use_mm_for_euclid_dist_if_necessary"), (4, 3.5, "donot_use_mm_for_euclid_dist"),
                        (6, float("inf"), "donot_use_mm_for_euclid_dist"), (4, 2.0, "use_mm_for_euclid_dist")]:
         x1, x2 = rng.standard_normal((2, P, 3)), rng.standard_normal((2, 5, 3))

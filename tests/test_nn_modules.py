@@ -318,7 +318,8 @@ def test_forward_hooks():
     with pytest.raises(ValueError, match="boom"):
         b(x)
     assert hit == [None]
-    with pytest.raises(RuntimeError, match="forward pre-hook must return None or a tuple of \\(new_args, new_kwargs\\)"):
+    with pytest.raises(RuntimeError, match="forward pre-hook must return None or a tuple of "
+                                           "\\(new_args, new_kwargs\\)"):
         m.register_forward_pre_hook(lambda mod, args, kwargs: 3, with_kwargs=True)
         m(x)
 

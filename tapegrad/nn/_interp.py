@@ -70,8 +70,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if isinstance(size, (list, tuple)):
             if len(size) != dim:
                 raise ValueError("Input and output must have the same number of spatial dimensions, but got input with "
-                                 "spatial dimensions of %s and output size of %s. Please provide input tensor in (N, C, "
-                                 "d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format."
+                                 "spatial dimensions of %s and output size of %s. Please provide input tensor in "
+                                 "(N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format."
                                  % (list(input.shape[2:]), size))
             if not all(isinstance(s, (int, np.integer)) for s in size):
                 raise TypeError("expected size to be one of int or Tuple[int] or Tuple[int, int] or Tuple[int, int, "
@@ -83,9 +83,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = None
         if isinstance(scale_factor, (list, tuple)):
             if len(scale_factor) != dim:
-                raise ValueError("Input and scale_factor must have the same number of spatial dimensions, but got input "
-                                 "with spatial dimensions of %s and scale_factor of shape %s. Please provide input "
-                                 "tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format."
+                raise ValueError("Input and scale_factor must have the same number of spatial dimensions, but got "
+                                 "input with spatial dimensions of %s and scale_factor of shape %s. Please provide "
+                                 "input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) "
+                                 "format."
                                  % (list(input.shape[2:]), scale_factor))
             scales = [float(s) for s in scale_factor]
         else:

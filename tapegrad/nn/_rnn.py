@@ -325,7 +325,8 @@ def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirect
         outs = []
         for d in range(D):
             k = layer * D + d
-            h0, c0 = _initial(hx, k, x, layers[k], False), _initial(cx, k, x, layers[k], True) if mode == "LSTM" else None
+            h0 = _initial(hx, k, x, layers[k], False)
+            c0 = _initial(cx, k, x, layers[k], True) if mode == "LSTM" else None
             out, h_n, c_n = _direction(mode, x, h0, c0, layers[k], d == 1)
             outs.append(out)
             hs.append(h_n)

@@ -48,9 +48,9 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     """Whole channels of an (N, C, L) or (C, L) input zeroed with probability ``p``."""
     _check_p(p)
     if input.ndim not in (2, 3):
-        raise RuntimeError("dropout1d: Expected 2D or 3D input, but received a %dD input. Note that dropout1d exists to "
-                           "provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, and "
-                           "an optional batch dimension (i.e. 2D or 3D inputs)." % input.ndim)
+        raise RuntimeError("dropout1d: Expected 2D or 3D input, but received a %dD input. Note that dropout1d exists "
+                           "to provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, "
+                           "and an optional batch dimension (i.e. 2D or 3D inputs)." % input.ndim)
     if input.ndim == 2:
         return _dropout(input.unsqueeze(0), p, training, False, True).squeeze(0) if not inplace else \
             input.copy_(_dropout(input.unsqueeze(0), p, training, False, True).squeeze(0))

@@ -7,7 +7,7 @@ import numpy as np
 from .. import functions as _f
 from ..core import tape as _tp
 from ..core.dtypes import torch_name as _torch_name
-from ..core.tensor import Tensor, from_data
+from ..core.tensor import Tensor
 from ..ops import compose as _compose
 from ._reduction import _check_reduction, _legacy_reduction, _reduce, _size_warning, _t
 

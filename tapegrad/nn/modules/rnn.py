@@ -244,7 +244,8 @@ class LSTM(RNNBase):
                                        "tensors" % (hx[0].ndim, hx[1].ndim))
                 hx = (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
             self.check_forward_args(input, hx, None)
-        out, h, c = _rnn.run_rnn("LSTM", input, None if hx is None else hx[0], None if hx is None else hx[1], self._layer_weights(), self.num_layers, self.dropout,
+        h0, c0 = (None, None) if hx is None else hx
+        out, h, c = _rnn.run_rnn("LSTM", input, h0, c0, self._layer_weights(), self.num_layers, self.dropout,
                                  self.training, self.bidirectional, self.batch_first)
         if not batched:
             out, h, c = out.squeeze(bdim), h.squeeze(1), c.squeeze(1)
