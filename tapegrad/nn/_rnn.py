@@ -192,8 +192,12 @@ _LSTM_SEQ = _host.nn_op("lstm_sequence", "LstmBackward0", _lstm_seq_fwd, _lstm_s
 
 def lstm_sequence(xw, w_hh, h0, c0, reverse):
     """(outputs (L, N, H), h_n, c_n) of one LSTM direction over the gate inputs ``xw``
-    (the input's projection and both biases, (L, N, 4H))."""
-    hc0 = _f.stack([h0, c0])
+    (the input's projection and both biases, (L, N, 4H)); h0 and c0 None for zeros."""
+    if h0 is None and c0 is None:       # (one constant: a stack of constants is not on the tape, to replay)
+        hc0 = Tensor._const(np.zeros((2,) + tuple(xw.shape[1:2]) + (w_hh.shape[1],), xw.dtype))
+    else:
+        zeros = Tensor._const(np.zeros(tuple(xw.shape[1:2]) + (w_hh.shape[1],), xw.dtype))
+        hc0 = _f.stack([zeros if h0 is None else h0, zeros if c0 is None else c0])
     ints = [int(bool(reverse))]
     out = _host.record(_LSTM_SEQ, [xw, w_hh, hc0], _lstm_seq_fwd([xw._data, w_hh._data, hc0._data], ints, None),
                        ints)
@@ -276,6 +280,9 @@ def _direction(mode, x, h, c, weights, reverse):
     w_ih, w_hh, b_ih, b_hh, w_hr = weights
     L = x.shape[0]
     steps = range(L - 1, -1, -1) if reverse else range(L)
+    if not (mode == "LSTM" and w_hr is None):        # (lstm_sequence makes its own zeros)
+        h = _initial(h, x, weights, False)
+        c = _initial(c, x, weights, True) if mode == "LSTM" else None
     outs = [None] * L
     if mode == "GRU":
         gi_all = _linear(x, w_ih, b_ih)
@@ -303,11 +310,11 @@ def _direction(mode, x, h, c, weights, reverse):
     return _f.stack(outs), h, c
 
 
-def _initial(state, k, x, weights, cell):
-    """The initial state of layer/direction k: ``state[k]``, or zeros when none is given (a
-    new constant per layer: no view of a constant, which a replay could not follow)."""
+def _initial(state, x, weights, cell):
+    """The initial state: ``state``, or zeros when none is given (a new constant per layer: no
+    view of a constant, which a replay could not follow)."""
     if state is not None:
-        return state[k]
+        return state
     w_hh, w_hr = weights[1], weights[4]
     size = w_hh.shape[1] if w_hr is None or cell else w_hr.shape[0]
     if cell:
@@ -325,8 +332,8 @@ def run_rnn(mode, input, hx, cx, layers, num_layers, dropout, training, bidirect
         outs = []
         for d in range(D):
             k = layer * D + d
-            h0 = _initial(hx, k, x, layers[k], False)
-            c0 = _initial(cx, k, x, layers[k], True) if mode == "LSTM" else None
+            h0 = None if hx is None else hx[k]
+            c0 = None if cx is None else cx[k]
             out, h_n, c_n = _direction(mode, x, h0, c0, layers[k], d == 1)
             outs.append(out)
             hs.append(h_n)
