@@ -771,3 +771,73 @@ def test_recurrent_layers_gradcheck_and_gradgradcheck(kind):
     w_arg = tg.tensor(w.detach().numpy(), requires_grad=True)
     assert tg.autograd.gradcheck(f, (x, w_arg))
     assert tg.autograd.gradgradcheck(f, (x, w_arg))
+
+
+def _tiny_gpt(lib, vocab=11, block=8, width=16, heads=2, layers=2):
+    """A GPT of nanoGPT's shape (pre-norm blocks, causal F.scaled_dot_product_attention, GELU
+    MLP, tied embedding), written for these tests."""
+    mod, fn = lib.nn, lib.nn.functional
+
+    class Block(mod.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = mod.LayerNorm(width), mod.LayerNorm(width)
+            self.attn, self.proj = mod.Linear(width, 3 * width), mod.Linear(width, width)
+            self.fc, self.out = mod.Linear(width, 4 * width), mod.Linear(4 * width, width)
+            self.gelu, self.drop = mod.GELU(), mod.Dropout(0.0)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.attn(self.ln_1(x)).split(width, dim=2)
+            q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
+            y = fn.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)))
+            return x + self.out(self.gelu(self.fc(self.ln_2(x))))
+
+    class GPT(mod.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = mod.Embedding(vocab, width), mod.Embedding(block, width)
+            self.h = mod.ModuleList([Block() for _ in range(layers)])
+            self.ln_f = mod.LayerNorm(width)
+            self.head = mod.Linear(width, vocab, bias=False)
+            self.head.weight = self.wte.weight
+            self.apply(self._init)
+
+        def _init(self, m):
+            if isinstance(m, (mod.Linear, mod.Embedding)):
+                mod.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, mod.Linear) and m.bias is not None:
+                mod.init.zeros_(m.bias)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(lib.arange(idx.shape[1]))
+            for blk in self.h:
+                x = blk(x)
+            logits = self.head(self.ln_f(x))
+            return fn.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), ignore_index=-1)
+    return GPT()
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_a_tiny_gpt_trains_as_torch_step_by_step(mode, monkeypatch):
+    torch = _torch()
+    monkeypatch.setattr(engine, "INTERPRET", [mode])
+    theirs, ours = _tiny_gpt(torch), _tiny_gpt(tg)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _load_from(ours, theirs)
+    assert ours.head.weight is ours.wte.weight
+    opt_t = torch.optim.AdamW(theirs.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    opt_g = tg.optim.AdamW(ours.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    rng = np.random.default_rng(0)
+    for step in range(4):
+        x, y = rng.integers(0, 11, (3, 8)), rng.integers(0, 11, (3, 8))
+        y[0, :2] = -1
+        lt, lg = theirs(torch.tensor(x), torch.tensor(y)), ours(tg.tensor(x), tg.tensor(y))
+        np.testing.assert_allclose(lg.item(), lt.item(), rtol=1e-13)
+        for opt, loss in ((opt_t, lt), (opt_g, lg)):
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (k, a), b in zip(theirs.named_parameters(), ours.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=k)
