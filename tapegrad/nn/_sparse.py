@@ -178,7 +178,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         _host.guard_values(input, idx)
         _renorm_rows(weight, idx.reshape(-1), max_norm, norm_type)
     ind = input if isinstance(input, Tensor) else Tensor._const(idx)
-    out = _f.index_select(weight, 0, ind.reshape(-1)).reshape(tuple(idx.shape) + (weight.shape[1],))
+    # (indexing by the index tensor itself: a replay reads its values, where a view of a constant
+    # index made inside the recorded function would be off the tape)
+    out = _f.index_select(weight, 0, ind) if idx.ndim == 1 else weight[ind]
     if (padding_idx is not None and (idx == padding_idx).any()) or scale_grad_by_freq:
         # the gradient of each row scaled, the value left exactly as it is: v + (v - v) * s
         if isinstance(input, Tensor):
