@@ -13,9 +13,8 @@ def factory_dtype(device=None, dtype=None):
     return np.dtype(get_default_dtype() if dtype is None else dtype)
 
 
-def ntuple(v, n, name="value"):
-    """``v`` as an n-tuple of ints (an int repeated, or an iterable of n)."""
+def ntuple(v, n):
+    """``v`` as a tuple of ints (an int repeated n times, or the ints of an iterable)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return (int(v),) * n
-    t = tuple(int(u) for u in v)
-    return t
+    return tuple(int(u) for u in v)

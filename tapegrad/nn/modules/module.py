@@ -726,7 +726,7 @@ class Module:
             self._cast(dtype)
         return self
 
-    def _cast(self, dtype, only_float=True):
+    def _cast(self, dtype):
         def cast(t):
             if t.dtype.kind == "f" and t.dtype != dtype:
                 return t.to(dtype)
