@@ -453,3 +453,34 @@ def _print_expected():
 
 if __name__ == "__main__":
     _print_expected()
+
+
+def opcode_programs():
+    """Calls that record every opcode of tg.nn's entries (tests/test_op_records.py checks each
+    opcode is exercised): the cases here and in tests/test_nn_activations_losses.py, the
+    entries a create_graph reverse records (conv's transpose and weight adjoint, avg_pool's
+    adjoint), the recurrent steps and the CTC loss."""
+    import test_nn_activations_losses as acts
+    for table, make, wrap in ((CASES, _inputs, _tg_inputs), (acts.CASES, acts._inputs, acts._tg_inputs)):
+        for fn, specs, _ in table.values():
+            arrays = make(specs)
+            yield lambda fn=fn, arrays=arrays, specs=specs, wrap=wrap: fn(F, *wrap(arrays, specs))
+
+    def create_graph():
+        x, w = tg.randn(1, 2, 5, 5, requires_grad=True), tg.randn(3, 2, 3, 3, requires_grad=True)
+        tg.autograd.grad(F.conv2d(x, w).pow(2).sum(), (x, w), create_graph=True)
+        tg.autograd.grad(F.avg_pool2d(x, 2).pow(2).sum(), x, create_graph=True)
+    yield create_graph
+
+    def recurrent():
+        tg.manual_seed(0)
+        x = tg.randn(3, 2, 4, requires_grad=True)
+        tg.nn.LSTM(4, 3)(x)
+        tg.nn.LSTMCell(4, 3)(x[0])
+        tg.nn.GRUCell(4, 3)(x[0])
+    yield recurrent
+
+    def ctc():
+        lp = F.log_softmax(tg.randn(5, 2, 4, requires_grad=True), 2)
+        F.ctc_loss(lp, tg.tensor([[1, 2], [3, 0]]), tg.tensor([5, 4]), tg.tensor([2, 1]))
+    yield ctc

@@ -121,7 +121,7 @@ class _BackwardHook:
         self.input_index = self.output_index = None
 
     @staticmethod
-    def _pack(indices, values, size):
+    def _with_nones(indices, values, size):
         res = [None] * size
         for i, v in zip(indices, values):
             res[i] = v
@@ -141,7 +141,7 @@ class _BackwardHook:
         def on_grads(grads):
             if self.grad_outputs is None:        # (a gradient reaching the inputs but not through the outputs)
                 return grads
-            res = self._pack(self.input_index, grads, self.n_inputs)
+            res = self._with_nones(self.input_index, grads, self.n_inputs)
             for hook in self.user_hooks:
                 out = hook(self.module, res, self.grad_outputs)
                 if out is None:
@@ -158,7 +158,7 @@ class _BackwardHook:
 
     def setup_output_hook(self, result):
         def on_grads(grads):
-            self.grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
+            self.grad_outputs = self._with_nones(self.output_index, grads, self.n_outputs)
             for hook in self.user_pre_hooks:
                 new = hook(self.module, self.grad_outputs)
                 if new is None:
@@ -173,7 +173,7 @@ class _BackwardHook:
                               "outputs since no inputs require gradients. See https://docs.pytorch.org/docs/main/"
                               "generated/torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more "
                               "details.", stacklevel=2)
-                grad_inputs = self._pack([], [], self.n_inputs)
+                grad_inputs = self._with_nones([], [], self.n_inputs)
                 for hook in self.user_hooks:
                     r = hook(self.module, grad_inputs, self.grad_outputs)
                     if r is not None and not (isinstance(r, tuple) and all(e is None for e in r)):
