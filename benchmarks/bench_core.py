@@ -8,8 +8,9 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import _jit
 
-from .compare import (chain, chain_inputs, hessian_gp, hessian_gp_inputs, hvp, hvp_inputs, lattice_inputs, lj, logreg,
-                      logreg_inputs, mlp, mlp_inputs, rosen, rosen_inputs)
+from .compare import (chain, chain_inputs, chargpt, chargpt_inputs, hessian_gp, hessian_gp_inputs, hvp, hvp_inputs,
+                      lattice_inputs, lenet, lenet_inputs, lj, logreg, logreg_inputs, lstm, lstm_inputs, mlp, mlp_inputs,
+                      rosen, rosen_inputs)
 
 # asv's default is 60 s per benchmark, setup included: a setup that compiles kernels
 # (empty or invalidated Numba cache) can take longer
@@ -141,10 +142,25 @@ class LogReg:
         logreg(tg, self.inputs)
 
 
+class NN:
+    """tg.nn models, forward + backward (compare.py's lenet, lstm, chargpt)."""
+    params = [["lenet", "lstm", "chargpt"]]
+    param_names = ["workload"]
+
+    def setup(self, workload):
+        make, self.fn = {"lenet": (lenet_inputs, lenet), "lstm": (lstm_inputs, lstm),
+                         "chargpt": (chargpt_inputs, chargpt)}[workload]
+        self.inputs = _inputs(make)
+        self.fn(tg, self.inputs)
+
+    def time_nn(self, workload):
+        self.fn(tg, self.inputs)
+
+
 class Torch:
     """The same workloads in PyTorch (float64, one thread), for reference next to
     tapegrad's in asv's tables.  Skipped (n/a) when torch is not installed."""
-    params = [["chain", "mlp", "rosen", "hvp", "lj", "logreg"]]
+    params = [["chain", "mlp", "rosen", "hvp", "lj", "logreg", "lenet", "lstm", "chargpt"]]
     param_names = ["workload"]
 
     def setup(self, workload):

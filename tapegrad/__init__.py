@@ -45,6 +45,7 @@ clip = clamp
 
 
 from . import nn, optim, utils  # noqa: E402,F401
+from .nn._losses import cdist  # noqa: E402,F401  (torch.cdist, beside nn's distances)
 from . import special  # noqa: E402,F401  (tg.special)
 from .serialization import load, save  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401  (tg.linalg)

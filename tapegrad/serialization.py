@@ -233,6 +233,10 @@ class _WeightsOnlyUnpickler(pickle._Unpickler):
         if isinstance(inst, np.dtype):
             inst.__setstate__(state)
             return
+        if type(inst) is collections.OrderedDict and isinstance(state, dict) and all(
+                isinstance(k, str) and not k.startswith("__") for k in state):
+            inst.__dict__.update(state)     # (a state_dict's _metadata, as PyTorch's unpickler allows)
+            return
         if type(inst) in _USER_SAFE.values() and not isinstance(inst, type):
             setstate = getattr(inst, "__setstate__", None)
             if setstate is not None:

@@ -45,6 +45,17 @@ def test_char_model(tmp_path, capsys):
     assert "validation" in capsys.readouterr().out
 
 
+def test_digits_cnn(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "curves.png"
+    res = _load("digits_cnn").main(["--epochs", "4", "--no-progress", "--plot", str(png)])
+    assert res["test_acc"] >= 0.85
+    assert res["history"]["train_loss"][-1] < res["history"]["train_loss"][0]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_rosenbrock_lbfgs(capsys):
     res = _load("rosenbrock_lbfgs").main(["--n", "50"])
     assert res["max_err"] < 1e-3

@@ -205,10 +205,11 @@ def test_linear_init_is_pytorch_default_and_seeded():
     m = nn.Linear(16, 8)
     assert m.weight.shape == (8, 16) and m.bias.shape == (8,)
     assert m.in_features == 16 and m.out_features == 8
-    bound = 1 / math.sqrt(16)
+    # PyTorch's kaiming_uniform_(a=sqrt(5)) bound, gain * sqrt(3 / fan_in) (1/4 up to rounding), then the bias's
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + 5)) / math.sqrt(16)
     rng = np.random.default_rng(123)
     np.testing.assert_array_equal(m.weight._data, rng.uniform(-bound, bound, (8, 16)))
-    np.testing.assert_array_equal(m.bias._data, rng.uniform(-bound, bound, (8,)))
+    np.testing.assert_array_equal(m.bias._data, rng.uniform(-1 / math.sqrt(16), 1 / math.sqrt(16), (8,)))
     tg.manual_seed(123)
     m2 = nn.Linear(16, 8)
     np.testing.assert_array_equal(m.weight._data, m2.weight._data)

@@ -23,6 +23,7 @@ from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, 
 import test_autograd_function
 import test_complex_fft  # noqa: E402
 import test_linalg
+import test_nn_functional_layers
 import test_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -206,6 +207,8 @@ def test_every_registry_opcode_is_in_the_op_tests():
     seen |= _opcodes(lambda: tg.autograd.grad(tg.distributions.Gamma(a, 1.0).rsample().sum(), a,
                                               create_graph=True))
     seen |= _opcodes(lambda: tg.distributions.Dirichlet(a).rsample())      # the Dirichlet draw)
+    for fn in test_nn_functional_layers.opcode_programs():       # tg.nn's entries (host ops and rows)
+        seen |= _opcodes(fn)
     seen |= _served_gradient_opcodes()
     ops = {code for code in OP_NAMES if family(code) != META}
     if os.environ.get("TAPEGRAD_INTERPRET") == "always":

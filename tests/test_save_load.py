@@ -324,9 +324,11 @@ def test_build_of_allowed_classes_sets_public_attributes_only():
         with pytest.raises(pickle.UnpicklingError, match="sets private or non-string attributes of a _Custom"):
             tg.load(_archive(evil))
         od = pickle.dumps(collections.OrderedDict(a=1), 2)
-        od_build = od[:-1] + b"}X\x01\x00\x00\x00xK\x01sb."      # (BUILD on an OrderedDict: not needed, refused)
+        od_build = od[:-1] + b"}X\x01\x00\x00\x00xK\x01sb."      # (an OrderedDict's attributes: a state_dict's _metadata)
+        assert tg.load(io.BytesIO(od_build)).x == 1
+        od_class = od[:-1] + b"}X\t\x00\x00\x00__class__K\x01sb."
         with pytest.raises(pickle.UnpicklingError, match="sets the state of a OrderedDict object"):
-            tg.load(io.BytesIO(od_build))
+            tg.load(io.BytesIO(od_class))
     finally:
         serialization._USER_SAFE.clear()
 

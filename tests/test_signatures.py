@@ -61,6 +61,9 @@ _REQUIRED_DIM = ("dim has a placeholder default so that axis= can stand in for i
 
 # qualified name -> reason the signature stays different
 DEVIATIONS = {
+    **{"torch.nn.init.%s" % n: "PyTorch documents its deprecated aliases of nn.init as name(...)" for n in (
+        "constant", "dirac", "eye", "kaiming_normal", "kaiming_uniform", "normal", "orthogonal", "sparse", "uniform",
+        "xavier_normal", "xavier_uniform")},
     # its docstring names the parameters (B, L, upper); its keywords are input, input2 (as tapegrad's)
     "Tensor.pinverse": "PyTorch's docstring says pinverse(); the method takes rcond=1e-15 as torch.pinverse does",
     "torch.cholesky_solve": "PyTorch's docstring says cholesky_solve(B, L, upper=False); its keywords are input, input2",

@@ -31,6 +31,7 @@ NAMESPACES = [
     ("torch.autograd.functional", "tapegrad.autograd.functional", "torch.autograd.functional", "functions"),
     ("torch.optim", "tapegrad.optim", "torch.optim", "classes"),
     ("torch.nn", "tapegrad.nn", "torch.nn", "classes"),
+    ("torch.nn.init", "tapegrad.nn.init", "torch.nn.init", "functions"),
     ("torch.special", "tapegrad.special", "torch.special", "functions"),
     ("torch.fft", "tapegrad.fft", "torch.fft", "functions"),
     ("torch.func", "tapegrad.func", "torch.func", "functions"),

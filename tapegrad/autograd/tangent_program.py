@@ -59,7 +59,7 @@ class Unsupported(Exception):
 # -- a rule differentiated, as source: (value, tangent or None) ------------------------
 _ONE_ARGUMENT = {       # the derivative of f at u, for each function of one argument a rule calls
     "abs": "sign({u})", "cos": "(-sin({u}))", "sin": "cos({u})", "cosh": "sinh({u})", "sinh": "cosh({u})",
-    "exp": "exp({u})", "log": "(1.0 / {u})", "log1p": "(1.0 / (1.0 + {u}))", "sqrt": "(0.5 / sqrt({u}))",
+    "exp": "exp({u})", "tanh": "(1.0 - tanh({u}) * tanh({u}))", "log": "(1.0 / {u})", "log1p": "(1.0 / (1.0 + {u}))", "sqrt": "(0.5 / sqrt({u}))",
     "lgamma": "digamma({u})", "digamma": "polygamma({u}, 1.0)", "i0": "i1({u})",
     "i1": "where(abs({u}) <= 2.220446049250313e-16, 0.5, i0({u}) - i1({u}) / {u})",
     "i0e": "(i1e({u}) - sign({u}) * i0e({u}))",

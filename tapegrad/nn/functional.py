@@ -7,37 +7,13 @@ import numpy as np
 from .. import functions as _f
 from ..core import tape as _tp
 from ..core.dtypes import torch_name as _torch_name
-from ..core.tensor import Tensor, from_data
+from ..core.tensor import Tensor
 from ..ops import compose as _compose
 from ..ops.elementwise import BINARY_BY_NAME as _BINARY
+from ._reduction import _check_reduction, _legacy_reduction, _reduce, _size_warning, _t
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "mse_loss", "l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "pad", "conv1d", "conv2d"]
-
-
-def _t(x, like=None):
-    if isinstance(x, Tensor):
-        return x
-    dt = like.dtype if (like is not None and np.asarray(x).dtype.kind == "f") else None
-    return from_data(x, dtype=dt)
-
-
-def _check_reduction(reduction):
-    if reduction not in ("none", "mean", "sum", "elementwise_mean"):
-        raise ValueError("{} is not a valid value for reduction".format(reduction))
-    if reduction == "elementwise_mean":
-        warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.",
-                      stacklevel=3)
-        return "mean"
-    return reduction
-
-
-def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
 
 
 # -- layers -------------------------------------------------------------------------
@@ -48,6 +24,13 @@ def linear(input, weight, bias=None):
         first, what = (bias, "self") if bias.dtype != weight.dtype else (input, "mat1")
         raise RuntimeError("%s and mat2 must have the same dtype, but got %s and %s"
                            % (what, _torch_name(first.dtype), _torch_name(weight.dtype)))
+    if input.ndim > 2 and weight.ndim == 2:
+        # the leading dimensions folded into one matrix product (as PyTorch's at::linear does), not one
+        # product per batch element, so the reverse is two products too
+        lead = tuple(input.shape[:-1])
+        out = _f.matmul(input.reshape(-1, input.shape[-1]), _f.t(weight))
+        out = out if bias is None else out + bias
+        return out.reshape(lead + (weight.shape[0],))
     out = _f.matmul(input, _f.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
@@ -99,25 +82,6 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # -- regression losses ----------------------------------------------------------------
-def _size_warning(input, target):
-    if tuple(target.shape) != tuple(input.shape):
-        warnings.warn("Using a target size ({}) that is different to the input size ({}). This will likely "
-                      "lead to incorrect results due to broadcasting. Please ensure they have the same size."
-                      .format(list(target.shape), list(input.shape)), stacklevel=3)
-
-
-def _legacy_reduction(size_average, reduce, reduction):
-    """PyTorch's deprecated ``size_average``/``reduce`` arguments, as it maps them."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    reduction = "none" if not reduce else ("mean" if size_average else "sum")
-    warnings.warn("size_average and reduce args will be deprecated, please use reduction='%s' instead."
-                  % reduction, stacklevel=3)
-    return reduction
-
-
 def _no_weight(name, weight):
     if weight is not None:
         raise NotImplementedError("weight= of %s is not supported by tapegrad" % name)
@@ -313,136 +277,28 @@ def pad(input, pad, mode="constant", value=None):
     return _compose.pad(input, pad, mode, value)
 
 
-# -- convolutions --------------------------------------------------------------------
-# A composition: the input zero-padded (pad), its patches gathered along each spatial
-# dimension by index arrays (index_select), then one einsum with the weight over the
-# channels of a group and the kernel offsets.  The reverse, create_graph and replay are
-# those ops' (the gathers' reverse adds the overlapping patches back).
-_TENSOR_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                 "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
-                 "uint8": "ByteTensor", "bool": "BoolTensor"}
-_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int", "int32": "int"}
+# -- the rest of torch.nn.functional, one module per kind (each names its __all__) ------------
+from ._activations import *  # noqa: E402,F401,F403
+from ._conv import *  # noqa: E402,F401,F403
+from . import _activations, _conv  # noqa: E402
 
+__all__ += _activations.__all__ + _conv.__all__
+from ._losses import *  # noqa: E402,F401,F403
+from . import _losses  # noqa: E402
 
-def _conv_tuple(name, v, nd):
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return (int(v),) * nd
-    v = tuple(int(u) for u in v)
-    if len(v) == 1:
-        return v * nd
-    if len(v) != nd:
-        raise RuntimeError("expected %s to be a single integer value or a list of %d values to match the convolution "
-                           "dimensions, but got %s=[%s]" % (name, nd, name, ", ".join(str(u) for u in v)))
-    return v
+__all__ += _losses.__all__
+from ._sparse import *  # noqa: E402,F401,F403
+from ._norm import *  # noqa: E402,F401,F403
+from ._pooling import *  # noqa: E402,F401,F403
+from . import _norm, _pooling, _sparse  # noqa: E402
 
+__all__ += _sparse.__all__ + _norm.__all__ + _pooling.__all__
+from ._interp import *  # noqa: E402,F401,F403
+from ._attention import *  # noqa: E402,F401,F403
+from . import _attention, _interp  # noqa: E402
 
-def _shape_text(shape):
-    return "[" + ", ".join(str(s) for s in shape) + "]"
+__all__ += _interp.__all__ + _attention.__all__
+from ._ctc import *  # noqa: E402,F401,F403
+from . import _ctc  # noqa: E402
 
-
-def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
-    name = "conv%dd" % nd
-    for arg, v in (("input", input), ("weight", weight)):
-        if not isinstance(v, Tensor):
-            raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
-                            % (name, arg, 1 if arg == "input" else 2, type(v).__name__))
-    if weight.ndim != nd + 2:
-        raise RuntimeError("weight should have at least three dimensions" if weight.ndim < 3 else
-                           "Expected %d-dimensional input for %d-dimensional weight %s, but got %d-dimensional input "
-                           "of size %s instead" % (weight.ndim, weight.ndim, _shape_text(weight.shape), input.ndim,
-                                                   _shape_text(input.shape)))
-    if input.ndim not in (nd + 1, nd + 2):
-        raise RuntimeError("Expected %dD (unbatched) or %dD (batched) input to %s, but got input of size: %s"
-                           % (nd + 1, nd + 2, name, _shape_text(input.shape)))
-    unbatched = input.ndim == nd + 1
-    x = input.unsqueeze(0) if unbatched else input
-    stride = _conv_tuple("stride", stride, nd)
-    dilation = _conv_tuple("dilation", dilation, nd)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise TypeError("%s(): argument 'groups' (position 7) must be int, not %s" % (name, type(groups).__name__))
-    ks = tuple(weight.shape[2:])
-    if isinstance(padding, str):
-        if padding == "valid":
-            pads = [(0, 0)] * nd
-        elif padding == "same":
-            if any(s != 1 for s in stride):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
-            pads = []
-            for k, d in zip(ks, dilation):
-                total = d * (k - 1)
-                pads.append((total // 2, total - total // 2))
-        else:
-            raise RuntimeError("Invalid padding string: %r" % padding)
-    else:
-        pads = [(p, p) for p in _conv_tuple("padding", padding, nd)]
-    if any(p < 0 for pr in pads for p in pr):
-        raise RuntimeError("negative padding is not supported")
-    if any(s <= 0 for s in stride):
-        raise RuntimeError("non-positive stride is not supported")
-    if any(d <= 0 for d in dilation):
-        # (PyTorch computes a 1-D convolution as a 2-D one of height 1: its dilation is [1, d])
-        raise RuntimeError("dilation should be greater than zero, but got [%s]"
-                           % ", ".join(str(d) for d in ((1,) + dilation if nd == 1 else dilation)))
-    if groups <= 0:
-        raise RuntimeError("non-positive groups is not supported")
-    if weight.shape[0] % groups:
-        raise RuntimeError("Given groups=%d, expected weight to be divisible by %d at dimension 0, but got weight of "
-                           "size [%s] instead" % (groups, groups, _shape_text(weight.shape)))
-    cin = weight.shape[1] * groups
-    if x.shape[1] != cin:
-        raise RuntimeError("Given groups=%d, weight of size %s, expected input%s to have %d channels, but got %d "
-                           "channels instead" % (groups, _shape_text(weight.shape), _shape_text(x.shape), cin,
-                                                 x.shape[1]))
-    cout = weight.shape[0]
-    if isinstance(bias, Tensor) and bias.dtype != input.dtype:
-        raise RuntimeError("Input type (%s) and bias type (%s) should be the same"
-                           % (_C_TYPES.get(input.dtype.name, input.dtype.name), _C_TYPES.get(bias.dtype.name,
-                                                                                           bias.dtype.name)))
-    if bias is not None and (not isinstance(bias, Tensor) or bias.ndim != 1 or bias.shape[0] != cout):
-        raise RuntimeError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, but got bias "
-                           "of size %s instead" % (_shape_text(weight.shape), cout,
-                                                   _shape_text(getattr(bias, "shape", ()))))
-    padded = [x.shape[2 + i] + pads[i][0] + pads[i][1] for i in range(nd)]
-    span = [dilation[i] * (ks[i] - 1) + 1 for i in range(nd)]
-    if any(p < s for p, s in zip(padded, span)):
-        raise RuntimeError("Calculated padded input size per channel: (%s). Kernel size: (%s). Kernel size can't be "
-                           "greater than actual input size" % (" x ".join(str(p) for p in padded),
-                                                               " x ".join(str(s) for s in span)))
-    if input.dtype != weight.dtype:
-        raise RuntimeError("Input type (torch.%s) and weight type (torch.%s) should be the same or input should be a "
-                           "MKLDNN tensor and weight is a dense tensor"
-                           % (_TENSOR_TYPES.get(input.dtype.name, input.dtype.name),
-                              _TENSOR_TYPES.get(weight.dtype.name, weight.dtype.name)))
-    if any(p for pr in pads for p in pr):
-        x = _compose.pad(x, [p for pr in reversed(pads) for p in pr])
-    n = x.shape[0]
-    outs = [(padded[i] - span[i]) // stride[i] + 1 for i in range(nd)]
-    # the patches: along each spatial dim, (out position, kernel offset) -> input position
-    for i in range(nd):
-        idx = np.arange(outs[i])[:, None] * stride[i] + np.arange(ks[i])[None, :] * dilation[i]
-        x = _f.index_select(x, 2 + 2 * i, from_data(idx.reshape(-1)))
-        x = x.reshape(*(tuple(x.shape[:2 + 2 * i]) + (outs[i], ks[i]) + tuple(x.shape[3 + 2 * i:])))
-    # x: (n, c, o1, k1, o2, k2, ...) -> (n, groups, c / groups, ...)
-    x = x.reshape(*((n, groups, cin // groups) + tuple(x.shape[2:])))
-    w = weight.reshape(*((groups, cout // groups) + tuple(weight.shape[1:])))
-    letters = "hijklm"[:nd]
-    kletters = "pqrstu"[:nd]
-    xs = "ngc" + "".join(o + k for o, k in zip(letters, kletters))
-    out = _f.einsum("%s,goc%s->ngo%s" % (xs, kletters, letters), x, w)
-    out = out.reshape(*((n, cout) + tuple(outs)))
-    if bias is not None:
-        out = out + bias.reshape(*((1, cout) + (1,) * nd))
-    return out.squeeze(0) if unbatched else out
-
-
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """The 1-D cross-correlation of ``input`` (N, C_in, L) or (C_in, L) with ``weight``
-    (C_out, C_in / groups, K), plus ``bias``; ``padding`` an int, a 1-tuple, 'valid' or
-    'same' (the extra element on the right, as PyTorch)."""
-    return _conv(1, input, weight, bias, stride, padding, dilation, groups)
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """The 2-D cross-correlation of ``input`` (N, C_in, H, W) or (C_in, H, W) with
-    ``weight`` (C_out, C_in / groups, KH, KW), plus ``bias``."""
-    return _conv(2, input, weight, bias, stride, padding, dilation, groups)
+__all__ += _ctc.__all__

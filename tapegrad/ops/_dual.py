@@ -85,7 +85,7 @@ def _polygamma(x, n):
 NUMPY_FUNCTIONS = {
     "where": _where, "ipow": _ipow, "sign": _sign, "abs": np.abs, "floor": np.floor, "trunc": np.trunc,
     "fmod": np.fmod, "nan_like": lambda x: np.nan, "cos": np.cos, "sin": np.sin, "cosh": np.cosh,
-    "sinh": np.sinh, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
+    "sinh": np.sinh, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt, "tanh": np.tanh,
     "lgamma": lambda x: _special("gammaln")(x), "digamma": lambda x: _special("psi")(x),
     "polygamma": _polygamma, "i0": lambda x: _special("i0")(x), "i1": lambda x: _special("i1")(x),
     "i0e": lambda x: _special("i0e")(x), "i1e": lambda x: _special("i1e")(x),
@@ -164,6 +164,7 @@ _F = NUMPY_FUNCTIONS
 _DERIVATIVES = {
     "abs": _sign, "cos": lambda u: -np.sin(u), "sin": np.cos, "cosh": np.sinh, "sinh": np.cosh, "exp": np.exp,
     "log": lambda u: 1.0 / u, "log1p": lambda u: 1.0 / (1.0 + u), "sqrt": lambda u: 0.5 / np.sqrt(u),
+    "tanh": lambda u: 1.0 - np.tanh(u) * np.tanh(u),
     "lgamma": _F["digamma"], "digamma": lambda u: _polygamma(u, 1),
     "i0": _F["i1"], "i1": lambda u: _bessel_ratio_limit(u, _F["i0"], _F["i1"]),
     "i0e": lambda u: _F["i1e"](u) - _sign(u) * _F["i0e"](u),

@@ -246,6 +246,60 @@ def _softplus(x, beta, threshold):
         return np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta).astype(x.dtype, copy=False)
 
 
+# -- nn activations (tg.nn.functional): PyTorch's kernels' formulas, in the input's dtype
+def _activation(f):
+    def forward(x, *params):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(f(x, *params)).astype(x.dtype, copy=False)
+    forward.__name__ = f.__name__
+    return forward
+
+
+@_activation
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+@_activation
+def _mish(x):
+    return x * np.tanh(np.log1p(np.exp(x)))
+
+
+@_activation
+def _elu(x, alpha, scale):
+    return np.where(x > 0, x * scale, np.expm1(np.minimum(x, 0.0)) * (alpha * scale))
+
+
+@_activation
+def _celu(x, alpha, backward_scale):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0) * (1.0 / alpha)) * alpha)
+
+
+@_activation
+def _leaky_relu(x, slope):
+    return np.where(x > 0, x, x * slope)
+
+
+@_activation
+def _hardtanh(x, lo, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+@_activation
+def _hardswish(x):
+    return x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+@_activation
+def _hardsigmoid(x):
+    return np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+@_activation
+def _log_sigmoid(x):
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
 def _special(name, fix=None):
     """The forward of a special function: SciPy's ufunc (imported on first use), in the
     input's float dtype (integers and bools give the default float, as in PyTorch)."""
@@ -442,6 +496,34 @@ UNARY_OPS_2 = [
     Unary("softplus", "SoftplusBackward0", _softplus,
           "where(x * p > q, g, g * exp(x * p) / (exp(x * p) + 1.0))",
           "where(x * p > q, x, log1p(exp(x * p)) / p)", nparams=2),
+    # nn activations (tg.nn.functional), PyTorch's derivatives (its kernels' formulas)
+    Unary("silu",     "SiluBackward0",    _silu,
+          "g * (1.0 / (1.0 + exp(-x))) * (1.0 + x * (1.0 - 1.0 / (1.0 + exp(-x))))", "x / (1.0 + exp(-x))"),
+    Unary("mish",     "MishBackward0",    _mish,
+          "g * (tanh(log1p(exp(x))) + x * (1.0 / (1.0 + exp(-x)))"
+          " * (1.0 - tanh(log1p(exp(x))) * tanh(log1p(exp(x)))))", "x * tanh(log1p(exp(x)))"),
+    # elu(x, alpha, scale): p = alpha, q = scale (selu: its constants; celu: elu of x / alpha)
+    Unary("elu",      "EluBackward0",     _elu,
+          "where(x > 0.0, g * q, g * (q * p) * exp(x))", "where(x > 0.0, x * q, expm1(mn(x, 0.0)) * (p * q))",
+          nparams=2),
+    # celu(x, alpha): p = alpha, q = 1 / float32(alpha), the input scale of PyTorch's reverse
+    # (its derivatives.yaml converts alpha to float there; the forward uses 1 / alpha)
+    Unary("celu",     "CeluBackward0",    _celu,
+          "where(x > 0.0, g, g * (q * p) * exp(x * q))", "where(x > 0.0, x, expm1(mn(x, 0.0) * (1.0 / p)) * p)",
+          nparams=2),
+    # leaky_relu(x, slope): p = slope (the slope also at 0, as PyTorch's)
+    Unary("leaky_relu", "LeakyReluBackward0", _leaky_relu, "where(x > 0.0, g, g * p)", "where(x > 0.0, x, x * p)",
+          nparams=1),
+    # hardtanh(x, min, max): p, q; gradient 0 at and beyond the bounds (PyTorch's)
+    Unary("hardtanh", "HardtanhBackward0", _hardtanh, "where(x <= p, 0.0, where(x >= q, 0.0, g))", "mn(mx(x, p), q)",
+          nparams=2),
+    Unary("hardswish", "HardswishBackward0", _hardswish,
+          "where(x <= -3.0, 0.0, where(x < 3.0, g * (x / 3.0 + 0.5), g))", "x * mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
+    # (PyTorch's reverse multiplies by 1/6 rounded to float32)
+    Unary("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid,
+          "where(x > -3.0, where(x < 3.0, g * 0.1666666716337204, 0.0), 0.0)", "mn(mx(x + 3.0, 0.0), 6.0) / 6.0"),
+    Unary("log_sigmoid", "LogSigmoidBackward0", _log_sigmoid, "g / (1.0 + exp(x))",
+          "mn(x, 0.0) - log1p(exp(-abs(x)))"),
 ]
 
 # PyTorch's floor division before rounding: (a - fmod(a, b)) / b, one less where the signs of b

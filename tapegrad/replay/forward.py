@@ -166,7 +166,7 @@ class Forward:
         if self.arena:
             return self._forward_arena(arrays)
         t0 = time.perf_counter()
-        vals = _quiet.call(self._forward_python, arrays)    # (NumPy's warnings kept out, as eager ops')
+        vals = self._forward_python(arrays)
         self.unfused_s = time.perf_counter() - t0         # (what fuse="auto" weighs its loops against)
         # ("auto" waits for the kernels, asking for them as a backward would: its loops
         # compile in a thread, which must not load them in the foreground)
@@ -185,6 +185,7 @@ class Forward:
                     return got      # (every replay from here on gives the compiled forward's bits)
         return vals
 
+    @_quiet.wrap        # (NumPy's warnings kept out, as eager ops': the checks and fusion's switch call it too)
     def _forward_python(self, arrays, captured=None):
         """(``captured``: {slot: value} read instead of those captured tensors.)"""
         if self.program is None:
