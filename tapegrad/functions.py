@@ -248,8 +248,8 @@ def minimum(input, other):
 
 
 def _public_binary(op, name, method=False):
-    """``tg.<name>(input, other)`` (or the method) of a row naming its public names
-    (``Binary(..., public=...)`` in ops/elementwise.py): two tensors, as PyTorch's."""
+    """``tg.<name>(input, other)`` (or the method) of a binary row: two tensors, as
+    PyTorch's (``Binary(..., public=...)`` in ops/elementwise.py makes them for a row)."""
     def f(input, other):
         for pos, v, arg in ((1, input, "input"), (2, other, "other")):
             if not isinstance(v, Tensor):
@@ -726,6 +726,7 @@ std = _rd.std
 amax = _rd.amax
 amin = _rd.amin
 logsumexp = _rd.logsumexp
+globals().update(_rd.PUBLIC)        # the reductions ops/reduce.py marks @public (nansum, nanmean)
 softmax = _rd.softmax
 log_softmax = _rd.log_softmax
 cumsum = _rd.cumsum
@@ -1703,6 +1704,16 @@ for _name in INPLACE_SPELLINGS:
         setattr(Tensor, _name + "_", _inplace(getattr(Tensor, _name) if _name in _BY_METHOD or not callable(_fn)
                                               else _fn))
 del _name, _fn
+
+for _name, _fn in _rd.PUBLIC.items():
+    setattr(Tensor, _name, _fn)
+# the public names a row of the elementwise tables declares (its ``public`` column)
+for _op in _el.ALL_BINARY:
+    if _op.public is not None:
+        globals()[_op.public] = _public_binary(_op, _op.public)
+        setattr(Tensor, _op.public, _public_binary(_op, _op.public, True))
+        setattr(Tensor, _op.public + "_", _inplace(getattr(Tensor, _op.public)))
+del _op
 
 
 def _function_of_method(name):

@@ -33,6 +33,7 @@ FLOORS = {
     "tapegrad.ops": 2,
     "tapegrad.ops._args": 2,
     "tapegrad.ops._record": 2,
+    "tapegrad.ops.rule_language": 2,    # what rules may call, for every back end; the one differentiator
     "tapegrad.ops._dual": 2,
     "tapegrad.ops.inplace": 2,
     "tapegrad.ops.shape": 2,
@@ -178,7 +179,7 @@ FLOORS = {
 }
 
 # Sideways inside ops/, an import points to an earlier module of this list.
-OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops._dual", "tapegrad.ops.inplace", "tapegrad.ops.shape",
+OPS_ORDER = ["tapegrad.ops._args", "tapegrad.ops._record", "tapegrad.ops.rule_language", "tapegrad.ops._dual", "tapegrad.ops.inplace", "tapegrad.ops.shape",
              "tapegrad.ops.elementwise", "tapegrad.ops.reduce", "tapegrad.ops.linalg",
              "tapegrad.ops.gathers", "tapegrad.ops.compose", "tapegrad.ops.order", "tapegrad.ops.host"]
 

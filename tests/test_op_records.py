@@ -22,6 +22,7 @@ from tapegrad.core.registry import (FAMILY_NAMES, FAMILY_RULES, META, OP_NAMES, 
 
 import test_autograd_function
 import test_complex_fft  # noqa: E402
+from harness import backward
 import test_linalg
 import test_nn_functional_layers
 import test_ops
@@ -36,14 +37,16 @@ def test_every_row_of_the_table_passes_the_check():
 
 
 def test_a_rule_calling_an_unknown_function_names_the_op_and_the_function():
-    # radians is a math function (the kernels would compile) but no op of the table: create_graph could not run it
+    # radians is a math function (the kernels would compile) but no function of the rule language:
+    # create_graph, forward mode and the Hessian programs could not run it
     row = Unary("sind", "SindBackward0", np.sin, "g * cos(radians(x))", "sin(radians(x))")
     with pytest.raises(OpDefinitionError, match=r"^elementwise op 'sind': its reverse rule 'g \* cos\(radians\(x\)\)' "
-                                                 r"calls radians\(\), which the differentiable reverse does not define"):
+                                                 r"calls radians\(\), which is not a function of the rule language"):
         codegen.check_row(row)
-    row = Binary("hyp", "HypBackward0", np.hypot, "g * a / y", "g * b / hypo(y)", "hypot(a, b)")
-    with pytest.raises(OpDefinitionError, match=r"^elementwise op 'hyp': its reverse rule for b 'g \* b / hypo\(y\)' "
-                                                 r"calls hypo\(\), which the compiled kernels do not define"):
+    # (expm1: an op of the table, a NumPy and a math function, but no function rules may call)
+    row = Binary("hyp", "HypBackward0", np.hypot, "g * a / y", "g * expm1(b)", "hypot(a, b)")
+    with pytest.raises(OpDefinitionError, match=r"^elementwise op 'hyp': its reverse rule for b 'g \* expm1\(b\)' "
+                                                 r"calls expm1\(\), which is not a function of the rule language"):
         codegen.check_row(row)
 
 
@@ -148,7 +151,9 @@ def test_every_family_registers_its_rules_once():
 
 
 def test_every_reduce_op_has_its_rules_and_declared_saves():
-    assert set(reduce._DIFFERENTIABLE) == set(reduce._REPLAY) == set(reduce.CODES) == set(range(12))
+    # (declare numbers the kernels in order: the indices are the branches of reduce_reverse)
+    assert set(reduce._DIFFERENTIABLE) == set(reduce._REPLAY) == set(reduce._FORWARD) == set(reduce.CODES) \
+        == set(range(len(reduce.CODES)))
     assert reduce.PER_ROW == {reduce.SOFTMAX, reduce.LOG_SOFTMAX, reduce.CUMSUM, reduce.CUMPROD, reduce.LOGCUMSUMEXP}
 
 
@@ -215,3 +220,160 @@ def test_every_registry_opcode_is_in_the_op_tests():
         ops.discard(grad_entry._GRAD_OF.code)      # (it serves compiled backward passes only)
     missing = sorted(OP_NAMES[code] for code in ops - seen)
     assert not missing, "opcodes no table of tests/test_ops.py exercises: %s" % ", ".join(missing)
+
+
+# -- every kernel branch: the compiled reverse against the interpreted one ---------------
+KERNEL_FAMILIES = ("unary", "binary", "unary2", "binary2", "reduce", "shape", "linalg")
+
+
+def _kernel_cases():
+    """(name, function, input arrays) of the op tests' tables: together they record every
+    opcode a family kernel has a branch for (the scatters through a second derivative)."""
+    r = np.random.default_rng(7)
+
+    def arrays(*shapes, lo=-2.0, hi=2.0, positive=False, away=0.0):
+        out = []
+        for shape in shapes:
+            a = r.uniform(lo, hi, size=shape)
+            if positive:
+                a = np.abs(a) + 0.5
+            if away:
+                a = np.where(np.abs(a) < away, a + np.sign(a + 1e-9) * away * 2, a)
+            out.append(a)
+        return out
+    for name, (fn, kw) in test_ops.UNARY.items():
+        yield "unary " + name, fn, arrays((3, 4), **kw)
+    for name, (fn, kw) in test_ops.BINARY.items():
+        yield "binary " + name, fn, arrays((3, 4), (3, 4), **kw)
+    for name, fn in test_ops.REDUCTIONS.items():
+        yield "reduce " + name, fn, arrays((2, 3, 4))
+    for name, fn in test_ops.SHAPE_OPS.items():
+        yield "shape " + name, fn, arrays((2, 3, 4))
+        yield "shape " + name + " (its reverse)", \
+            lambda x, fn=fn: tg.autograd.grad((fn(x) * x.sum()).sum(), x, create_graph=True)[0], arrays((2, 3, 4))
+    for sa, sb in test_ops.MATMUL:
+        yield "matmul %s @ %s" % (sa, sb), lambda a, b: a @ b, arrays(sa, sb)
+    yield "copy (the gradient backward(create_graph=True) leaves in .grad)", test_ops.grad_of_cube, arrays((4,))
+    import test_nn_activations_losses as acts       # (tg.nn's rows of the second elementwise table)
+    for name, fn in acts.ACT:
+        yield "nn " + name, lambda x, fn=fn: fn(tg.nn.functional, x), arrays((2, 4, 3))
+    yield "setitem", test_ops.setitem_fn, arrays((3, 4), (4,))
+    yield "in place", test_ops.inplace_fn, arrays((3, 4))
+
+
+def _gradients(fn, arrays, mode, opcodes=None):
+    with backward(mode):
+        xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+        out = fn(*xs)
+        if opcodes is not None:
+            ints, _ = out._tape.arrays()
+            opcodes |= {int(c) for c in ints[:, tape.OP]}
+        w = np.random.default_rng(3).uniform(0.5, 1.5, out.shape)
+        (out * tg.tensor(w)).sum().backward()
+        return [None if x.grad is None else x.grad.detach().numpy() for x in xs]
+
+
+@pytest.mark.skipif(os.environ.get("TAPEGRAD_INTERPRET") == "always",
+                    reason="compares the compiled reverse with the interpreted one (this run interprets both)")
+def test_every_kernel_branch_matches_the_interpreted_reverse():
+    """Every op a family kernel has a branch for, through the compiled sweep and the
+    interpreted walk: the same gradients.  A branch missing from a family kernel makes
+    the compiled backward raise, naming the op (``engine.missing_kernel``)."""
+    seen, failures = set(), []
+    for name, fn, arrays in _kernel_cases():
+        compiled = _gradients(fn, arrays, "compiled", seen)
+        interpreted = _gradients(fn, arrays, "interpreted")
+        for c, i in zip(compiled, interpreted):
+            if (c is None) != (i is None) or (c is not None and not np.allclose(c, i, rtol=1e-10, atol=1e-12,
+                                                                                  equal_nan=True)):
+                failures.append(name)
+    assert not failures, "the compiled reverse differs from the interpreted one: %s" % ", ".join(failures)
+    kernels = {code for code in OP_NAMES if FAMILY_NAMES[family(code)] in KERNEL_FAMILIES}
+    missing = sorted(OP_NAMES[c] for c in kernels - seen)
+    assert not missing, "ops of the family kernels no case records: %s" % ", ".join(missing)
+
+
+def test_a_kernel_index_without_its_branch_is_named():
+    """The loud default of the family kernels: an index no branch handles fills the adjoint
+    with NaN and reports False, and the sweep's caller raises naming the op."""
+    from tapegrad import _jit
+    from tapegrad.autograd import engine
+    _jit.load()
+    dx = np.zeros(3)
+    assert not reduce.reduce_reverse(63, np.ones(1), np.ones(3), np.ones(1), dx, np.array([1, 0, 3, 0]), 0, 1, 0.0)
+    assert np.isnan(dx).all()
+    dx = np.zeros(3)
+    assert not shape.shape_reverse(63, np.ones(3), dx, np.zeros(0), np.zeros(1, np.int64), 0, np.zeros(1, np.int64),
+                                   np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64))
+    assert np.isnan(dx).all()
+    da, db = np.zeros(4), np.zeros(4)
+    assert not linalg.linalg_reverse(5, np.ones(4), np.ones(4), np.ones(4), da, db, np.zeros(6, np.int64), 0)
+    assert np.isnan(da).all() and np.isnan(db).all()
+    ints = np.zeros((3, tape.NFIELDS), np.int64)
+    ints[2, tape.OP] = OPCODES["cumsum"]
+    with pytest.raises(RuntimeError, match=r"the compiled reverse has no branch for the op 'cumsum' \(opcode \d+, "
+                                           r"kernel 9 of the reduce family's kernel, entry 2\)"):
+        raise engine.missing_kernel(ints, 2)
+
+
+@pytest.mark.skipif(os.environ.get("TAPEGRAD_INTERPRET") == "always", reason="the compiled reverse is not run in this pass")
+def test_a_reduce_kernel_without_a_branch_fails_the_backward_naming_the_op(tmp_path):
+    """The whole path, in a copy of the package whose ``reduce_reverse`` lost cumsum's branch:
+    the compiled backward raises naming cumsum."""
+    dst = tmp_path / "tapegrad"
+    shutil.copytree(os.path.join(ROOT, "tapegrad"), dst,
+                    ignore=shutil.ignore_patterns("__pycache__", "_generated", "*.nbi", "*.nbc"))
+    p = dst / "ops" / "reduce.py"
+    text = p.read_text()
+    at = text.index("def reduce_reverse(")
+    branch = text.index("    elif k == CUMSUM:\n", at)
+    p.write_text(text[:branch] + "    elif k == -1:        # (cumsum's branch removed)\n"
+                 + text[branch + len("    elif k == CUMSUM:\n"):])
+    code = ("import tapegrad as tg\n"
+            "x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
+            "try:\n"
+            "    x.cumsum(0).sum().backward()\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"), TAPEGRAD_INTERPRET="never", TAPEGRAD_BACKGROUND_COMPILE="0")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "the compiled reverse has no branch for the op 'cumsum'" in r.stdout, r.stdout + r.stderr[-3000:]
+
+
+# -- the worked examples of docs/adding-an-op.md, through every path ---------------------
+@pytest.mark.parametrize("f, shapes", [
+    (lambda a, b: (tg.ldexp(a, b) * a).sum(), [(3, 4), (4,)]),
+    (lambda x: (x.nansum(1) ** 2).sum() + tg.nansum(x.sin()), [(3, 4)]),
+    (lambda x: (x.nanmean(0) ** 3).sum(), [(3, 4)]),
+], ids=["ldexp", "nansum", "nanmean"])
+def test_worked_examples_through_forward_mode_and_second_order(f, shapes):
+    """An op added as docs/adding-an-op.md says (one row or section) works through
+    hvp, jvp and hessian as through the reverse: against central differences of the gradient."""
+    r = np.random.default_rng(5)
+    xs = [r.uniform(0.5, 1.5, s) for s in shapes]
+    vs = [r.standard_normal(s) for s in shapes]
+
+    def gradient(at):
+        ts = [tg.tensor(a, requires_grad=True) for a in at]
+        f(*ts).backward()
+        return [t.grad.numpy() for t in ts]
+    eps = 1e-6
+    fd = [(p - m) / (2 * eps) for p, m in zip(gradient([x + eps * v for x, v in zip(xs, vs)]),
+                                              gradient([x - eps * v for x, v in zip(xs, vs)]))]
+    _, hv = tg.autograd.functional.hvp(f, tuple(tg.tensor(x) for x in xs), tuple(tg.tensor(v) for v in vs))
+    for h, d in zip(hv, fd):
+        np.testing.assert_allclose(h.numpy(), d, rtol=1e-6, atol=1e-6)
+    _, jv = tg.autograd.functional.jvp(f, tuple(tg.tensor(x) for x in xs), tuple(tg.tensor(v) for v in vs))
+    fd_f = (f(*[tg.tensor(x + eps * v) for x, v in zip(xs, vs)]).item()
+            - f(*[tg.tensor(x - eps * v) for x, v in zip(xs, vs)]).item()) / (2 * eps)
+    assert jv.item() == pytest.approx(fd_f, rel=1e-6)
+    # the Hessian in the first input, the others held: H v against the gradient's central differences
+    H = tg.autograd.functional.hessian(lambda x0: f(x0, *[tg.tensor(x) for x in xs[1:]]), tg.tensor(xs[0]))
+    n = xs[0].size
+    held = [vs[0]] + [np.zeros_like(v) for v in vs[1:]]
+    fd0 = (gradient([x + eps * v for x, v in zip(xs, held)])[0] - gradient([x - eps * v for x, v in zip(xs, held)])[0])
+    np.testing.assert_allclose(H.numpy().reshape(n, n) @ vs[0].reshape(-1), fd0.reshape(-1) / (2 * eps),
+                               rtol=1e-6, atol=1e-6)

@@ -165,6 +165,7 @@ BINARY = {
     # (an op of its own, on probabilities of one shape: both differentiable)
     "binary_cross_entropy": (lambda a, b: _functional(a).binary_cross_entropy(
         *[t.sigmoid().expand(np.broadcast_shapes(a.shape, b.shape)) for t in (a, b)], reduction="none"), {}),
+    "ldexp": (lambda a, b: a.ldexp(b), {}),
 }
 PAIRS = [((), ()), ((4,), (4,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), ()),
          ((2, 3, 4), (3, 1)), ((1,), (3,))]
@@ -213,6 +214,8 @@ REDUCTIONS = {
     "cummin0": lambda x: x.cummin(0).values,
     "quantile1": lambda x: x.quantile(0.3, dim=1),
     "diff1": lambda x: x.diff(dim=1),
+    "nansum1": lambda x: x.nansum(1),
+    "nanmean02": lambda x: x.nanmean((0, 2), keepdim=True),
 }
 
 

@@ -33,7 +33,7 @@ from ..core.tensor import Tensor
 from . import differentiable, walk
 from .walk import free as _free, mark     # (the names the replay-only code of _sweep_tape calls)
 from .grad_mode import set_grad_enabled
-from ..core.registry import FAMILY_RULES, FAMILY_SHIFT, HOST
+from ..core.registry import FAMILY_NAMES, FAMILY_RULES, FAMILY_SHIFT, HOST, OP_NAMES
 
 HOST_BIT = 1 << HOST
 
@@ -285,6 +285,8 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
                 break           # (nothing left to sweep below a host entry: no call to resume)
             e = run(ints, flts, sizes, process, reach, stops, touched, V.loc, V.ptr, V.arena, A.loc, A.ptr,
                     A.arena, aux, e, e, K.ENTRIES)
+        if e < -1:
+            raise missing_kernel(ints, -2 - e)
     for s in A.big:
         if not touched[s]:          # reached, but nothing was written (a host entry whose adjoint was never written)
             A.big[s][:] = 0.0
@@ -297,6 +299,15 @@ def _sweep_tape(T, slot_seeds, retain, tgt_ids, results, accumulate, pending, ex
         else:
             plan.free(T, marks, ints, process, needval)
     del ints, flts, sizes
+
+
+def missing_kernel(ints, e):
+    """The error for entry ``e``, whose family kernel has no branch for its op (the
+    loud default of ``reduce_reverse``, ``shape_reverse``, ``linalg_reverse``)."""
+    code = int(ints[e, _tp.OP])
+    return RuntimeError("tapegrad: the compiled reverse has no branch for the op %r (opcode %d, kernel %d of the %s "
+                        "family's kernel, entry %d): add it to the family kernel (docs/adding-an-op.md)"
+                        % (OP_NAMES[code], code, code & K.INDEX_MASK, FAMILY_NAMES[code >> FAMILY_SHIFT], e))
 
 
 def _host_reverse(T, e, ints, flts, reach, A, touched, sizes, ctx):

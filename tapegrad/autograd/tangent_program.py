@@ -6,7 +6,7 @@ Here, for one direction (``hvp``, ``vhp``; ``jvp``: the forward loops alone,
 ``first_order``), the two passes are written out for one tape as fused loops: views are folded into the index maps of the entries that read them,
 and the entries of one size go into one loop (``_Plan``), where each element's
 tangents, then its adjoints and their tangents (the reverse rule once more, plus the
-rule differentiated along the tangents of what it reads: ``dual``) pass in registers;
+rule differentiated along the tangents of what it reads: the rule language's ``dual``) pass in registers;
 only what crosses loops goes through arrays.  Every rule comes from its op record,
 as the compiled kernels' do.  (A loop per entry, tried first, compiled in time
 quadratic in the entries: 200 s for 120.)
@@ -37,6 +37,7 @@ from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
 from ..kernels.codegen import literal as _literal
 from ..ops._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER
+from ..ops.rule_language import dual, plus
 
 COMPILE_AFTER = 2       # walks of one tape structure before its program is compiled (1: at the first)
 MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the compile grows with the source) ...
@@ -54,102 +55,6 @@ _F64 = np.dtype(np.float64)
 
 class Unsupported(Exception):
     """Why a tape keeps the NumPy walk."""
-
-
-# -- a rule differentiated, as source: (value, tangent or None) ------------------------
-_ONE_ARGUMENT = {       # the derivative of f at u, for each function of one argument a rule calls
-    "abs": "sign({u})", "cos": "(-sin({u}))", "sin": "cos({u})", "cosh": "sinh({u})", "sinh": "cosh({u})",
-    "exp": "exp({u})", "tanh": "(1.0 - tanh({u}) * tanh({u}))", "log": "(1.0 / {u})", "log1p": "(1.0 / (1.0 + {u}))", "sqrt": "(0.5 / sqrt({u}))",
-    "lgamma": "digamma({u})", "digamma": "polygamma({u}, 1.0)", "i0": "i1({u})",
-    "i1": "where(abs({u}) <= 2.220446049250313e-16, 0.5, i0({u}) - i1({u}) / {u})",
-    "i0e": "(i1e({u}) - sign({u}) * i0e({u}))",
-    "i1e": "where(abs({u}) <= 2.220446049250313e-16, 0.5, i0e({u}) - i1e({u}) * (sign({u}) + 1.0 / {u}))",
-    "bessel_j0": "(-bessel_j1({u}))",
-    "bessel_j1": "where(abs({u}) <= 2.220446049250313e-16, 0.5, bessel_j0({u}) - bessel_j1({u}) / {u})",
-}
-_STEPS = frozenset(("sign", "floor", "ceil", "trunc", "nan_like"))     # zero derivative
-
-
-def _plus(u, v):
-    if u is None:
-        return v
-    if v is None:
-        return u
-    return "(%s + %s)" % (u, v)
-
-
-def _times(t, v):
-    return None if t is None else "(%s * %s)" % (t, v)
-
-
-def dual(rule, env):
-    """``(value, tangent)`` source of the expression ``rule``, ``env`` mapping each name
-    it reads to its (value, tangent or None) source; the tangent is None where zero.
-    The same derivatives as ``ops/_dual.py``'s, written out for compiled code."""
-    return _dual(ast.parse(rule, mode="eval").body, env)
-
-
-def _value(node, env):
-    class Values(ast.NodeTransformer):
-        def visit_Name(self, n):
-            return ast.parse(env[n.id][0], mode="eval").body if n.id in env else n
-    return ast.unparse(Values().visit(ast.parse(ast.unparse(node), mode="eval").body))
-
-
-def _dual(node, env):
-    if isinstance(node, ast.Constant):
-        return repr(float(node.value)) if isinstance(node.value, (int, float)) else repr(node.value), None
-    if isinstance(node, ast.Name):
-        return env[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        u, du = _dual(node.operand, env)
-        return "(-%s)" % u, None if du is None else "(-%s)" % du
-    if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-        return "(%s)" % _value(node, env), None          # a condition: not differentiated
-    if isinstance(node, ast.BinOp):
-        (u, du), (v, dv) = _dual(node.left, env), _dual(node.right, env)
-        op = type(node.op)
-        if op is ast.Add:
-            return "(%s + %s)" % (u, v), _plus(du, dv)
-        if op is ast.Sub:
-            return "(%s - %s)" % (u, v), _plus(du, None if dv is None else "(-%s)" % dv)
-        if op is ast.Mult:
-            return "(%s * %s)" % (u, v), _plus(_times(du, v), _times(dv, u))
-        if op is ast.Div:
-            q = "(%s / %s)" % (u, v)
-            return q, _plus(None if du is None else "(%s / %s)" % (du, v),
-                            None if dv is None else "(-%s * %s / %s)" % (dv, q, v))
-        raise Unsupported("a rule's %s has no second-order form" % op.__name__)
-    if isinstance(node, ast.Call):
-        name = node.func.id
-        args = [_dual(a, env) for a in node.args]
-        vals = ", ".join(a for a, _ in args)
-        value = "%s(%s)" % (name, vals)
-        if name == "where":
-            (c, _), (a, da), (b, db) = args
-            if da is None and db is None:
-                return value, None
-            return value, "where(%s, %s, %s)" % (c, da or "0.0", db or "0.0")
-        if name == "ipow":
-            (u, du), (e, de) = args
-            t = None if du is None else "(%s * where(%s == 0.0, 0.0, %s * ipow(%s, %s - 1.0)))" % (du, e, e, u, e)
-            if de is not None:
-                t = _plus(t, "(%s * where(%s == 0.0, 0.0, %s * log(where(%s == 0.0, 1.0, %s))))"
-                          % (de, u, value, u, u))
-            return value, t
-        if name == "fmod":
-            (u, du), (v, dv) = args
-            return value, _plus(du, None if dv is None else "(-%s * trunc(%s / %s))" % (dv, u, v))
-        if name == "polygamma":
-            (u, du), (n, _) = args
-            return value, _times(du, "polygamma(%s, %s + 1.0)" % (u, n))
-        if name in _STEPS:
-            return value, None
-        if name not in _ONE_ARGUMENT:
-            raise Unsupported("a rule calls %s(), which has no derivative here" % name)
-        (u, du), = args
-        return value, _times(du, _ONE_ARGUMENT[name].format(u=u))
-    raise Unsupported("a rule's %s has no second-order form" % type(node).__name__)
 
 
 # -- planning: views folded into index maps, entries into loops ---------------------
@@ -598,7 +503,7 @@ class _Source:
                 c0, curvature = dual(rule, dict(env, g=(g, None)))
                 c1 = None if h is None else dual(rule, dict({k: (v, None) for k, (v, _) in env.items()},
                                                             g=(h, None)))[0]
-                self._add(e, e.ops[j], c0, _plus(c1, curvature), consts, pre, post)
+                self._add(e, e.ops[j], c0, plus(c1, curvature), consts, pre, post)
         self._carry_shifted(n, pre, post)
         self._around(pre, post)
 

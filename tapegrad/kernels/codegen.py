@@ -23,7 +23,8 @@ import types
 
 import numpy as np
 
-from ..ops.elementwise import ALL_BINARY, ALL_UNARY, BINARY_OPS, BINARY_OPS_2, GRAPH_FUNCTIONS, UNARY_OPS, UNARY_OPS_2
+from ..ops.elementwise import ALL_BINARY, ALL_UNARY, BINARY_OPS, BINARY_OPS_2, TENSOR_SPELLINGS, UNARY_OPS, UNARY_OPS_2
+from ..ops.rule_language import FUNCTIONS, called, check_functions
 from ..core.registry import OpDefinitionError
 from . import special
 
@@ -137,6 +138,11 @@ def fmod(a, b):             # (Numba has no math.fmod)
 
 
 @jit(inline="always")
+def exp2(x):                # (math.exp2 is Python 3.11's)
+    return 2.0 ** x
+
+
+@jit(inline="always")
 def nan_like(x):
     return np.nan
 '''
@@ -170,7 +176,7 @@ def _names(rule):
 
 
 # -- the rows' check, and the names the generated module imports ---------------------
-HELPERS = ("where", "ipow", "mx", "mn", "sign", "floor", "ceil", "trunc", "fmod", "nan_like")     # defined in HEADER
+HELPERS = ("where", "ipow", "mx", "mn", "sign", "floor", "ceil", "trunc", "fmod", "exp2", "nan_like")   # in HEADER
 BUILTINS = ("abs",)
 SPECIAL = special.NAMES         # kernels/special.py: SciPy's special functions
 _MATH = frozenset(n for n in dir(math) if not n.startswith("_") and callable(getattr(math, n)))
@@ -213,8 +219,9 @@ def _check_expr(op, what, text, variables, namespaces, modules=()):
 _KERNEL_FUNCTIONS = frozenset(HELPERS + BUILTINS + SPECIAL) | _MATH
 _KERNELS_KNOW = ("the compiled kernels do not define (a math function, abs, np.*, or one of %s of "
                  "tapegrad/kernels/codegen.py)" % ", ".join(HELPERS))
-_GRAPH_KNOWS = ("the differentiable reverse does not define (a rule may call a unary op of the table by its "
-                "name, where or ipow: elementwise.GRAPH_FUNCTIONS)")
+_LANGUAGE_KNOWS = ("is not a function of the rule language (tapegrad/ops/rule_language.py's FUNCTIONS, each "
+                   "with its NumPy, kernel and tensor spellings and its derivative)")
+check_functions(_KERNEL_FUNCTIONS, TENSOR_SPELLINGS)        # every function known to every back end
 
 
 def check_row(op):
@@ -229,8 +236,7 @@ def check_row(op):
     variables = UNARY_VARIABLES if unary else BINARY_VARIABLES
     used = set()
     for what, rule in rules:
-        used |= _check_expr(op, what, rule, variables,
-                            ((_KERNEL_FUNCTIONS, _KERNELS_KNOW), (GRAPH_FUNCTIONS, _GRAPH_KNOWS)))
+        used |= _check_expr(op, what, rule, variables, ((FUNCTIONS, _LANGUAGE_KNOWS),))
     if op.second and op.scalar is None:
         return used & _MATH - set(HELPERS) - set(BUILTINS)
     used |= _check_expr(op, "one-float forward (scalar)", getattr(op, "scalar", None),
@@ -245,6 +251,10 @@ def math_import():
     names = set()
     for op in ALL_UNARY + ALL_BINARY:
         names |= check_row(op)
+    for fn in FUNCTIONS.values():       # (the derivatives the tangent programs write out)
+        for p in fn.partials or ():
+            if p:
+                names |= called(p.format("u", "v")) & _MATH - set(HELPERS) - set(BUILTINS) - set(SPECIAL)
     return "from math import %s  # noqa: F401  (used by the rules)" % ", ".join(sorted(names | {"sqrt"}))
 
 

@@ -288,7 +288,8 @@ def _make_run(fams):
 
     def run(ints, flts, sizes, process, reach, stops, touched, vloc, vptr, varena, aloc, aptr, aarena, aux,
             hi, resume, entries):
-        """Sweep entries ``hi`` .. 0; returns the entry it stopped at, or -1 when done.
+        """Sweep entries ``hi`` .. 0; returns the entry it stopped at, -1 when done, or
+        -2 - e when entry e's family kernel has no branch for its op.
         ``entries``: ``ENTRIES``, the elementwise kernels' addresses.
 
         The loop body is written out rather than split into small inlined helpers:
@@ -381,16 +382,22 @@ def _make_run(fams):
                     _zero_at(aaddr[s], sz[s])
                     fresh[s] = 0
             g = slot_view(aloc, aptr, abase, e, sz[e])
+            done = True
             if has_reduce and fam == REDUCE:
-                reduce_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, e, sz[e]),
-                               slot_view(aloc, aptr, abase, a, sz[a]), aux, at, i1, flts[e, F0])
+                done = reduce_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]),
+                                      slot_view(vloc, vptr, vbase, e, sz[e]), slot_view(aloc, aptr, abase, a, sz[a]),
+                                      aux, at, i1, flts[e, F0])
             elif has_shape and fam == SHAPE:
-                shape_reverse(k, g, slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
-                              aux, at, aloc, aptr, aarena, sizes)
+                done = shape_reverse(k, g, slot_view(aloc, aptr, abase, a, sz[a]),
+                                     slot_view(aloc, aptr, abase, b, sz[b]), aux, at, aloc, aptr, aarena, sizes)
             elif has_linalg and fam == LINALG:
-                linalg_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]), slot_view(vloc, vptr, vbase, b, sz[b]),
-                               slot_view(aloc, aptr, abase, a, sz[a]), slot_view(aloc, aptr, abase, b, sz[b]),
-                               aux, at)
+                done = linalg_reverse(k, g, slot_view(vloc, vptr, vbase, a, sz[a]),
+                                      slot_view(vloc, vptr, vbase, b, sz[b]), slot_view(aloc, aptr, abase, a, sz[a]),
+                                      slot_view(aloc, aptr, abase, b, sz[b]), aux, at)
+            if not done:        # a family kernel without this op's branch: the engine names it
+                for s in range(n):
+                    touched[s] = not fresh[s]
+                return -2 - e
         for s in range(n):
             touched[s] = not fresh[s]
         return -1

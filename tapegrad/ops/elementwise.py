@@ -24,7 +24,7 @@ import numpy as np
 from ..core.dtypes import torch_name
 from ..core.promotion import DEFAULT, result_type, with_number
 from ..core.registry import BINARY, BINARY2, SAVE_MARKER, SAVES_BY_RG, UNARY, UNARY2, define
-from ._dual import power as _libm_power
+from .rule_language import power as _libm_power
 
 
 class Unary:
@@ -45,14 +45,17 @@ class Unary:
 class Binary:
     """One binary op: as ``Unary``, with a reverse rule for each input (expressions in
     ``g, a, b, c, y``; ``c`` is where's condition) and the one-float forward in
-    ``a, b, c``."""
+    ``a, b, c``; ``public``, a name under which ``functions.py`` makes it PyTorch's
+    function of two tensors, Tensor method and in-place method (ops whose public
+    forms take more than two tensors are written there by hand)."""
     __slots__ = ("name", "grad_fn", "forward", "rule_a", "rule_b", "scalar", "code", "saves", "reads", "nm",
-                 "record", "graph", "operator", "number", "second", "np_rule", "dual")
+                 "record", "graph", "operator", "number", "second", "np_rule", "dual", "public")
 
-    def __init__(self, name, grad_fn, forward, rule_a, rule_b, scalar, number=None):
+    def __init__(self, name, grad_fn, forward, rule_a, rule_b, scalar, number=None, public=None):
         self.name, self.grad_fn, self.forward = name, grad_fn, forward
         self.rule_a, self.rule_b, self.scalar = rule_a, rule_b, scalar
         self.number = number
+        self.public = public        # PyTorch's name: tg.<public>(input, other), the method and its in-place form
         self.second = False         # a row of BINARY_OPS_2
 
 
@@ -219,6 +222,11 @@ def _binary_cross_entropy(p, y):
     p, y = _float_operands(p, y)
     with np.errstate(divide="ignore", invalid="ignore"):
         return -(y * np.maximum(np.log(p), -100.0) + (1.0 - y) * np.maximum(np.log1p(-p), -100.0))
+
+
+def _ldexp(a, b):
+    a, b = _float_operands(a, b)
+    return a * np.exp2(b)
 
 
 def _xlogy(a, b):
@@ -561,6 +569,9 @@ BINARY_OPS_2 = [
     Binary("binary_cross_entropy", "BinaryCrossEntropyBackward0", _binary_cross_entropy,
            "g * (a - b) / where(a * (1.0 - a) > 9.999999960041972e-13, a * (1.0 - a), 9.999999960041972e-13)",
            "-g * log(a / (1.0 - a))", "-(b * mx(log(a), -100.0) + (1.0 - b) * mx(log1p(-a), -100.0))"),
+    # input * 2 ** other (PyTorch's; integer and bool inputs give the default float)
+    Binary("ldexp",    "LdexpBackward0",    _ldexp,      "g * exp2(b)", "g * y * 0.6931471805599453",
+           "a * exp2(b)", public="ldexp"),
 ]
 
 
@@ -1143,6 +1154,7 @@ def binary(op, a, b, c=None, name=-1):
 # ``kernels.codegen.check_row`` refuses a rule calling anything else.
 from ..core.registry import UNARY as _UNARY_FAMILY, BINARY as _BINARY_FAMILY, FamilyRules, register_family  # noqa: E402
 from ..core.descriptors import check_descriptors, refuse     # noqa: E402
+from .rule_language import FUNCTIONS     # noqa: E402
 from .shape import expand_adjoint, gather_flat, scatter_add     # noqa: E402
 
 
@@ -1197,11 +1209,12 @@ def _binary_tensor_or_number(op):
     return f
 
 
-# (binary ops by name too: a rule may call fmod(a, b))
-_GRAPH_NS = {op.name: _binary_tensor_or_number(op) for op in ALL_BINARY if op.name in ("fmod", "hypot", "copysign")}
-_GRAPH_NS.update({op.name: _tensor_or_number(op) for op in ALL_UNARY})
-_GRAPH_NS.update(where=tensor_where, ipow=_ipow_rule, nan_like=_nan_like)
-GRAPH_FUNCTIONS = frozenset(_GRAPH_NS)      # what a rule may call
+# The tensor ops a rule's functions name (rule_language.FUNCTIONS' ``tensor``): the table's
+# unary ops, its binary ops, and the three forms of where, ipow and nan_like.
+TENSOR_SPELLINGS = {op.name: _tensor_or_number(op) for op in ALL_UNARY}
+TENSOR_SPELLINGS.update({op.name: _binary_tensor_or_number(op) for op in ALL_BINARY if op.name not in TENSOR_SPELLINGS})
+TENSOR_SPELLINGS.update(where=tensor_where, ipow=_ipow_rule, nan_like=_nan_like)
+_GRAPH_NS = {name: TENSOR_SPELLINGS[fn.tensor] for name, fn in FUNCTIONS.items() if fn.tensor in TENSOR_SPELLINGS}
 
 
 def _graph_ns():

@@ -12,8 +12,8 @@ from ..core.quiet import IGNORE as _IGNORE, ignoring as _ignoring, restore as _r
 from ..core.tensor import Tensor, to_operand
 from ..core.dtypes import cpp_name, torch_name
 from ..core.descriptors import aux_words, check_indices
-from ..core.registry import (LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, EntryError, FamilyRules, define, each_entry,
-                             name_id, register_family)
+from ..core.registry import (INDEX_MASK, LINALG, SAVE_A, SAVE_B, SAVES_BY_RG, EntryError, FamilyRules, define,
+                             each_entry, name_id, register_family)
 from ._dual import gather_columns, scatter_columns
 from .elementwise import BINARY_BY_NAME
 from .shape import reshape, transpose
@@ -65,6 +65,12 @@ def gemm_acc(ta, tb, M, N, K, A, lda, B, ldb, C, ldc):
 
 @jit
 def linalg_reverse(k, g, a, b, da, db, aux, at):
+    """The adjoints of a matrix product's operands; False for a kernel index without a
+    branch (``da`` and ``db`` are then NaN)."""
+    if k != MATMUL & INDEX_MASK:
+        da[:] = np.nan
+        db[:] = np.nan
+        return False
     # Row-major X (r x c) is column-major X^T, so row-major C += X @ Y is the
     # column-major call C^T += Y^T X^T: the operands swap places.
     nb, n, kk, m = aux[at], aux[at + 1], aux[at + 2], aux[at + 3]
@@ -78,6 +84,7 @@ def linalg_reverse(k, g, a, b, da, db, aux, at):
         if db.size:         # dB (kk x m) += A^T @ G, A (n x kk)
             A = a[ia * n * kk:(ia + 1) * n * kk]
             gemm_acc(_N, _T, m, kk, n, G, m, A, kk, db[ib * kk * m:(ib + 1) * kk * m], m)
+    return True
 
 
 @jit

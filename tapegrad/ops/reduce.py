@@ -36,9 +36,6 @@ from ..core.registry import (GRAD_FN_NAMES, OP_NAMES, REDUCE, SAVE_A, SAVE_OUT, 
 from ._dual import gather_columns, scatter_columns
 from .shape import diagonal, gather_flat, scatter_add, strided_view, to_dtype
 
-# kernel indices (the branches of ``reduce_reverse``)
-SUM, MEAN, PROD, VAR, STD, EXTREMUM, LOGSUMEXP, SOFTMAX, LOG_SOFTMAX, CUMSUM, CUMPROD, LOGCUMSUMEXP = range(12)
-
 # -- the family's shared pieces ------------------------------------------------
 CODES = {}              # kernel index -> opcode
 PER_ROW = set()         # ops whose output has the input's shape: a group is a row along ``dim``
@@ -46,13 +43,25 @@ _DIFFERENTIABLE = {}    # kernel index -> differentiable reverse (see ``differen
 _REPLAY = {}            # kernel index -> replay rule (see ``replay_rule``)
 
 
-def declare(k, name, saves=0, per_row=False):
-    """Kernel ``k``'s opcode, with what its entries keep for the reverse pass
-    (``SAVE_A``: the input, ``SAVE_OUT``: the output; ``_record`` reads it back)."""
+def declare(name, saves=0, per_row=False):
+    """A new op of the family: its kernel index (the next one: its branch of
+    ``reduce_reverse``) and opcode, with what its entries keep for the reverse pass
+    (``SAVE_A``: the input, ``SAVE_OUT``: the output; ``_record`` reads it back) and
+    whether a group is a row (the output has the input's shape)."""
+    k = len(CODES)
     CODES[k] = define(REDUCE, k, name, saves)
     if per_row:
         PER_ROW.add(k)
-    return CODES[k]
+    return k
+
+
+PUBLIC = {}              # PyTorch's name -> a function of the family ``functions.py`` binds as tg.<name> and a method
+
+
+def public(f):
+    """Make ``f`` (a function of the family, its input first) ``tg.<name>`` and ``Tensor.<name>``."""
+    PUBLIC[f.__name__] = f
+    return f
 
 
 def differentiable(k):
@@ -174,8 +183,48 @@ def _count(shape, axes):
     return n
 
 
+# -- forward mode (autograd/tangent.py): per kernel, on K rows (``forward_mode``) ---------
+_FORWARD = {}           # kernel index -> (tangent, batched reverse, curvature)
+
+
+def forward_mode(k):
+    """Register kernel ``k``'s forward-mode rules, each called with
+    ``(ctx, s, a, t, gi, ngroups, n, f0)``: ``t`` the input's tangents ``(K, n)``
+    (``tangent``), a batch of the entry's adjoints ``(B, ngroups or n)``
+    (``batched reverse``: the input's adjoints ``(B, n)``), or one adjoint of the entry
+    (``curvature``: ``(K, n)``, or None when zero); ``gi`` the group of every input element."""
+    def register(rules):
+        _FORWARD[k] = rules
+        return rules
+    return register
+
+
+def _group_sum(t, gi, ngroups):
+    return t.sum(axis=1, keepdims=True) if ngroups == 1 else scatter_columns(t, gi, ngroups)
+
+
+def _group_spread(G, gi, ngroups, n):
+    return np.repeat(G, n, axis=1) if ngroups == 1 else gather_columns(G, gi)
+
+
+def _spread_flat(v, gi):
+    """A per-group flat value on every element (``v`` of one element when ``gi`` is None)."""
+    return v[0] if gi is None else v[gi]
+
+
+def _totals_flat(v, gi, ngroups):
+    """Each group's sum of the flat ``v``, in the elements' order (the kernel's)."""
+    return np.array([v.sum()]) if gi is None else np.bincount(gi, weights=v, minlength=ngroups)
+
+
+def _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, k):
+    """The entry's output tangent: the tangent pass's, else computed again."""
+    ty = ctx.tan(s)
+    return _FORWARD[k][0](ctx, s, a, t, gi, ngroups, n, f0) if ty is None else ty
+
+
 # -- sum --------------------------------------------------------------------------
-declare(SUM, "sum")
+SUM = declare("sum")
 _add_reduce = np.add.reduce
 SHORT_AXIS = 8          # NumPy adds fewer than 8 elements one after another (its pairwise sum's block)
 
@@ -226,6 +275,40 @@ def _sum_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.asarray(sum_values(v[a], axes)).reshape(shape)
 
 
+forward_mode(SUM)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups),
+                   lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n),
+                   lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
+# -- nansum, nanmean: compositions of sum (no kernel of their own) --
+# The NaNs are replaced by zeros with ``where`` (its reverse: no gradient at a NaN).
+# PyTorch's nansum reverse multiplies by the mask instead, so that a group of NaNs alone
+# gets NaN through nanmean's 0 / 0; here it gets 0 (docs/differences.md).
+@public
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum of the elements that are not NaN."""
+    x = input
+    if x.dtype.kind == "f":
+        x = tensor_where(x != x, 0.0, x)
+    axes = normalize_dims(dim, x.ndim)
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    out = sum_values(x._data, axes, keepdim)
+    if x.dtype.kind in "biu" and dtype is None:
+        out = out.astype(np.int64)
+    return _record(SUM, x, out, axes, "NansumBackward0")
+
+
+@public
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the elements that are not NaN (NaN where all are)."""
+    x = input if dtype is None else to_dtype(input, dtype)
+    if x.dtype.kind != "f":
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got %s"
+                           % torch_name(x.dtype))
+    return nansum(x, dim, keepdim) / sum(x == x, dim, keepdim)
+
+
 # -- trace: the sum of the diagonal view --
 def trace(input):
     x = input
@@ -242,7 +325,7 @@ def trace(input):
 
 
 # -- mean -------------------------------------------------------------------------
-declare(MEAN, "mean")
+MEAN = declare("mean")
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, **kw):
@@ -278,8 +361,13 @@ def _mean_replay(a, axes, ax, shape, name, f0):
     return lambda v: _mean_values(v[a], axes, False).reshape(shape)
 
 
+forward_mode(MEAN)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups) / (n // ngroups),
+                    lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n) / (n // ngroups),
+                    lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
 # -- prod -------------------------------------------------------------------------
-declare(PROD, "prod", SAVE_A)
+PROD = declare("prod", SAVE_A)
 
 
 @_quiet
@@ -331,9 +419,93 @@ def _prod_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.asarray(v[a].prod(axis=axes)).reshape(shape)
 
 
+# -- prod: as its reverse kernel, ``others`` (the product of a group's other elements) is
+# the result / the input without zeros, the exact exclusive product with one anywhere;
+# its curvature is the exact Hessian (also where a group holds two zeros: PyTorch's
+# double backward is exact there too) -------------------------------------------------
+def _group_order(gi):
+    return None if gi is None else np.argsort(gi, kind="stable")
+
+
+def _to_rows(v, order, ngroups):
+    """``v`` (..., n) as (..., ngroups, L): each group's elements in their flat order."""
+    if order is not None:
+        v = v[..., order]
+    return v.reshape(v.shape[:-1] + (ngroups, -1))
+
+
+def _from_rows(r, order):
+    r = r.reshape(r.shape[:-2] + (-1,))
+    if order is None:
+        return r
+    out = np.empty_like(r)
+    out[..., order] = r
+    return out
+
+
+def _exclusive_products(R):
+    """Along the last axis, each element's product of the others: exclusive prefix times
+    exclusive suffix, multiplied in the kernel's order."""
+    pre = np.ones_like(R)
+    np.cumprod(R[..., :-1], axis=-1, out=pre[..., 1:])
+    suf = np.ones_like(R)
+    suf[..., :-1] = np.cumprod(R[..., :0:-1], axis=-1)[..., ::-1]
+    return pre * suf
+
+
+def _prod_others(ctx, a, gi, ngroups, n, f0):
+    x = ctx.val(a)
+    zeros = np.count_nonzero(x == 0.0)
+    if zeros > 1 and f0 != 0.0:     # prod() of everything with two zeros: 0 (the kernel's)
+        return np.zeros(n)
+    order = _group_order(gi)
+    R = _to_rows(x, order, ngroups)
+    if zeros == 0:                  # PyTorch: result / input
+        return _spread_flat(np.cumprod(R, axis=-1)[:, -1], gi) / x
+    return _from_rows(_exclusive_products(R), order)
+
+
+def _prod_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return _group_sum(t * _prod_others(ctx, a, gi, ngroups, n, f0), gi, ngroups)
+
+
+def _prod_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return _group_spread(G, gi, ngroups, n) * _prod_others(ctx, a, gi, ngroups, n, f0)
+
+
+def _prod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """g_o sum_j!=i t_j prod_k!={i,j} x_k, by the number of zeros of the group: none,
+    E_i (sum_j t_j / x_j - t_i / x_i); one (at z), t_z E_i off it and sum_j!=z t_j E_j
+    at it; two, the other zero's t times E at each; more, 0 (E: the exclusive
+    product with the zeros set to 1)."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    order = _group_order(gi)
+    X = _to_rows(ctx.val(a), order, ngroups)
+    T = _to_rows(t, order, ngroups)
+    zero = X == 0.0
+    z = zero.sum(axis=-1, keepdims=True)
+    Xs = np.where(zero, 1.0, X)
+    E = _exclusive_products(Xs)
+    TX = T / Xs
+    # (without zeros, the others' product as the first derivative takes it: PyTorch's
+    # result / input, NaN at an infinite input, as in the compiled program)
+    W = _to_rows(_prod_others(ctx, a, gi, ngroups, n, f0), order, ngroups)
+    d = np.where(z == 0, W * (TX.sum(axis=-1, keepdims=True) - TX), 0.0)
+    if z.max(initial=0) > 0:
+        tz = np.where(zero, T, 0.0).sum(axis=-1, keepdims=True)
+        one = np.where(zero, np.where(zero, 0.0, T * E).sum(axis=-1, keepdims=True), tz * E)
+        d = d + np.where(z == 1, one, 0.0) + np.where((z == 2) & zero, (tz - T) * E, 0.0)
+    return _from_rows(d * np.asarray(g, np.float64).reshape(ngroups, 1), order)
+
+
+forward_mode(PROD)((_prod_tangent, _prod_batched_reverse, _prod_curvature))
+
+
 # -- var, std ---------------------------------------------------------------------
-declare(VAR, "var", SAVE_A)
-declare(STD, "std", SAVE_A | SAVE_OUT)
+VAR = declare("var", SAVE_A)
+STD = declare("std", SAVE_A | SAVE_OUT)
 
 
 def _correction(unbiased, correction):
@@ -411,8 +583,72 @@ replay(VAR)(_var_std_replay(VAR))
 replay(STD)(_var_std_replay(STD))
 
 
+# -- var, std: d var = 2 (x - m) . t / (L - c), with L a group's size and c the
+# correction (f0); std's is var's / (2 std), 0 where std is 0 (the reverse's) --------------
+def _centered(ctx, a, gi, ngroups, n):
+    x = ctx.val(a)
+    L = n // ngroups
+    return x - _spread_flat(_totals_flat(x, gi, ngroups) / L, gi), L
+
+
+def _centered_tangent(t, gi, ngroups, n):
+    L = n // ngroups
+    return t - _group_spread(_group_sum(t, gi, ngroups) / L, gi, ngroups, n)
+
+
+def _var_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    return _group_sum(t * (2.0 * c / (L - f0)), gi, ngroups)
+
+
+def _var_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    return _group_spread(G, gi, ngroups, n) * 2.0 * c / (L - f0)
+
+
+def _var_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    L = n // ngroups
+    return _spread_flat(np.asarray(g, np.float64), gi) * 2.0 * _centered_tangent(t, gi, ngroups, n) / (L - f0)
+
+
+def _std_parts(ctx, s, a, gi, ngroups, n):
+    """(x - m, L, where std is not 0, std on every element with 1 where it is 0)."""
+    c, L = _centered(ctx, a, gi, ngroups, n)
+    y = _spread_flat(ctx.val(s), gi)
+    nz = y != 0.0
+    return c, L, nz, np.where(nz, y, 1.0)
+
+
+def _std_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    return _group_sum(t * np.where(nz, c / ((L - f0) * y), 0.0), gi, ngroups)
+
+
+def _std_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    return np.where(nz, _group_spread(G, gi, ngroups, n) * c / ((L - f0) * y), 0.0)
+
+
+def _std_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of g (x - m) / ((L - c) y): g ((t - mean t) / y - (x - m) dy / y^2) / (L - c)."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
+    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, STD), gi, ngroups, n)
+    d = (_centered_tangent(t, gi, ngroups, n) / y - c * dy / (y * y)) / (L - f0)
+    return np.where(nz, _spread_flat(np.asarray(g, np.float64), gi) * d, 0.0)
+
+
+forward_mode(VAR)((_var_tangent, _var_batched_reverse, _var_curvature))
+forward_mode(STD)((_std_tangent, _std_batched_reverse, _std_curvature))
+
+
 # -- amax, amin, max(), min() (the extremum kernel) -------------------------------------
-declare(EXTREMUM, "extremum", SAVE_A | SAVE_OUT)
+EXTREMUM = declare("extremum", SAVE_A | SAVE_OUT)
 
 
 def _check_nonempty(x, what, dim):
@@ -469,8 +705,41 @@ def _extremum_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.asarray(pick(v[a], axis=axes)).reshape(shape)
 
 
+# -- amax, amin, max(), min(): the mean of the tied elements' tangents (PyTorch's
+# amax/amin and evenly-read rules, and the transpose of the reverse: a NaN maximum takes
+# the NaNs' for max()/min(), and is NaN for amax/amin); piecewise linear, no curvature ---
+def _extremum_hits(ctx, s, a, gi, ngroups, n, f0):
+    """(hit: the elements equal to their group's extremum, their count on every element,
+    the elements whose group's result is NaN for amax/amin, or None)."""
+    x = ctx.val(a)
+    yg = _spread_flat(ctx.val(s), gi)
+    hit = (x == yg) | (np.isnan(x) & np.isnan(yg))
+    cnt = _spread_flat(_totals_flat(hit.astype(np.float64), gi, ngroups), gi)
+    bad = np.isnan(yg) if f0 != 0.0 else None
+    return hit, np.where(cnt == 0.0, 1.0, cnt), (bad if bad is not None and bad.any() else None)
+
+
+def _extremum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
+    w = hit / cnt
+    if bad is not None:
+        w[bad] = np.nan
+    return _group_sum(t * w, gi, ngroups)
+
+
+def _extremum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
+    dx = np.where(hit, _group_spread(G, gi, ngroups, n) / cnt, 0.0)
+    if bad is not None:
+        dx[:, bad] = np.nan
+    return dx
+
+
+forward_mode(EXTREMUM)((_extremum_tangent, _extremum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
 # -- logsumexp --------------------------------------------------------------------
-declare(LOGSUMEXP, "logsumexp", SAVE_A | SAVE_OUT)
+LOGSUMEXP = declare("logsumexp", SAVE_A | SAVE_OUT)
 
 
 @_quiet
@@ -507,9 +776,33 @@ def _logsumexp_replay(a, axes, ax, shape, name, f0):
     return lambda v: _logsumexp_values(v[a], axes, False).reshape(shape)
 
 
+# -- logsumexp: p = exp(x - y) (the reverse's weights), dy = p . t, d(g p) = g p (t - dy) ----
+def _lse_weights(ctx, s, a, gi):
+    return np.exp(ctx.val(a) - _spread_flat(ctx.val(s), gi))
+
+
+def _lse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return _group_sum(t * _lse_weights(ctx, s, a, gi), gi, ngroups)
+
+
+def _lse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return _group_spread(G, gi, ngroups, n) * _lse_weights(ctx, s, a, gi)
+
+
+def _lse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGSUMEXP), gi, ngroups, n)
+    return _spread_flat(np.asarray(g, np.float64), gi) * _lse_weights(ctx, s, a, gi) * (t - dy)
+
+
+forward_mode(LOGSUMEXP)((_lse_tangent, _lse_batched_reverse, _lse_curvature))
+
+
 # -- softmax, log_softmax ------------------------------------------------------------
-declare(SOFTMAX, "softmax", SAVE_OUT, per_row=True)
-declare(LOG_SOFTMAX, "log_softmax", SAVE_OUT, per_row=True)
+SOFTMAX = declare("softmax", SAVE_OUT, per_row=True)
+LOG_SOFTMAX = declare("log_softmax", SAVE_OUT, per_row=True)
 
 
 def _shifted(d, axis):
@@ -631,8 +924,84 @@ def _log_softmax_replay(a, axes, ax, shape, name, f0):
     return lambda v: _log_softmax_values(v[a], ax)
 
 
+# -- softmax, log_softmax: from the output alone (all they save); a group is a row -------
+def _row_sums(t, gi, ngroups, n):
+    """Each row's sum of the batch ``t`` on every element of the row."""
+    return _group_spread(_group_sum(t, gi, ngroups), gi, ngroups, n)
+
+
+def _softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    y = ctx.val(s)
+    return y * (t - _row_sums(t * y, gi, ngroups, n))
+
+
+def _softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    y = ctx.val(s)
+    return y * (G - _row_sums(G * y, gi, ngroups, n))
+
+
+def _softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of y (g - sum g y): dy (g - sum g y) - y sum g dy."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    y, g = ctx.val(s), np.asarray(g, np.float64)[None, :]
+    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, SOFTMAX)
+    return dy * (g - _row_sums(g * y, gi, ngroups, n)) - y * _row_sums(g * dy, gi, ngroups, n)
+
+
+def _log_softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    return t - _row_sums(np.exp(ctx.val(s)) * t, gi, ngroups, n)
+
+
+def _log_softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    return G - np.exp(ctx.val(s)) * _row_sums(G, gi, ngroups, n)
+
+
+def _log_softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    """d of g - exp(y) sum g: -exp(y) dy sum g."""
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOG_SOFTMAX)
+    return -np.exp(ctx.val(s)) * dy * _row_sums(np.asarray(g, np.float64)[None, :], gi, ngroups, n)
+
+
+forward_mode(SOFTMAX)((_softmax_tangent, _softmax_batched_reverse, _softmax_curvature))
+forward_mode(LOG_SOFTMAX)((_log_softmax_tangent, _log_softmax_batched_reverse, _log_softmax_curvature))
+
+
+# -- the scans (cumsum, cumprod, logcumsumexp): batches as (K,) + the input's shape,
+# scanned along the row axis (rows of one element, a 0-d input's too, as (n, 1)) --------
+def _scan_layout(ctx, s, ngroups, n):
+    """(shape, axis) of the entry's rows, for a batch with a leading axis."""
+    if ngroups == n:
+        return (n, 1), 2
+    shape, ax = _row_layout(ctx, s)
+    return shape, ax + 1
+
+
+def _batch(v, shape):
+    return v.reshape((-1,) + shape)
+
+
+def _rev_cumsum(v, ax):
+    """The sums from each element to its row's end, added from the end (the kernels' order)."""
+    return np.flip(np.cumsum(np.flip(v, ax), axis=ax), ax)
+
+
+def _on_rows(rule):
+    """A scan's rule ``rule(X, Y, T, ax, f0)`` on the input ``X`` and output ``Y`` laid
+    out by rows, as a ``forward_mode`` rule of the K-row batch ``t`` (tangents or adjoints)."""
+    def f(ctx, s, a, t, gi, ngroups, n, f0):
+        shape, ax = _scan_layout(ctx, s, ngroups, n)
+        X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+        return rule(X, Y, _batch(t, shape), ax, f0).reshape(t.shape[0], n)
+    return f
+
+
 # -- cumsum -----------------------------------------------------------------------
-declare(CUMSUM, "cumsum", per_row=True)
+CUMSUM = declare("cumsum", per_row=True)
 
 
 @_quiet
@@ -694,8 +1063,21 @@ def _cumsum_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.cumsum(v[a], axis=ax).reshape(shape)
 
 
+def _cumsum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    return np.cumsum(_batch(t, shape), axis=ax).reshape(t.shape[0], n)
+
+
+def _cumsum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    return _rev_cumsum(_batch(G, shape), ax).reshape(G.shape[0], n)
+
+
+forward_mode(CUMSUM)((_cumsum_tangent, _cumsum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
+
+
 # -- cumprod ----------------------------------------------------------------------
-declare(CUMPROD, "cumprod", SAVE_A | SAVE_OUT, per_row=True)
+CUMPROD = declare("cumprod", SAVE_A | SAVE_OUT, per_row=True)
 
 
 @_quiet
@@ -763,8 +1145,79 @@ def _cumprod_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.cumprod(v[a], axis=ax).reshape(shape)
 
 
+def _cumprod_jvp(X, Y, T, ax):
+    """PyTorch's cumprod_jvp, exact with zeros: before a row's first zero
+    y cumsum(t / x); from it on the cumulative product of x with t at the first zero
+    (0 after a second zero)."""
+    zero = X == 0.0
+    dy = np.cumsum(T / np.where(zero, 1.0, X), axis=ax) * Y
+    if not zero.any():
+        return dy
+    first = zero & (np.cumsum(zero, axis=ax) == 1)
+    new = np.cumprod(np.where(first, T, X), axis=ax)
+    return np.where(np.cumsum(first, axis=ax) > 0, new, dy)
+
+
+def _cumprod_vjp_np(X, Y, G, ax):
+    """The reverse kernel's: before a row's first zero reversed_cumsum(g y) / x, at it
+    the sum of g times the products of the others, after it 0."""
+    zero = X == 0.0
+    seen = np.cumsum(zero, axis=ax)
+    before = seen == 0
+    dx = np.where(before, _rev_cumsum(G * Y, ax) / np.where(before, X, 1.0), 0.0)
+    if zero.any():
+        first = zero & (seen == 1)
+        Yp = np.cumprod(np.where(first, 1.0, X), axis=ax)
+        dx = dx + np.where(first, (np.where(seen >= 1, G, 0.0) * Yp).sum(axis=ax, keepdims=True), 0.0)
+    return dx
+
+
+def _cumprod_curvature_np(X, Y, T, dY, g, ax):
+    """The exact derivative of ``_cumprod_vjp_np``: before a row's first zero z,
+    d(R / x) with R = reversed_cumsum(g y); at z, sum over j >= z of g_j d(cumprod(xp))_j,
+    xp being x with x_z = 1; after z, where the adjoint is x_z (0) times the adjoint for
+    xp, t_z times that adjoint."""
+    zero = X == 0.0
+    seen = np.cumsum(zero, axis=ax)
+    before = seen == 0
+    Xs = np.where(before, X, 1.0)
+    d = np.where(before, _rev_cumsum(g * dY, ax) / Xs - _rev_cumsum(g * Y, ax) * T / (Xs * Xs), 0.0)
+    if not zero.any():
+        return d
+    first = zero & (seen == 1)
+    Xp = np.where(first, 1.0, X)
+    Yp = np.cumprod(Xp, axis=ax)
+    Gm = np.where(seen >= 1, g, 0.0)
+    dYp = _cumprod_jvp(Xp, Yp, np.where(first, 0.0, T), ax)
+    d = d + np.where(first, (Gm * dYp).sum(axis=ax, keepdims=True), 0.0)
+    after = (seen >= 1) & ~first
+    if after.any():
+        tz = np.where(first, T, 0.0).sum(axis=ax, keepdims=True)
+        d = d + np.where(after, tz * _cumprod_vjp_np(Xp, Yp, Gm, ax), 0.0)
+    return d
+
+
+
+_cumprod_tangent = _on_rows(lambda X, Y, T, ax, f0: _cumprod_jvp(X, Y, T, ax))
+_cumprod_batched_reverse = _on_rows(lambda X, Y, G, ax, f0: _cumprod_vjp_np(X, Y, G, ax))
+
+
+def _cumprod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, CUMPROD), shape)
+    d = _cumprod_curvature_np(X, Y, _batch(t, shape), dY, _batch(np.asarray(g, np.float64), shape), ax)
+    return d.reshape(t.shape[0], n)
+
+
+forward_mode(CUMPROD)((_cumprod_tangent, _cumprod_batched_reverse, _cumprod_curvature))
+
+
 # -- logcumsumexp -------------------------------------------------------------------
-declare(LOGCUMSUMEXP, "logcumsumexp", SAVE_A | SAVE_OUT, per_row=True)
+LOGCUMSUMEXP = declare("logcumsumexp", SAVE_A | SAVE_OUT, per_row=True)
 
 
 @_quiet
@@ -826,6 +1279,73 @@ def _logcumsumexp_replay(a, axes, ax, shape, name, f0):
     return lambda v: np.logaddexp.accumulate(v[a], axis=ax).reshape(shape)
 
 
+# -- logcumsumexp: dy_j = sum_k<=j t_k exp(x_k - y_j) and the reverse's
+# sum_i>=j g_i exp(x_j - y_i), each in logs by sign (no overflow, as the kernel's
+# recurrence); the curvature is t R(g) - R(g dy), R being the reverse.  At a row's leading
+# -infs (y = -inf) the tangent is 0 (PyTorch's jvp, there and after them: it is NaN only
+# for a row of -infs alone) and the reverse NaN when f0 = 0, as the kernel's ----------------
+def _signed_logs(v, mask):
+    """log |v| where ``mask`` (v of one sign), -inf elsewhere."""
+    return np.where(mask, np.log(np.where(mask, np.abs(v), 1.0)), -np.inf)
+
+
+def _nan_spread(v, out, ax, backward):
+    """NaNs of ``v`` passed on along the rows (forward or backward), as the kernel's sums do."""
+    bad = np.isnan(v)
+    if not bad.any():
+        return out
+    if backward:
+        bad = np.flip(np.logical_or.accumulate(np.flip(bad, ax), axis=ax), ax)
+    else:
+        bad = np.logical_or.accumulate(bad, axis=ax)
+    return np.where(bad, np.nan, out)
+
+
+def _lcse_jvp(X, Y, T, ax):
+    out = np.zeros(np.broadcast_shapes(T.shape, X.shape))
+    for sign, mask in ((1.0, T > 0.0), (-1.0, T < 0.0)):
+        if mask.any():
+            out += sign * np.exp(np.logaddexp.accumulate(_signed_logs(T, mask) + X, axis=ax) - Y)
+    empty = Y == -np.inf        # (-inf - -inf: no terms)
+    if empty.any():
+        out = np.where(empty, 0.0, out)
+    return _nan_spread(T, out, ax, False)
+
+
+def _lcse_vjp(X, Y, G, ax, f0):
+    empty = Y == -np.inf        # (no terms there: no -inf - -inf)
+    Ys = np.where(empty, 0.0, Y)
+    out = np.zeros(np.broadcast_shapes(G.shape, X.shape))
+    for sign, mask in ((1.0, G > 0.0), (-1.0, G < 0.0)):
+        mask = mask & ~empty
+        if mask.any():
+            r = np.flip(np.logaddexp.accumulate(np.flip(_signed_logs(G, mask) - Ys, ax), axis=ax), ax)
+            out += sign * np.exp(X + r)
+    lo = X == -np.inf           # the kernel's: nothing added, NaN at a row's leading -infs (f0 = 0)
+    if lo.any():
+        out = np.where(lo, np.where(empty & (f0 == 0.0), np.nan, 0.0), out)
+    return _nan_spread(np.where(empty, 0.0, G), out, ax, True)
+
+
+_lcse_tangent = _on_rows(lambda X, Y, T, ax, f0: _lcse_jvp(X, Y, T, ax))
+_lcse_batched_reverse = _on_rows(_lcse_vjp)
+
+
+def _lcse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
+    t = ctx.tan(a)
+    if t is None:
+        return None
+    shape, ax = _scan_layout(ctx, s, ngroups, n)
+    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
+    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGCUMSUMEXP), shape)
+    G = _batch(np.asarray(g, np.float64), shape)
+    d = _batch(t, shape) * _lcse_vjp(X, Y, G, ax, f0) - _lcse_vjp(X, Y, G * dY, ax, f0)
+    return d.reshape(t.shape[0], n)
+
+
+forward_mode(LOGCUMSUMEXP)((_lcse_tangent, _lcse_batched_reverse, _lcse_curvature))
+
+
 # -- max(dim), min(dim): a gather of the extrema (shape family) -----------------------
 class MaxMin(tuple):
     """``(values, indices)``, like ``torch.return_types.max``."""
@@ -877,23 +1397,24 @@ def extremum_lin(d, ax, keepdim, largest):
 @jit
 def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
     """Add the adjoint of input ``x`` to ``dx`` for entry output ``y`` with adjoint
-    ``g`` (``gi``: the group of each input element, from the descriptor ``aux[at:]``)."""
+    ``g`` (``gi``: the group of each input element, from the descriptor ``aux[at:]``).
+    False for a kernel index without a branch (``dx`` is then NaN)."""
     n = dx.size
     if n == 0:
-        return
+        return True
     if ngroups == 1:
         if k == SUM or k == MEAN:
             v = g[0] if k == SUM else g[0] / n
             for i in range(n):
                 dx[i] += v
-            return
+            return True
         gi = np.zeros(n, np.int64)
     elif k == SUM:
         strided_gather_add(dx, g, aux, at)      # (each element its group's adjoint, no map made)
-        return
+        return True
     elif k == MEAN:
         strided_gather_add(dx, g / (n // ngroups), aux, at)     # (the same bits: one division per group)
-        return
+        return True
     else:
         gi = strided_map(aux, at)
     K = n // ngroups
@@ -903,7 +1424,7 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
             if x[i] == 0.0:
                 zeros += 1
         if zeros > 1 and f0 != 0.0:
-            return
+            return True
         if zeros == 0:
             p = np.ones(ngroups)
             for i in range(n):
@@ -1010,6 +1531,11 @@ def reduce_reverse(k, g, x, y, dx, aux, at, ngroups, f0):
                 dx[i] += math.exp(x[i] - y[i]) * t[o]
             elif y[i] == -math.inf and f0 == 0.0:   # (a row's leading -infs: NaN, as PyTorch's exp(x - y))
                 dx[i] += np.nan
+    else:     # (a kernel without its branch: NaN, and the sweep names the op)
+        for i in range(n):
+            dx[i] = np.nan
+        return False
+    return True
 
 
 # The compiled forward of a replay (kernels/forward.py): reductions whose groups are
@@ -1104,485 +1630,6 @@ def _compiled_forward(k, ints, e, sizes, aux, live):
     a = ints[e, _tp.A]
     return (k in COMPILED_FORWARD and sizes[a] > 0
             and forward_runs(int(ints[e, _tp.PARAM]), int(sizes[a]), aux, int(ints[e, _tp.AUX])))
-
-
-# -- forward mode (autograd/tangent.py): per kernel, on K rows (``forward_mode``) ---------
-_FORWARD = {}           # kernel index -> (tangent, batched reverse, curvature)
-
-
-def forward_mode(k):
-    """Register kernel ``k``'s forward-mode rules, each called with
-    ``(ctx, s, a, t, gi, ngroups, n, f0)``: ``t`` the input's tangents ``(K, n)``
-    (``tangent``), a batch of the entry's adjoints ``(B, ngroups or n)``
-    (``batched reverse``: the input's adjoints ``(B, n)``), or one adjoint of the entry
-    (``curvature``: ``(K, n)``, or None when zero); ``gi`` the group of every input element."""
-    def register(rules):
-        _FORWARD[k] = rules
-        return rules
-    return register
-
-
-def _group_sum(t, gi, ngroups):
-    return t.sum(axis=1, keepdims=True) if ngroups == 1 else scatter_columns(t, gi, ngroups)
-
-
-def _group_spread(G, gi, ngroups, n):
-    return np.repeat(G, n, axis=1) if ngroups == 1 else gather_columns(G, gi)
-
-
-forward_mode(SUM)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups),
-                   lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n),
-                   lambda ctx, s, a, g, gi, ngroups, n, f0: None))
-forward_mode(MEAN)((lambda ctx, s, a, t, gi, ngroups, n, f0: _group_sum(t, gi, ngroups) / (n // ngroups),
-                    lambda ctx, s, a, G, gi, ngroups, n, f0: _group_spread(G, gi, ngroups, n) / (n // ngroups),
-                    lambda ctx, s, a, g, gi, ngroups, n, f0: None))
-
-
-def _spread_flat(v, gi):
-    """A per-group flat value on every element (``v`` of one element when ``gi`` is None)."""
-    return v[0] if gi is None else v[gi]
-
-
-def _totals_flat(v, gi, ngroups):
-    """Each group's sum of the flat ``v``, in the elements' order (the kernel's)."""
-    return np.array([v.sum()]) if gi is None else np.bincount(gi, weights=v, minlength=ngroups)
-
-
-def _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, k):
-    """The entry's output tangent: the tangent pass's, else computed again."""
-    ty = ctx.tan(s)
-    return _FORWARD[k][0](ctx, s, a, t, gi, ngroups, n, f0) if ty is None else ty
-
-
-# -- prod: as its reverse kernel, ``others`` (the product of a group's other elements) is
-# the result / the input without zeros, the exact exclusive product with one anywhere;
-# its curvature is the exact Hessian (also where a group holds two zeros: PyTorch's
-# double backward is exact there too) -------------------------------------------------
-def _group_order(gi):
-    return None if gi is None else np.argsort(gi, kind="stable")
-
-
-def _to_rows(v, order, ngroups):
-    """``v`` (..., n) as (..., ngroups, L): each group's elements in their flat order."""
-    if order is not None:
-        v = v[..., order]
-    return v.reshape(v.shape[:-1] + (ngroups, -1))
-
-
-def _from_rows(r, order):
-    r = r.reshape(r.shape[:-2] + (-1,))
-    if order is None:
-        return r
-    out = np.empty_like(r)
-    out[..., order] = r
-    return out
-
-
-def _exclusive_products(R):
-    """Along the last axis, each element's product of the others: exclusive prefix times
-    exclusive suffix, multiplied in the kernel's order."""
-    pre = np.ones_like(R)
-    np.cumprod(R[..., :-1], axis=-1, out=pre[..., 1:])
-    suf = np.ones_like(R)
-    suf[..., :-1] = np.cumprod(R[..., :0:-1], axis=-1)[..., ::-1]
-    return pre * suf
-
-
-def _prod_others(ctx, a, gi, ngroups, n, f0):
-    x = ctx.val(a)
-    zeros = np.count_nonzero(x == 0.0)
-    if zeros > 1 and f0 != 0.0:     # prod() of everything with two zeros: 0 (the kernel's)
-        return np.zeros(n)
-    order = _group_order(gi)
-    R = _to_rows(x, order, ngroups)
-    if zeros == 0:                  # PyTorch: result / input
-        return _spread_flat(np.cumprod(R, axis=-1)[:, -1], gi) / x
-    return _from_rows(_exclusive_products(R), order)
-
-
-def _prod_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    return _group_sum(t * _prod_others(ctx, a, gi, ngroups, n, f0), gi, ngroups)
-
-
-def _prod_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    return _group_spread(G, gi, ngroups, n) * _prod_others(ctx, a, gi, ngroups, n, f0)
-
-
-def _prod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    """g_o sum_j!=i t_j prod_k!={i,j} x_k, by the number of zeros of the group: none,
-    E_i (sum_j t_j / x_j - t_i / x_i); one (at z), t_z E_i off it and sum_j!=z t_j E_j
-    at it; two, the other zero's t times E at each; more, 0 (E: the exclusive
-    product with the zeros set to 1)."""
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    order = _group_order(gi)
-    X = _to_rows(ctx.val(a), order, ngroups)
-    T = _to_rows(t, order, ngroups)
-    zero = X == 0.0
-    z = zero.sum(axis=-1, keepdims=True)
-    Xs = np.where(zero, 1.0, X)
-    E = _exclusive_products(Xs)
-    TX = T / Xs
-    # (without zeros, the others' product as the first derivative takes it: PyTorch's
-    # result / input, NaN at an infinite input, as in the compiled program)
-    W = _to_rows(_prod_others(ctx, a, gi, ngroups, n, f0), order, ngroups)
-    d = np.where(z == 0, W * (TX.sum(axis=-1, keepdims=True) - TX), 0.0)
-    if z.max(initial=0) > 0:
-        tz = np.where(zero, T, 0.0).sum(axis=-1, keepdims=True)
-        one = np.where(zero, np.where(zero, 0.0, T * E).sum(axis=-1, keepdims=True), tz * E)
-        d = d + np.where(z == 1, one, 0.0) + np.where((z == 2) & zero, (tz - T) * E, 0.0)
-    return _from_rows(d * np.asarray(g, np.float64).reshape(ngroups, 1), order)
-
-
-forward_mode(PROD)((_prod_tangent, _prod_batched_reverse, _prod_curvature))
-
-
-# -- var, std: d var = 2 (x - m) . t / (L - c), with L a group's size and c the
-# correction (f0); std's is var's / (2 std), 0 where std is 0 (the reverse's) --------------
-def _centered(ctx, a, gi, ngroups, n):
-    x = ctx.val(a)
-    L = n // ngroups
-    return x - _spread_flat(_totals_flat(x, gi, ngroups) / L, gi), L
-
-
-def _centered_tangent(t, gi, ngroups, n):
-    L = n // ngroups
-    return t - _group_spread(_group_sum(t, gi, ngroups) / L, gi, ngroups, n)
-
-
-def _var_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    c, L = _centered(ctx, a, gi, ngroups, n)
-    return _group_sum(t * (2.0 * c / (L - f0)), gi, ngroups)
-
-
-def _var_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    c, L = _centered(ctx, a, gi, ngroups, n)
-    return _group_spread(G, gi, ngroups, n) * 2.0 * c / (L - f0)
-
-
-def _var_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    L = n // ngroups
-    return _spread_flat(np.asarray(g, np.float64), gi) * 2.0 * _centered_tangent(t, gi, ngroups, n) / (L - f0)
-
-
-def _std_parts(ctx, s, a, gi, ngroups, n):
-    """(x - m, L, where std is not 0, std on every element with 1 where it is 0)."""
-    c, L = _centered(ctx, a, gi, ngroups, n)
-    y = _spread_flat(ctx.val(s), gi)
-    nz = y != 0.0
-    return c, L, nz, np.where(nz, y, 1.0)
-
-
-def _std_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
-    return _group_sum(t * np.where(nz, c / ((L - f0) * y), 0.0), gi, ngroups)
-
-
-def _std_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
-    return np.where(nz, _group_spread(G, gi, ngroups, n) * c / ((L - f0) * y), 0.0)
-
-
-def _std_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    """d of g (x - m) / ((L - c) y): g ((t - mean t) / y - (x - m) dy / y^2) / (L - c)."""
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    c, L, nz, y = _std_parts(ctx, s, a, gi, ngroups, n)
-    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, STD), gi, ngroups, n)
-    d = (_centered_tangent(t, gi, ngroups, n) / y - c * dy / (y * y)) / (L - f0)
-    return np.where(nz, _spread_flat(np.asarray(g, np.float64), gi) * d, 0.0)
-
-
-forward_mode(VAR)((_var_tangent, _var_batched_reverse, _var_curvature))
-forward_mode(STD)((_std_tangent, _std_batched_reverse, _std_curvature))
-
-
-# -- amax, amin, max(), min(): the mean of the tied elements' tangents (PyTorch's
-# amax/amin and evenly-read rules, and the transpose of the reverse: a NaN maximum takes
-# the NaNs' for max()/min(), and is NaN for amax/amin); piecewise linear, no curvature ---
-def _extremum_hits(ctx, s, a, gi, ngroups, n, f0):
-    """(hit: the elements equal to their group's extremum, their count on every element,
-    the elements whose group's result is NaN for amax/amin, or None)."""
-    x = ctx.val(a)
-    yg = _spread_flat(ctx.val(s), gi)
-    hit = (x == yg) | (np.isnan(x) & np.isnan(yg))
-    cnt = _spread_flat(_totals_flat(hit.astype(np.float64), gi, ngroups), gi)
-    bad = np.isnan(yg) if f0 != 0.0 else None
-    return hit, np.where(cnt == 0.0, 1.0, cnt), (bad if bad is not None and bad.any() else None)
-
-
-def _extremum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
-    w = hit / cnt
-    if bad is not None:
-        w[bad] = np.nan
-    return _group_sum(t * w, gi, ngroups)
-
-
-def _extremum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    hit, cnt, bad = _extremum_hits(ctx, s, a, gi, ngroups, n, f0)
-    dx = np.where(hit, _group_spread(G, gi, ngroups, n) / cnt, 0.0)
-    if bad is not None:
-        dx[:, bad] = np.nan
-    return dx
-
-
-forward_mode(EXTREMUM)((_extremum_tangent, _extremum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
-
-
-# -- logsumexp: p = exp(x - y) (the reverse's weights), dy = p . t, d(g p) = g p (t - dy) ----
-def _lse_weights(ctx, s, a, gi):
-    return np.exp(ctx.val(a) - _spread_flat(ctx.val(s), gi))
-
-
-def _lse_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    return _group_sum(t * _lse_weights(ctx, s, a, gi), gi, ngroups)
-
-
-def _lse_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    return _group_spread(G, gi, ngroups, n) * _lse_weights(ctx, s, a, gi)
-
-
-def _lse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    dy = _group_spread(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGSUMEXP), gi, ngroups, n)
-    return _spread_flat(np.asarray(g, np.float64), gi) * _lse_weights(ctx, s, a, gi) * (t - dy)
-
-
-forward_mode(LOGSUMEXP)((_lse_tangent, _lse_batched_reverse, _lse_curvature))
-
-
-# -- softmax, log_softmax: from the output alone (all they save); a group is a row -------
-def _row_sums(t, gi, ngroups, n):
-    """Each row's sum of the batch ``t`` on every element of the row."""
-    return _group_spread(_group_sum(t, gi, ngroups), gi, ngroups, n)
-
-
-def _softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    y = ctx.val(s)
-    return y * (t - _row_sums(t * y, gi, ngroups, n))
-
-
-def _softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    y = ctx.val(s)
-    return y * (G - _row_sums(G * y, gi, ngroups, n))
-
-
-def _softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    """d of y (g - sum g y): dy (g - sum g y) - y sum g dy."""
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    y, g = ctx.val(s), np.asarray(g, np.float64)[None, :]
-    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, SOFTMAX)
-    return dy * (g - _row_sums(g * y, gi, ngroups, n)) - y * _row_sums(g * dy, gi, ngroups, n)
-
-
-def _log_softmax_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    return t - _row_sums(np.exp(ctx.val(s)) * t, gi, ngroups, n)
-
-
-def _log_softmax_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    return G - np.exp(ctx.val(s)) * _row_sums(G, gi, ngroups, n)
-
-
-def _log_softmax_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    """d of g - exp(y) sum g: -exp(y) dy sum g."""
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    dy = _output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOG_SOFTMAX)
-    return -np.exp(ctx.val(s)) * dy * _row_sums(np.asarray(g, np.float64)[None, :], gi, ngroups, n)
-
-
-forward_mode(SOFTMAX)((_softmax_tangent, _softmax_batched_reverse, _softmax_curvature))
-forward_mode(LOG_SOFTMAX)((_log_softmax_tangent, _log_softmax_batched_reverse, _log_softmax_curvature))
-
-
-# -- the scans (cumsum, cumprod, logcumsumexp): batches as (K,) + the input's shape,
-# scanned along the row axis (rows of one element, a 0-d input's too, as (n, 1)) --------
-def _scan_layout(ctx, s, ngroups, n):
-    """(shape, axis) of the entry's rows, for a batch with a leading axis."""
-    if ngroups == n:
-        return (n, 1), 2
-    shape, ax = _row_layout(ctx, s)
-    return shape, ax + 1
-
-
-def _batch(v, shape):
-    return v.reshape((-1,) + shape)
-
-
-def _rev_cumsum(v, ax):
-    """The sums from each element to its row's end, added from the end (the kernels' order)."""
-    return np.flip(np.cumsum(np.flip(v, ax), axis=ax), ax)
-
-
-def _cumsum_tangent(ctx, s, a, t, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    return np.cumsum(_batch(t, shape), axis=ax).reshape(t.shape[0], n)
-
-
-def _cumsum_batched_reverse(ctx, s, a, G, gi, ngroups, n, f0):
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    return _rev_cumsum(_batch(G, shape), ax).reshape(G.shape[0], n)
-
-
-forward_mode(CUMSUM)((_cumsum_tangent, _cumsum_batched_reverse, lambda ctx, s, a, g, gi, ngroups, n, f0: None))
-
-
-def _cumprod_jvp(X, Y, T, ax):
-    """PyTorch's cumprod_jvp, exact with zeros: before a row's first zero
-    y cumsum(t / x); from it on the cumulative product of x with t at the first zero
-    (0 after a second zero)."""
-    zero = X == 0.0
-    dy = np.cumsum(T / np.where(zero, 1.0, X), axis=ax) * Y
-    if not zero.any():
-        return dy
-    first = zero & (np.cumsum(zero, axis=ax) == 1)
-    new = np.cumprod(np.where(first, T, X), axis=ax)
-    return np.where(np.cumsum(first, axis=ax) > 0, new, dy)
-
-
-def _cumprod_vjp_np(X, Y, G, ax):
-    """The reverse kernel's: before a row's first zero reversed_cumsum(g y) / x, at it
-    the sum of g times the products of the others, after it 0."""
-    zero = X == 0.0
-    seen = np.cumsum(zero, axis=ax)
-    before = seen == 0
-    dx = np.where(before, _rev_cumsum(G * Y, ax) / np.where(before, X, 1.0), 0.0)
-    if zero.any():
-        first = zero & (seen == 1)
-        Yp = np.cumprod(np.where(first, 1.0, X), axis=ax)
-        dx = dx + np.where(first, (np.where(seen >= 1, G, 0.0) * Yp).sum(axis=ax, keepdims=True), 0.0)
-    return dx
-
-
-def _cumprod_curvature_np(X, Y, T, dY, g, ax):
-    """The exact derivative of ``_cumprod_vjp_np``: before a row's first zero z,
-    d(R / x) with R = reversed_cumsum(g y); at z, sum over j >= z of g_j d(cumprod(xp))_j,
-    xp being x with x_z = 1; after z, where the adjoint is x_z (0) times the adjoint for
-    xp, t_z times that adjoint."""
-    zero = X == 0.0
-    seen = np.cumsum(zero, axis=ax)
-    before = seen == 0
-    Xs = np.where(before, X, 1.0)
-    d = np.where(before, _rev_cumsum(g * dY, ax) / Xs - _rev_cumsum(g * Y, ax) * T / (Xs * Xs), 0.0)
-    if not zero.any():
-        return d
-    first = zero & (seen == 1)
-    Xp = np.where(first, 1.0, X)
-    Yp = np.cumprod(Xp, axis=ax)
-    Gm = np.where(seen >= 1, g, 0.0)
-    dYp = _cumprod_jvp(Xp, Yp, np.where(first, 0.0, T), ax)
-    d = d + np.where(first, (Gm * dYp).sum(axis=ax, keepdims=True), 0.0)
-    after = (seen >= 1) & ~first
-    if after.any():
-        tz = np.where(first, T, 0.0).sum(axis=ax, keepdims=True)
-        d = d + np.where(after, tz * _cumprod_vjp_np(Xp, Yp, Gm, ax), 0.0)
-    return d
-
-
-def _on_rows(rule):
-    """A scan's rule ``rule(X, Y, T, ax, f0)`` on the input ``X`` and output ``Y`` laid
-    out by rows, as a ``forward_mode`` rule of the K-row batch ``t`` (tangents or adjoints)."""
-    def f(ctx, s, a, t, gi, ngroups, n, f0):
-        shape, ax = _scan_layout(ctx, s, ngroups, n)
-        X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-        return rule(X, Y, _batch(t, shape), ax, f0).reshape(t.shape[0], n)
-    return f
-
-
-_cumprod_tangent = _on_rows(lambda X, Y, T, ax, f0: _cumprod_jvp(X, Y, T, ax))
-_cumprod_batched_reverse = _on_rows(lambda X, Y, G, ax, f0: _cumprod_vjp_np(X, Y, G, ax))
-
-
-def _cumprod_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, CUMPROD), shape)
-    d = _cumprod_curvature_np(X, Y, _batch(t, shape), dY, _batch(np.asarray(g, np.float64), shape), ax)
-    return d.reshape(t.shape[0], n)
-
-
-forward_mode(CUMPROD)((_cumprod_tangent, _cumprod_batched_reverse, _cumprod_curvature))
-
-
-# -- logcumsumexp: dy_j = sum_k<=j t_k exp(x_k - y_j) and the reverse's
-# sum_i>=j g_i exp(x_j - y_i), each in logs by sign (no overflow, as the kernel's
-# recurrence); the curvature is t R(g) - R(g dy), R being the reverse.  At a row's leading
-# -infs (y = -inf) the tangent is 0 (PyTorch's jvp, there and after them: it is NaN only
-# for a row of -infs alone) and the reverse NaN when f0 = 0, as the kernel's ----------------
-def _signed_logs(v, mask):
-    """log |v| where ``mask`` (v of one sign), -inf elsewhere."""
-    return np.where(mask, np.log(np.where(mask, np.abs(v), 1.0)), -np.inf)
-
-
-def _nan_spread(v, out, ax, backward):
-    """NaNs of ``v`` passed on along the rows (forward or backward), as the kernel's sums do."""
-    bad = np.isnan(v)
-    if not bad.any():
-        return out
-    if backward:
-        bad = np.flip(np.logical_or.accumulate(np.flip(bad, ax), axis=ax), ax)
-    else:
-        bad = np.logical_or.accumulate(bad, axis=ax)
-    return np.where(bad, np.nan, out)
-
-
-def _lcse_jvp(X, Y, T, ax):
-    out = np.zeros(np.broadcast_shapes(T.shape, X.shape))
-    for sign, mask in ((1.0, T > 0.0), (-1.0, T < 0.0)):
-        if mask.any():
-            out += sign * np.exp(np.logaddexp.accumulate(_signed_logs(T, mask) + X, axis=ax) - Y)
-    empty = Y == -np.inf        # (-inf - -inf: no terms)
-    if empty.any():
-        out = np.where(empty, 0.0, out)
-    return _nan_spread(T, out, ax, False)
-
-
-def _lcse_vjp(X, Y, G, ax, f0):
-    empty = Y == -np.inf        # (no terms there: no -inf - -inf)
-    Ys = np.where(empty, 0.0, Y)
-    out = np.zeros(np.broadcast_shapes(G.shape, X.shape))
-    for sign, mask in ((1.0, G > 0.0), (-1.0, G < 0.0)):
-        mask = mask & ~empty
-        if mask.any():
-            r = np.flip(np.logaddexp.accumulate(np.flip(_signed_logs(G, mask) - Ys, ax), axis=ax), ax)
-            out += sign * np.exp(X + r)
-    lo = X == -np.inf           # the kernel's: nothing added, NaN at a row's leading -infs (f0 = 0)
-    if lo.any():
-        out = np.where(lo, np.where(empty & (f0 == 0.0), np.nan, 0.0), out)
-    return _nan_spread(np.where(empty, 0.0, G), out, ax, True)
-
-
-_lcse_tangent = _on_rows(lambda X, Y, T, ax, f0: _lcse_jvp(X, Y, T, ax))
-_lcse_batched_reverse = _on_rows(_lcse_vjp)
-
-
-def _lcse_curvature(ctx, s, a, g, gi, ngroups, n, f0):
-    t = ctx.tan(a)
-    if t is None:
-        return None
-    shape, ax = _scan_layout(ctx, s, ngroups, n)
-    X, Y = _batch(ctx.val(a), shape), _batch(ctx.val(s), shape)
-    dY = _batch(_output_tangent(ctx, s, a, t, gi, ngroups, n, f0, LOGCUMSUMEXP), shape)
-    G = _batch(np.asarray(g, np.float64), shape)
-    d = _batch(t, shape) * _lcse_vjp(X, Y, G, ax, f0) - _lcse_vjp(X, Y, G * dY, ax, f0)
-    return d.reshape(t.shape[0], n)
-
-
-forward_mode(LOGCUMSUMEXP)((_lcse_tangent, _lcse_batched_reverse, _lcse_curvature))
 
 
 def _forward_rules(ctx, k, row, which):

@@ -5,7 +5,9 @@ keeps the element order (reshape family: the adjoint passes through), reads the
 input through a strided descriptor (transpose, permute, expand, slicing, integer
 indexing: the adjoint is scattered back through the same map), reads it through
 explicit flat indices (advanced indexing, max along a dim), overwrites a region
-(``__setitem__``: CopySlices), or concatenates (cat, stack).
+(``__setitem__``: CopySlices), or concatenates (cat, stack); two more, the
+transposes of the strided and the flat-index reads (STRIDED_SCATTER, SCATTER_ADD),
+are what the differentiable reverse of those records.
 """
 import warnings
 
@@ -39,6 +41,8 @@ VARIADIC = _tp.VARIADIC   # an entry whose input slots are listed in aux, see ``
 
 @jit
 def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
+    """Add the adjoints of the entry's input (``dx``) and setitem's value (``dv``) for its
+    adjoint ``g``; False for a kernel index without a branch (``dx`` is then NaN)."""
     n = g.size
     if k == RESHAPE:
         for i in range(n):
@@ -79,6 +83,11 @@ def shape_reverse(k, g, dx, dv, aux, at, aloc, aptr, aarena, sizes):
             for o in range(outer):
                 for q in range(inner):
                     d[o * inner + q] += g[o * total + off + q]
+    else:       # (a kernel without its branch: NaN, and the sweep names the op)
+        for i in range(dx.size):
+            dx[i] = np.nan
+        return False
+    return True
 
 
 # -- the compiled forward of a replay (kernels/forward.py) -------------------------
