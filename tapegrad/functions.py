@@ -1706,7 +1706,7 @@ for _name in INPLACE_SPELLINGS:
 del _name, _fn
 
 for _name, _fn in _rd.PUBLIC.items():
-    setattr(Tensor, _name, _fn)
+    setattr(Tensor, _name, _rd.METHODS.get(_name, _fn))
 # the public names a row of the elementwise tables declares (its ``public`` column)
 for _op in _el.ALL_BINARY:
     if _op.public is not None:

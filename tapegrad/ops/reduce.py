@@ -58,6 +58,9 @@ def declare(name, saves=0, per_row=False):
 PUBLIC = {}              # PyTorch's name -> a function of the family ``functions.py`` binds as tg.<name> and a method
 
 
+METHODS = {}        # name -> Tensor.<name>, where the method's signature differs from tg.<name>'s
+
+
 def public(f):
     """Make ``f`` (a function of the family, its input first) ``tg.<name>`` and ``Tensor.<name>``."""
     PUBLIC[f.__name__] = f
@@ -299,6 +302,13 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return _record(SUM, x, out, axes, "NansumBackward0")
 
 
+def _nansum_method(self, dim=None, keepdim=False, dtype=None):
+    return nansum(self, dim, keepdim, dtype=dtype)
+
+
+METHODS["nansum"] = _nansum_method      # (Tensor.nansum takes dtype by position; torch.nansum by keyword)
+
+
 @public
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """The mean of the elements that are not NaN (NaN where all are)."""
@@ -306,7 +316,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if x.dtype.kind != "f":
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got %s"
                            % torch_name(x.dtype))
-    return nansum(x, dim, keepdim) / sum(x == x, dim, keepdim)
+    # (the count of numbers made from x itself, 1 where a number and NaN where not, so that
+    # a replay computes it from the tape: a sum of a comparison is a value off the tape)
+    return nansum(x, dim, keepdim) / nansum(tensor_where(x == x, 1.0, x), dim, keepdim)
 
 
 # -- trace: the sum of the diagonal view --
