@@ -823,6 +823,7 @@ def _tiny_gpt(lib, vocab=11, block=8, width=16, heads=2, layers=2):
 def test_a_tiny_gpt_trains_as_torch_step_by_step(mode, monkeypatch):
     torch = _torch()
     monkeypatch.setattr(engine, "INTERPRET", [mode])
+    torch.manual_seed(0)
     theirs, ours = _tiny_gpt(torch), _tiny_gpt(tg)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     _load_from(ours, theirs)
@@ -839,8 +840,11 @@ def test_a_tiny_gpt_trains_as_torch_step_by_step(mode, monkeypatch):
             opt.zero_grad()
             loss.backward()
             opt.step()
+    # (normwise: the key third of attn.bias gets no gradient, the softmax being shift invariant, so
+    # its values are roundoff that AdamW amplifies, about 1e-13 in either library)
     for (k, a), b in zip(theirs.named_parameters(), ours.parameters()):
-        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=k)
+        a = a.detach().numpy()
+        np.testing.assert_allclose(b.detach().numpy(), a, rtol=1e-11, atol=1e-11 * np.abs(a).max(), err_msg=k)
 
 
 def _train_small_convnet(lib, epochs=2):
