@@ -484,3 +484,45 @@ def opcode_programs():
         lp = F.log_softmax(tg.randn(5, 2, 4, requires_grad=True), 2)
         F.ctc_loss(lp, tg.tensor([[1, 2], [3, 0]]), tg.tensor([5, 4]), tg.tensor([2, 1]))
     yield ctc
+
+
+@pytest.mark.parametrize("has_w,has_b", [(True, True), (True, False), (False, True), (False, False)])
+def test_layer_norm_row_kernels_match_the_numpy_path(has_w, has_b, monkeypatch):
+    """layer_norm over the last axis of float64 arrays runs in two compiled row kernels
+    once the kernels are loaded; the NumPy path (other dtypes, several trailing axes,
+    before the kernels are loaded) gives the same values and gradients, and so does
+    PyTorch."""
+    from tapegrad import _jit
+    from tapegrad.nn import _norm
+    _jit.load()
+    rng = np.random.default_rng(3)
+    xs, gy = rng.standard_normal((4, 5, 24)) * 2 + 0.5, rng.standard_normal((4, 5, 24))
+    ws, bs = rng.standard_normal(24), rng.standard_normal(24)
+
+    def run(lib):
+        x = lib.tensor(xs, requires_grad=True)
+        w = lib.tensor(ws, requires_grad=True) if has_w else None
+        b = lib.tensor(bs, requires_grad=True) if has_b else None
+        y = lib.nn.functional.layer_norm(x, (24,), w, b, 1e-3)
+        (y * lib.tensor(gy)).sum().backward()
+        return [y.detach().numpy(), x.grad.numpy()] + [t.grad.numpy() for t in (w, b) if t is not None]
+    monkeypatch.setattr(_jit, "READY", [True])
+    kernels = run(tg)
+    assert _norm._ln_rows.signatures and _norm._ln_rows_rev.signatures      # (the row kernels ran)
+    monkeypatch.setattr(_jit, "READY", [False])
+    numpy_path = run(tg)
+    for a, b in zip(kernels, numpy_path):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+    monkeypatch.setattr(_jit, "READY", [True])
+    params = [tg.tensor(a, requires_grad=True) for a, on in ((ws[:5], has_w), (bs[:5], has_b)) if on]
+
+    def f(x, *p):
+        it = iter(p)
+        return F.layer_norm(x, (5,), next(it) if has_w else None, next(it) if has_b else None)
+    assert tg.autograd.gradcheck(f, [tg.tensor(xs[:2, :3, :5], requires_grad=True)] + params)
+    try:
+        import torch
+    except ImportError:
+        return
+    for a, b in zip(kernels, run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)

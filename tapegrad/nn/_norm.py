@@ -1,9 +1,13 @@
 """Normalisations of ``tg.nn.functional``: layer_norm is one entry (a host op, NumPy
 forward and both reverses: PyTorch's LayerNorm formulas); group_norm and instance_norm
 use it on a reshaped input; batch_norm and rms_norm are compositions."""
+import math
+
 import numpy as np
 
+from .. import _jit
 from .. import functions as _f
+from .._jit import jit
 from ..autograd.grad_mode import no_grad
 from ..core.registry import SAVE_A, SAVE_B
 from ..core.tensor import Tensor
@@ -28,9 +32,84 @@ def _moments(x, k, eps):
     return d, rstd, axes
 
 
+_NONE, _NONE2 = np.empty(0), np.empty((0, 0))     # (an absent weight, bias or adjoint for the row kernels)
+
+
+@jit
+def _ln_rows(x, w, b, eps, y):
+    """layer_norm of each row of ``x`` (rows, n) into ``y``, weight ``w`` and bias ``b``
+    when not empty: the NumPy path's formulas (two-pass moments, the biased variance),
+    each row read from memory once rather than once per NumPy pass."""
+    rows, n = x.shape
+    for r in range(rows):
+        s = 0.0
+        for j in range(n):
+            s += x[r, j]
+        mu = s / n
+        q = 0.0
+        for j in range(n):
+            d = x[r, j] - mu
+            q += d * d
+        rstd = 1.0 / math.sqrt(q / n + eps)
+        for j in range(n):
+            v = (x[r, j] - mu) * rstd
+            if w.size:
+                v *= w[j]
+            if b.size:
+                v += b[j]
+            y[r, j] = v
+
+
+@jit
+def _ln_rows_rev(x, g, w, eps, dx, dw, db):
+    """The adjoints of ``_ln_rows`` for adjoint ``g``: ``dx`` written, ``dw`` and ``db``
+    accumulated, each only when not empty (PyTorch's LayerNorm backward formulas)."""
+    rows, n = x.shape
+    for r in range(rows):
+        s = 0.0
+        for j in range(n):
+            s += x[r, j]
+        mu = s / n
+        q = 0.0
+        for j in range(n):
+            d = x[r, j] - mu
+            q += d * d
+        rstd = 1.0 / math.sqrt(q / n + eps)
+        if dx.size:
+            s1 = 0.0
+            s2 = 0.0
+            for j in range(n):
+                dh = g[r, j] * w[j] if w.size else g[r, j]
+                s1 += dh
+                s2 += dh * ((x[r, j] - mu) * rstd)
+            m1, m2 = s1 / n, s2 / n
+            for j in range(n):
+                dh = g[r, j] * w[j] if w.size else g[r, j]
+                dx[r, j] = (dh - m1 - ((x[r, j] - mu) * rstd) * m2) * rstd
+        if dw.size:
+            for j in range(n):
+                dw[j] += g[r, j] * ((x[r, j] - mu) * rstd)
+        if db.size:
+            for j in range(n):
+                db[j] += g[r, j]
+
+
+def _rows_kernel_fits(x, k, params):
+    """The row kernels take float64, C-contiguous arrays normalised over the last axis
+    (once the compiled kernels are loaded); anything else takes the NumPy path."""
+    return (_jit.READY[0] and k == 1 and x.size and x.dtype == np.float64 and x.flags.c_contiguous
+            and all(a.dtype == np.float64 for a in params))
+
+
 def _ln_fwd(arrays, ints, floats):
     k, has_w, has_b = ints[:3]
     x = arrays[0]
+    if _rows_kernel_fits(x, k, arrays[1:]):
+        y = np.empty_like(x)
+        n = x.shape[-1]
+        _ln_rows(x.reshape(-1, n), np.ascontiguousarray(arrays[1]) if has_w else _NONE,
+                 np.ascontiguousarray(arrays[1 + has_w]) if has_b else _NONE, float(floats[0]), y.reshape(-1, n))
+        return y
     y, rstd, _ = _moments(x, k, floats[0])
     y *= rstd
     if has_w:
@@ -64,6 +143,21 @@ def _ln_rev(xs, y, g, ints, floats, needs):
 def _ln_arr_rev(xs, y, g, ints, floats, needs):
     k, has_w, has_b = ints[:3]
     x = xs[0]
+    if _rows_kernel_fits(x, k, xs[1:1 + has_w]) and g.dtype == np.float64:
+        n = x.shape[-1]
+        out = [None] * len(needs)
+        dx = np.empty_like(x) if needs[0] else _NONE2
+        dw = np.zeros(n) if has_w and needs[1] else _NONE
+        db = np.zeros(n) if has_b and needs[1 + has_w] else _NONE
+        _ln_rows_rev(x.reshape(-1, n), np.ascontiguousarray(g).reshape(-1, n),
+                     np.ascontiguousarray(xs[1]) if has_w else _NONE, float(floats[0]), dx.reshape(-1, n), dw, db)
+        if needs[0]:
+            out[0] = dx
+        if has_w and needs[1]:
+            out[1] = dw
+        if has_b and needs[1 + has_w]:
+            out[1 + has_w] = db
+        return out
     xhat, rstd, axes = _moments(x.astype(np.float64, copy=False), k, floats[0])
     xhat *= rstd
     lead = tuple(range(x.ndim - k))
