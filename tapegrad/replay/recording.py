@@ -436,6 +436,7 @@ class Recording(Forward):
         st["buf"] = bytes(st["buf"])        # (the numbers read live as they were last: constants of the saved tape)
         st.pop("host_keep", None)           # (Python objects: a loaded tape cannot run a Function)
         del st["fuse"], st["fuse_name"]     # (a loaded tape is fused only when asked again)
+        st.pop("unfused_s", None)           # (this process's timing of its replays)
         if st["shapes_all"] is None:
             del st["shapes_all"]
         st["out_refs"] = [r if r[0] != "object" else ("value_tensor", np.array(r[1]._data)) for r in self.out_refs]
