@@ -21,7 +21,8 @@ are index maps too; matrix products (``np.dot``, per batch), concatenations, wri
 and scatters (setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by
 groups (logsumexp, softmax, log_softmax, var, std, extrema, prod, cumsum) are calls
 between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
-reason is kept in ``_PROGRAMS``).
+reason is kept in ``_PROGRAMS``).  The index maps, the loop nests, the carried sums and
+the compiling are ``kernels/loops.py``'s, shared with fused replay; the loop bodies are here.
 """
 import ast
 import re

@@ -16,6 +16,8 @@ every shape and stride a constant, written to the kernels' cache directory under
 a hash of its text and compiled with ``cache=True``: a later process with the same
 tape loads the machine code.  ``plan`` says why a tape is not fused (any other op,
 a dtype other than float64, a live gather, a value derived off the tape).
+The index maps, the loop nests, the carried sums and the compiling are
+``kernels/loops.py``'s, shared with the tangent programs; the loop bodies are here.
 
 Sums run in blocks of ``BLOCK`` elements along the innermost axis, each block in
 ``LANES`` interleaved partial sums, added into the total: for n elements the
