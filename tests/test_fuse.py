@@ -458,6 +458,9 @@ def _bias(x, b):
     (_bias, [(300, 250), (300, 1)], {"hoist", "row"}),  # one element per row
     (_bias, [(300, 250), (250,)], {"row"}),
     (lambda x: (x[::2] * x[1::2]).sum(), [(6000,)], set()),   # two offsets, not one step apart
+    (lambda x: (x[:-2] * x[1:-1].exp() * x[2:].sin()).sum(), [(5000,)], {"carry"}),    # x[i .. i + 2]
+    (lambda x: (x[:-3] * x[3:].cos()).sum(), [(5000,)], {"carry"}),    # x[i], x[i + 3]: nothing at i + 1, i + 2
+    (lambda x: (x[:-6] * x[6:].cos()).sum(), [(5000,)], set()),        # further apart than MAX_CARRY steps
     # two loops adding into one gradient: the second adds to what the first wrote
     (lambda x: (x.sin() * x.cos()).sum() + (x[:-1] * x[1:].exp()).sum(), [(5000,)], {"carry", "row"}),
     (lambda x: (x[:-1] * x[1:].exp()).sum() + (x.sin() * x.cos()).sum(), [(5000,)], {"carry", "row"}),

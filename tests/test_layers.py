@@ -50,6 +50,7 @@ FLOORS = {
     "tapegrad.kernels.sweep": 3,
     "tapegrad.kernels.forward": 3,
     "tapegrad.kernels.special": 3,      # SciPy's special functions for the kernels' rules
+    "tapegrad.kernels.loops": 3,        # index maps, loop nests, shifted sums, compiling: the generated programs' planning
     # 4, backward passes and the autograd API
     "tapegrad.autograd": 4.5,           # its public names, above its modules
     "tapegrad.autograd.anomaly": 4,

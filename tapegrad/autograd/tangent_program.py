@@ -21,10 +21,10 @@ are index maps too; matrix products (``np.dot``, per batch), concatenations, wri
 and scatters (setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by
 groups (logsumexp, softmax, log_softmax, var, std, extrema, prod, cumsum) are calls
 between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
-reason is kept in ``_PROGRAMS``).
+reason is kept in ``_PROGRAMS``).  The index maps, the loop nests, the carried sums and
+the compiling are ``kernels/loops.py``'s, shared with fused replay; the loop bodies are here.
 """
 import ast
-import hashlib
 import re
 import threading
 
@@ -35,6 +35,7 @@ from ..core.descriptors import strided_map_np
 from ..core.registry import BINARY, BINARY2, LINALG, META_END, REDUCE, SHAPE, UNARY, UNARY2, family, index
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
+from ..kernels import loops
 from ..kernels.codegen import literal as _literal
 from ..ops._record import CAT, GATHER, RESHAPE, SCATTER_ADD, SETITEM, STRIDED, STRIDED_SCATTER
 from ..ops.rule_language import dual, plus
@@ -48,7 +49,6 @@ MODE = ["auto"]         # "auto" (background compile), "now" (compile in the cal
 _GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM,   # calls by groups
                 _rd.CUMSUM, _rd.PROD)
 _REVERSE_READS_TY = (_rd.LOGSUMEXP, _rd.STD, _rd.SOFTMAX, _rd.LOG_SOFTMAX)     # (the others' curvature needs no dy)
-_TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
 _OP, _A, _B, _C, _AUX, _PARAM, _SIZE = _tp.OP, _tp.A, _tp.B, _tp.C, _tp.AUX, _tp.PARAM, _tp.SIZE
 _F64 = np.dtype(np.float64)
 
@@ -95,7 +95,8 @@ class _Plan:
         self.seeds, self.targets = list(seeds), list(targets)
         self.sizes = {}
         size = self._size = lambda s: self.sizes.setdefault(s, int(ints[s, _SIZE]))     # noqa: E731
-        self.view = {}          # view slot -> (base slot, base element of each of its elements)
+        self.views = loops.Views(size)
+        self.view = self.views.of       # view slot -> (base slot, base element of each of its elements)
         dep = set(seeds)
         self.entries, self.groups = [], []      # groups: [loop size, [members], a call (matmul) or a loop]
         self.group_of, self.sums, self.calls = {}, set(), set()
@@ -113,13 +114,10 @@ class _Plan:
                 raise Unsupported("entry %d has a list of inputs and is not a concatenation" % s)
             dep.add(s)
             if fam == SHAPE and k in (RESHAPE, STRIDED, GATHER):       # views and gathers: index maps
-                b, m = self._chase(int(row[_A]))
                 at = int(row[_AUX])
-                if k == STRIDED:
-                    m = m[strided_map_np(aux, at)]
-                elif k == GATHER:       # (its indices are auxiliary words: part of the key)
-                    m = m[aux[at:at + size(s)]]
-                self.view[s] = (b, m)
+                # (a gather's indices are auxiliary words: part of the key)
+                self.views.add(s, int(row[_A]), strided_map_np(aux, at) if k == STRIDED else
+                               aux[at:at + size(s)] if k == GATHER else None)
                 continue
             self.entries.append(self._entry(s, row, fam, k, flts, aux, dep))
         for o in outs:          # (a jvp's output may be a view: its base's tangent through the map)
@@ -131,14 +129,12 @@ class _Plan:
             raise Unsupported("a wanted slot has no direction")
         if kind in ("grad", "hv") and any(t in self.group_of for t in targets):
             raise Unsupported("a wanted slot is computed by the program")     # (its adjoint is read, not only returned)
-        loops = sum(not call for _, _, call in self.groups)
-        if loops > MAX_LOOPS:
-            raise Unsupported("its entries make %d loops (at most %d)" % (loops, MAX_LOOPS))
+        n_loops = sum(not call for _, _, call in self.groups)
+        if n_loops > MAX_LOOPS:
+            raise Unsupported("its entries make %d loops (at most %d)" % (n_loops, MAX_LOOPS))
 
     def _chase(self, s):
-        if s in self.view:
-            return self.view[s]
-        return s, np.arange(self._size(s))
+        return self.views.chase(s)
 
     def _entry(self, s, row, fam, k, flts, aux, dep):
         size = self._size
@@ -149,12 +145,12 @@ class _Plan:
         if fam == SHAPE and k in (SETITEM, SCATTER_ADD, STRIDED_SCATTER):
             return self._scatter(e, s, row, aux, k, dep)
         if fam in (UNARY, UNARY2):
-            e.kind, e.op, e.n = "unary", _TABLES[fam][k], size(s)
+            e.kind, e.op, e.n = "unary", loops.ELEMENTWISE[fam][k], size(s)
             owns = [(int(row[_A]), np.arange(e.n))]
             if _baked_opcodes()[row[_OP]]:
                 e.baked = (float(flts[s, _tp.F0]), float(flts[s, _tp.F1]))
         elif fam in (BINARY, BINARY2):
-            e.kind, e.op, e.n = "binary", _TABLES[fam][k], size(s)
+            e.kind, e.op, e.n = "binary", loops.ELEMENTWISE[fam][k], size(s)
             at, bits = int(row[_AUX]), int(row[_PARAM])
             owns = []
             for j in range(3):
@@ -312,13 +308,9 @@ class _Source:
         expression, or an index array of the program's arguments."""
         if m is None:
             return "i"
-        if m.size and (m == m[0]).all():
-            return str(int(m[0]))
-        if m.size > 1:
-            step = int(m[1] - m[0])
-            if np.array_equal(m, m[0] + step * np.arange(m.size)):
-                term = "i" if step == 1 else "%d * i" % step
-                return term if m[0] == 0 else "%d + %s" % (int(m[0]), term)
+        aff = loops.affine(m, (m.size,)) if m.size else None
+        if aff is not None:
+            return loops.index(aff[0], aff[1], ("i",))
         key = m.tobytes()
         j = self._map_ids.get(key)
         if j is None:
@@ -436,7 +428,7 @@ class _Source:
         pre, post = [], []
         self._loops += 1
         self._dp = "f%d_" % self._loops       # (every name assigned once: Numba's SSA pass is then quick)
-        self.emit(1, "for i in range(%d):" % n)
+        start = len(self.lines)
         for e in members:
             if e.kind != "sum":
                 self.emit(2, "%s%d = %s" % (self._dp, e.slot, self._tangent_expr(e)))
@@ -455,14 +447,13 @@ class _Source:
                 self.emit(2, "t%d[%s] += %s" % (e.slot, at, t))
                 if e.mean:
                     post.append("t%d[:] = t%d%s" % (e.slot, e.slot, scale))
-        self._around(pre, post)
+        self._loop(n, start, pre, post)
 
-    def _around(self, pre, post):
-        """Put ``pre`` before the loop just emitted (it starts at the last depth-1 ``for``)."""
-        at = max(i for i, ln in enumerate(self.lines) if ln.startswith("    for i in range("))
-        self.lines[at:at] = ["    " + ln for ln in pre]
-        for ln in post:
-            self.emit(1, ln)
+    def _loop(self, n, start, pre, post):
+        """The lines emitted since ``start`` (one iteration's, at depth 2) made the loop over
+        ``n`` elements, with ``pre`` before it and ``post`` after it."""
+        body = [ln[8:] for ln in self.lines[start:]]
+        self.lines[start:] = loops.nest((n,), body, pre, post, names=("i",))
 
     def _reverse(self, n, members):
         p = self.p
@@ -471,8 +462,9 @@ class _Source:
         self._loops += 1
         self._dp = "d%d_" % self._loops
         self._adj = {}          # slot -> the names of its adjoint and that's tangent now (each assigned once)
-        self._shifted = {}      # (array, offset) -> [its sum this iteration, additions] (``_add_shifted``)
-        self.emit(1, "for i in range(%d):" % n)
+        # additions into arrays at ``off + i``, carried to the next iteration
+        self._shifted = loops.ShiftedSums(_shifted_index, in_order=False)
+        start = len(self.lines)
         for e in members:
             if e.kind != "sum":
                 self.emit(2, "%s%d = %s" % (self._dp, e.slot, self._tangent_expr(e)))
@@ -504,42 +496,10 @@ class _Source:
                 c1 = None if h is None else dual(rule, dict({k: (v, None) for k, (v, _) in env.items()},
                                                             g=(h, None)))[0]
                 self._add(e, e.ops[j], c0, plus(c1, curvature), consts, pre, post)
-        self._carry_shifted(n, pre, post)
-        self._around(pre, post)
-
-    def _add_shifted(self, array, off, c):
-        """Add ``c`` into ``array[off + i]``: into a local this iteration, written by
-        ``_carry_shifted`` (each name assigned once)."""
-        got = self._shifted.setdefault((array, off), [None, 0])
-        got[1] += 1
-        name = "u%s_%d_%d" % (array, off, got[1])
-        self.emit(2, "%s = %s" % (name, c if got[0] is None else "%s + %s" % (got[0], c)))
-        got[0] = name
-
-    def _carry_shifted(self, n, pre, post):
-        """Write what the loop just emitted added into arrays at ``off + i`` (``_add_shifted``).
-        An array added to at offsets ``lo..hi`` has its element ``lo + i`` complete at
-        iteration ``i``: written then; the sums for ``lo + i + 1 .. hi + i`` wait in
-        locals carried to the next iteration (``k<array>_<d>``), the last of them
-        written after the loop.  (Added in memory at ``x[:-1]`` and ``x[1:]`` of one
-        ``x``, each element would depend on the previous iteration's store, which keeps
-        LLVM from vectorizing the loop; buffers of their own instead cost a pass each
-        to zero and to add in: Rosenbrock's programs at 10^4 elements take 1.6-1.8 times
-        as long either way.)"""
-        arrays = {}
-        for (array, off), (name, _) in self._shifted.items():
-            arrays.setdefault(array, {})[off] = name
-        for array, sums in arrays.items():
-            lo, hi = min(sums), max(sums)
-            carry = ["k%s_%d" % (array, d) for d in range(hi - lo)]
-            pre.extend("%s = 0.0" % c for c in carry)
-            done = " + ".join(t for t in (carry[0] if carry else None, sums.get(lo)) if t is not None)
-            self.emit(2, "%s[%s] += %s" % (array, "%d + i" % lo if lo else "i", done))
-            for d, c in enumerate(carry):
-                nxt = carry[d + 1] if d + 1 < len(carry) else None
-                self.emit(2, "%s = %s" % (c, " + ".join(t for t in (nxt, sums.get(lo + d + 1)) if t is not None)
-                                          or "0.0"))
-                post.append("%s[%d] += %s" % (array, n + lo + d, c))
+        before, _, end, after = self._shifted.carry(n)      # (nothing at an iteration's start: not in order)
+        for ln in end:
+            self.emit(2, ln)
+        self._loop(n, start, pre + before, post + after)
 
     # -- a matrix product between the loops: np.dot on whole arrays ---------------------
     def _whole(self, name, acc, size):
@@ -913,9 +873,9 @@ class _Source:
         shift = _SHIFT.match(at)
         if shift is not None:       # (the arrays of a slot that is not the loop's member: it reads none)
             off = int(shift.group(1) or 0)
-            self._add_shifted("ag%d" % b, off, c0)
+            self.emit(2, self._shifted.add("ag%d" % b, off, c0))
             if c1 is not None:
-                self._add_shifted("ah%d" % b, off, c1)
+                self.emit(2, self._shifted.add("ah%d" % b, off, c1))
                 self.h_live.add(b)
             return
         g, h = self._adjoint_arrays(b, at, consts, pre, post, c1 is not None)
@@ -926,7 +886,7 @@ class _Source:
 
     def _adjoint_arrays(self, b, at, consts, pre, post, tangent):
         """The arrays a loop adds into slot ``b``'s adjoint and its tangent at index ``at``
-        (an index array's: shifts go to ``_add_shifted``): ``ag``/``ah`` at the loop's first
+        (an index array's: shifts go to ``ShiftedSums``): ``ag``/``ah`` at the loop's first
         index into them; at any other, for an adjoint small enough to stay in cache, zeroed
         buffers of its own, added in after the loop.  (Two index arrays into one array
         may carry a dependence from one element to another through memory, which keeps
@@ -952,6 +912,11 @@ class _Source:
 
 
 _SHIFT = re.compile(r"(?:(\d+) \+ )?i$")       # an index ``i`` or ``off + i``
+
+
+def _shifted_index(array, off, last):
+    """Element ``off + i`` of a loop over ``i`` (``last``: at ``i = last``)."""
+    return loops.index(off, (1,), ("i",)) if last is None else str(off + last)
 
 
 _RETURNS = {"hvp": ("ag", "ah"), "grad": ("ag",), "hv": ("ah",)}     # per wanted slot, what a kind returns
@@ -1126,7 +1091,7 @@ def program(T, kind, seeds, targets, outs):
             if MODE[0] == "now":
                 _compile(got)
             else:
-                threading.Thread(target=_compile, args=(got,), name="tapegrad-tangent", daemon=True).start()
+                loops.in_background("tapegrad-tangent", lambda: _compile(got))
     return got
 
 
@@ -1168,8 +1133,7 @@ def _compile(got):
         src = _Source(plan)
         source = codegen.tape_header("tangent program") + "\n" + src.build()
         plan.values, plan.maps, plan.work, plan.spare = src.values, src.maps, max(src.work, 1), {}
-        digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-        run = codegen.load_tape_module("tangent", digest, source).run
+        run = loops.load("tangent", source).run
         f64, i64 = numba.float64, numba.int64
         run.compile((f64[:, ::1], f64[::1]) + (f64[::1],) * len(plan.values) + (i64[::1],) * len(plan.maps)
                     + (f64[::1],) * len(plan.seeds))

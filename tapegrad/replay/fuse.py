@@ -16,6 +16,8 @@ every shape and stride a constant, written to the kernels' cache directory under
 a hash of its text and compiled with ``cache=True``: a later process with the same
 tape loads the machine code.  ``plan`` says why a tape is not fused (any other op,
 a dtype other than float64, a live gather, a value derived off the tape).
+The index maps, the loop nests, the carried sums and the compiling are
+``kernels/loops.py``'s, shared with the tangent programs; the loop bodies are here.
 
 Sums run in blocks of ``BLOCK`` elements along the innermost axis, each block in
 ``LANES`` interleaved partial sums, added into the total: for n elements the
@@ -24,11 +26,7 @@ magnitudes, where NumPy's pairwise sum has log2(n); ``Recording`` checks the fir
 (1e-12 of the largest magnitude) and keeps the unfused path when they differ.
 """
 import ast
-import contextlib
-import hashlib
 import math
-import sys
-import threading
 import time
 
 import numpy as np
@@ -41,6 +39,7 @@ from ..core.registry import (BINARY, BINARY2, CONST, FAMILY_RULES, HOST, META_EN
                              family, index)
 from ..ops import elementwise as _ew
 from ..ops import reduce as _rd
+from ..kernels import loops
 from ..kernels.codegen import literal as _literal
 from ..ops._record import RESHAPE, STRIDED
 from .forward import _close, _source_value
@@ -48,7 +47,7 @@ from .forward import _close, _source_value
 BLOCK = 4096        # elements of the innermost axis summed before they join a total ...
 LANES = 4           # ... in this many partial sums (interleaved), when the axis has at least 4 * LANES
 _ELEMENTWISE = (UNARY, UNARY2, BINARY, BINARY2)
-_TABLES = {UNARY: _ew.UNARY_OPS, UNARY2: _ew.UNARY_OPS_2, BINARY: _ew.BINARY_OPS, BINARY2: _ew.BINARY_OPS_2}
+MAX_CARRY = 4       # an adjoint added to at more steps apart than this along the innermost axis: in memory
 
 
 class NotFusable(Exception):
@@ -71,29 +70,6 @@ class _Group:
 
     def __init__(self, shape):
         self.shape, self.members, self.ext, self.outs, self.reds, self.compares = shape, [], [], [], [], []
-
-
-def _affine(m, shape):
-    """``(offset, strides)`` when the flat indices ``m`` over the C-ordered ``shape``
-    are an affine function of its multi-index, else None."""
-    if m.size == 0:
-        return 0, (0,) * len(shape)         # (an empty loop reads nothing)
-    off = int(m.reshape(-1)[0])
-    strides, grid = [], m.reshape(shape)
-    for d, n in enumerate(shape):
-        if n == 1:
-            strides.append(0)
-            continue
-        at = [0] * len(shape)
-        at[d] = 1
-        strides.append(int(grid[tuple(at)]) - off)
-    expect = np.full(shape, off, np.int64)
-    for d, st in enumerate(strides):
-        if st:
-            sh = [1] * len(shape)
-            sh[d] = shape[d]
-            expect = expect + (np.arange(shape[d], dtype=np.int64) * st).reshape(sh)
-    return (off, tuple(strides)) if np.array_equal(expect, grid) else None
 
 
 class _Rename(ast.NodeTransformer):
@@ -163,7 +139,6 @@ class FusedProgram:
         self.shapes = [m[0] for m in metas]
         self._plan(R, metas)
         self.source = self._generate()
-        self.digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.stats = {}
 
     # -- planning ---------------------------------------------------------------
@@ -180,7 +155,8 @@ class FusedProgram:
                 raise NotFusable("slot %d is %s, not float64" % (s, dt if dt is not None else "not an array"))
         rows, aux, n = R.rows, R.aux, self.n
         tick = self.budget.tick
-        self.base = {}          # view slot -> (base slot, flat index of the base at each of its elements)
+        self.views = loops.Views(lambda s: math.prod(self.shapes[s]))
+        self.base = self.views.of       # view slot -> (base slot, flat index of the base at each of its elements)
         self.loads = {}         # (entry, operand position) -> (base slot, flat index map over the loop)
         group_of = {}
         groups, steps, calls = [], [], {}
@@ -193,11 +169,7 @@ class FusedProgram:
                 tick("planning")
             fam, k = family(op), index(op)
             if fam == SHAPE and k in (RESHAPE, STRIDED):
-                a = row[_tp.A]
-                b, m = self._chase(a)
-                if k == STRIDED:
-                    m = m[strided_map_np(aux, row[_tp.AUX])]
-                self.base[s] = (b, m)
+                self.views.add(s, row[_tp.A], strided_map_np(aux, row[_tp.AUX]) if k == STRIDED else None)
                 continue
             if fam in _ELEMENTWISE:
                 loop = self.shapes[s]
@@ -206,7 +178,7 @@ class FusedProgram:
                 a = row[_tp.A]
                 loop = self.shapes[a]
                 gm = strided_map_np(aux, row[_tp.AUX])          # input element -> output element
-                if _affine(gm, loop) is None:
+                if loops.affine(gm, loop) is None:
                     raise NotFusable("a reduction's groups are not strided")
                 ins = [(0, a, np.arange(int(np.prod(loop)), dtype=np.int64))]
             else:
@@ -238,7 +210,7 @@ class FusedProgram:
                 steps.append(cur)
             for j, b, mm in resolved:
                 if group_of.get(b) is not cur:
-                    aff = _affine(mm, loop) if mm.size else (0, (0,) * len(loop))
+                    aff = loops.affine(mm, loop) if mm.size else (0, (0,) * len(loop))
                     if aff is None:
                         raise NotFusable("%s reads its operand through a map that is not strided" % R.names[s])
                     self.loads[(s, j)] = (b, aff)
@@ -250,7 +222,7 @@ class FusedProgram:
             group_of[s] = cur
             if fam == REDUCE:
                 cur.reds.append(s)
-                self.loads[(s, "out")] = _affine(strided_map_np(aux, rows[s][_tp.AUX]), loop)
+                self.loads[(s, "out")] = loops.affine(strided_map_np(aux, rows[s][_tp.AUX]), loop)
         if len(groups) > MAX_GROUPS:
             raise NotFusable("it would take %d fused loops; fusion compiles up to %d (the compile time grows with "
                              "them)" % (len(groups), MAX_GROUPS))
@@ -299,9 +271,7 @@ class FusedProgram:
         return [o for o in (row[_tp.A], row[_tp.B], row[_tp.C]) if o >= 0]
 
     def _chase(self, s):
-        if s in self.base:
-            return self.base[s]
-        return s, np.arange(math.prod(self.shapes[s]), dtype=np.int64)
+        return self.views.chase(s)
 
     def _operands(self, s, row, fam):
         """(position, slot, flat index of the operand at each output element) of an elementwise entry."""
@@ -344,15 +314,12 @@ class FusedProgram:
         return "\n".join(parts)
 
     def _index(self, aff, nd):
-        off, st = aff
-        terms = [str(off)] if off else []
-        terms += ["i%d * %d" % (d, st[d]) if st[d] != 1 else "i%d" % d for d in range(nd) if st[d]]
-        return " + ".join(terms) or "0"
+        return loops.index(aff[0], aff[1], loops.loop_names(nd))
 
     def _value_expr(self, s):
         row = self.R.rows[s]
         fam, k = family(row[_tp.OP]), index(row[_tp.OP])
-        op = _TABLES[fam][k]
+        op = loops.ELEMENTWISE[fam][k]
         names = {"p": _literal(self.R.f0[s]), "q": _literal(self.R.f1[s])}
         for j, var in ((0, "x"),) if fam in (UNARY, UNARY2) else ((0, "a"), (1, "b"), (2, "c")):
             if (s, j) in self.loads:
@@ -399,14 +366,12 @@ class FusedProgram:
         ``body`` names the lane): one chain of adds is bound by their latency, not by
         memory."""
         ind, nd = "    ", len(g.shape)
+        if not full:
+            return loops.nest(g.shape, body, pre, post)
         if nd == 0:
             return [ind + ln.replace("@L", "0") for ln in body]
         lines = [ind * (d + 1) + "for i%d in range(%d):" % (d, g.shape[d]) for d in range(nd - 1)]
         last, depth, n = nd - 1, ind * nd, g.shape[-1]
-        if not full:
-            lines += [depth + ln for ln in pre]
-            lines.append(depth + "for i%d in range(%d):" % (last, n))
-            return lines + [depth + ind + ln for ln in body] + [depth + ln for ln in post]
         lanes = LANES if n >= 4 * LANES else 1
         inner = depth + ind
         lines.append(depth + "for b%d in range(0, %d, %d):" % (last, n, BLOCK))
@@ -437,11 +402,11 @@ class FusedProgram:
         same element, is a chain of latencies): ``"row"`` when the loads are at one
         element per iteration (loaded at its start, stored at its end); ``"hoist"``
         when that element does not move along the innermost axis (loaded before the
-        loop, stored after it); ``"carry"`` when the loads are at two offsets one
-        innermost step apart, x[i] and x[i + 1]: element i + 1's sum is carried in
-        ``c<b>`` to the next iteration, where it is element i.  Each element still
-        receives its contributions in the same order, so the sums are bitwise those
-        of one ``+=`` per contribution."""
+        loop, stored after it); ``"carry"`` when the loads are at offsets whole
+        innermost steps apart, x[i] and x[i + 1] (up to ``MAX_CARRY`` steps): the sums
+        of the elements ahead are carried to the next iteration (``loops.ShiftedSums``,
+        in order).  Each element still receives its contributions in the same order,
+        so the sums are bitwise those of one ``+=`` per contribution."""
         nd = len(g.shape)
         loads = {}
         for (s, j), (b, aff) in self.group_loads[id(g)]:
@@ -458,7 +423,8 @@ class FusedProgram:
                 acc[b] = ("row", offsets[0], st)
             elif len(offsets) == 1:
                 acc[b] = ("hoist", offsets[0], st)
-            elif len(offsets) == 2 and offsets[1] - offsets[0] == st[-1] and g.shape[-1] >= 2:
+            elif (st[-1] > 0 and g.shape[-1] >= 2 and offsets[-1] - offsets[0] <= MAX_CARRY * st[-1]
+                  and all((o - offsets[0]) % st[-1] == 0 for o in offsets)):
                 acc[b] = ("carry", offsets[0], st)
         return acc
 
@@ -473,7 +439,7 @@ class FusedProgram:
         lines around the innermost loop go to ``pre`` and ``post``."""
         nd = len(g.shape)
         body = []
-        cidx = self._index((0, _cstrides(g.shape)), nd)
+        cidx = self._index((0, loops.c_strides(g.shape)), nd)
         for (s, j), (b, aff) in self.group_loads[id(g)]:
             if aff is not None:
                 body.append("l%d_%d = e%d[%s]" % (s, j, b, self._index(aff, nd)))
@@ -499,6 +465,14 @@ class FusedProgram:
         rg = self.rg
         self._acc = acc = self._accumulators(g)
         ends = []
+        carried = {"ge%d" % b: (off, st) for b, (kind, off, st) in acc.items() if kind == "carry"}
+
+        def shifted(array, shift, last):
+            off, st = carried[array]
+            aff = (off + shift * st[-1], st)
+            return self._index(aff, nd) if last is None else self._index_at(aff, nd, last)
+        self._shifted = loops.ShiftedSums(shifted, in_order=True)
+        starts = len(body)          # (the carried sums' first lines go here)
         for b, (kind, off, st) in sorted(acc.items()):
             at0 = self._index((off, st), nd)
             if kind == "row":
@@ -507,12 +481,6 @@ class FusedProgram:
             elif kind == "hoist":
                 pre.append("a%d = ge%d[%s]" % (b, b, self._index_at((off, st), nd, 0)))
                 post.append("ge%d[%s] = a%d" % (b, self._index_at((off, st), nd, 0), b))
-            else:
-                at1 = self._index((off + st[-1], st), nd)
-                pre.append("c%d = ge%d[%s]" % (b, b, self._index_at((off, st), nd, 0)))
-                body += ["a%d = c%d" % (b, b), "c%d = ge%d[%s]" % (b, b, at1)]
-                ends.append("ge%d[%s] = a%d" % (b, at0, b))
-                post.append("ge%d[%s] = c%d" % (b, self._index_at((off + st[-1], st), nd, g.shape[-1] - 1), b))
         for s in g.members:
             if rg[s] and s not in g.reds:
                 body.append("d%d = %s" % (s, ("go%d[%s]" % (s, cidx)) if s in g.outs else "0.0"))
@@ -539,7 +507,11 @@ class FusedProgram:
                         names[var] = self._load_name(s, j)
                 for j, rule in ((0, op.rule_a), (1, op.rule_b)):
                     self._add_adjoint(body, s, j, "(%s)" % _subst(rule, names), g)
-        return body + ends
+        before, start, end, after = self._shifted.carry(g.shape[-1] if nd else 0)
+        body[starts:starts] = start
+        pre += before
+        post[:0] = after
+        return body + end + ends
 
     def _add_adjoint(self, body, s, j, expr, g):
         """The contribution ``expr`` of entry ``s`` to the adjoint of its operand ``j``."""
@@ -550,8 +522,11 @@ class FusedProgram:
             return
         if aff is None:
             body.append("d%d += %s" % (b, expr))
+        elif b in self._acc and self._acc[b][0] == "carry":
+            kind, off, st = self._acc[b]
+            body.append(self._shifted.add("ge%d" % b, (aff[0] - off) // st[-1], expr))
         elif b in self._acc:
-            body.append("%s%d += %s" % ("c" if aff[0] != self._acc[b][1] else "a", b, expr))
+            body.append("a%d += %s" % (b, expr))
         else:
             body.append("ge%d[%s] += %s" % (b, self._index(aff, len(g.shape)), expr))
 
@@ -559,9 +534,8 @@ class FusedProgram:
     def compile(self):
         """Write the source where the kernels' is, import it and compile every loop for
         its arguments (float64 arrays), timing it and whether Numba's cache served it."""
-        from ..kernels import codegen
         t0 = time.perf_counter()
-        mod = codegen.load_tape_module("fused", self.digest, self.source)
+        mod = loops.load("fused", self.source)
         cached = True
         for gi, g in enumerate(self.groups):
             self.budget.tick("compiling its loops")
@@ -570,7 +544,7 @@ class FusedProgram:
                 sig = "int64(%s)" % ", ".join(["float64[::1]"] * (len(g.ext) * (2 if f is g.rev else 1)
                                                                   + len(g.outs)))
                 f.compile(sig)
-                cached = cached and _from_cache(f)
+                cached = cached and loops.from_cache(f)
         self.stats = {"groups": len(self.groups), "entries": sum(len(g.members) for g in self.groups),
                       "calls": len(self.calls),
                       "compile_s": time.perf_counter() - t0, "cached": cached,
@@ -714,20 +688,6 @@ def _header():
     return codegen.tape_header("fused tape")
 
 
-def _cstrides(shape):
-    st, acc = [], 1
-    for n in reversed(shape):
-        st.append(acc if n != 1 else 0)
-        acc *= n
-    return tuple(reversed(st))
-
-
-def _from_cache(dispatcher):
-    """Whether Numba loaded ``dispatcher``'s last compiled signature from its disk cache."""
-    stats = getattr(dispatcher, "stats", None)
-    return bool(stats is not None and stats.cache_hits)
-
-
 def _guard_slots(guards):
     out = []
 
@@ -843,32 +803,6 @@ class Budget:
             self.resume = time.perf_counter() + WORK_S
 
 
-SWITCH_S = 0.0005           # the interpreter's switch interval while a build runs beside the replays
-_SWITCHING = [0, None]      # (builds running, the interval before the first)
-_SWITCHING_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _gil_handed_back():
-    """A background build's span, with the interpreter's switch interval shortened to
-    ``SWITCH_S``: Numba's compiler is Python and holds the GIL, and a replaying thread
-    that released it in a NumPy call waits up to the interval (5 ms) to get it back, at
-    each call (a replay of many NumPy calls took twice as long).  The interval before is
-    put back when the last build ends."""
-    with _SWITCHING_LOCK:
-        if _SWITCHING[0] == 0:
-            _SWITCHING[1] = sys.getswitchinterval()
-            sys.setswitchinterval(min(_SWITCHING[1], SWITCH_S))
-        _SWITCHING[0] += 1
-    try:
-        yield
-    finally:
-        with _SWITCHING_LOCK:
-            _SWITCHING[0] -= 1
-            if _SWITCHING[0] == 0:
-                sys.setswitchinterval(_SWITCHING[1])
-
-
 def value_metas(vals):
     """(shape, dtype or None) of every value of an unfused replay: what planning reads."""
     return [(tuple(v.shape), v.dtype) if type(v) is np.ndarray else (np.shape(v), None) for v in vals]
@@ -925,9 +859,9 @@ def consider(R, arrays, vals):
     R.fuse_building = True
 
     def build():
-        with _gil_handed_back():
+        with loops.gil_handed_back():
             R.fused_pending = _build(R, metas, Budget(BUDGET_S, background=True))
-    threading.Thread(target=build, name="tapegrad-fuse", daemon=True).start()
+    loops.in_background("tapegrad-fuse", build)
 
 
 _NONLEAF = "an argument is a tensor computed by other operations (a non-leaf)"
