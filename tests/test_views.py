@@ -350,7 +350,8 @@ def test_zero_dim_flip_every_path():
         for k in range(3):
             hv = functional.hvp(lambda x: (x.flip(()) ** 3), tg.tensor(0.7 + k), tg.tensor(1.0))[1]
             assert hv.item() == pytest.approx(6 * (0.7 + k))
-        assert TP.RUNS[0] > runs
+        if os.environ.get("TAPEGRAD_INTERPRET") != "always":       # (the programs are compiled code)
+            assert TP.RUNS[0] > runs
     finally:
         TP.MODE[0], TP.COMPILE_AFTER = saved
     fused = tg.compile(lambda x: (x.flip(()) * x.expand(3)).sum(), fuse=True)
