@@ -628,6 +628,38 @@ def test_training_with_new_labels_every_batch_replays():
         np.testing.assert_allclose(p1.numpy(force=True), p2.numpy(force=True), rtol=1e-12)
 
 
+@pytest.mark.parametrize("flatten", [lambda t: t.view(-1), lambda t: t.reshape(-1), lambda t: t.flatten(),
+                                     lambda t: t.view((t.shape[0] * t.shape[1],))],
+                         ids=["view", "reshape", "flatten", "view_tuple"])
+def test_labels_reshaped_inside_the_function_stay_live(flatten):
+    """nanoGPT's loss: ``cross_entropy(logits.view(-1, C), targets.view(-1), ignore_index=-1)``
+    with (batch, block) targets: a replay takes each batch's labels, reshaped as recorded."""
+    rng_ = np.random.default_rng(1)
+    W = tg.tensor(rng_.standard_normal((5, 7)), requires_grad=True)
+
+    def loss(x, t):
+        logits = x @ W
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), flatten(t), ignore_index=-1)
+    step = tg.compile(loss)
+    for i in range(5):
+        x, t = tg.tensor(rng_.standard_normal((2, 3, 5))), tg.as_tensor(rng_.integers(0, 7, (2, 3)))
+        W.grad = None
+        got = step(x, t)
+        got.backward()
+        g = W.grad.numpy().copy()
+        W.grad = None
+        want = loss(x, t)
+        want.backward()
+        assert got.item() == pytest.approx(want.item(), rel=1e-14)
+        np.testing.assert_allclose(g, W.grad.numpy(), rtol=1e-13, atol=1e-15)
+    assert step.stats.recordings == 1 and step.stats.replays == 4 and step.stats.eager == 0, (step.stats, step.why)
+    # an ignored label, then one out of range: eager's answers (a guard on the labels' flags)
+    t = tg.as_tensor(np.array([[0, -1, 2], [3, 4, 5]]))
+    assert step(x, t).item() == pytest.approx(loss(x, t).item(), rel=1e-14)
+    with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+        step(x, tg.as_tensor(np.array([[0, 1, 2], [3, 4, 9]])))
+
+
 def test_labels_ignored_or_out_of_range_follow_eager():
     cf = tg.compile(lambda z, y: F.cross_entropy(z, y))
     z = tg.tensor(_arr((4, 3)), requires_grad=True)

@@ -104,6 +104,27 @@ def test_saved_tape_with_labels_gathers_and_comparisons(tmp_path):
         loaded.value_and_grad(W2, X2, np.array([2, 2, 1, 0, 0, 7]))
 
 
+def test_saved_tape_with_reshaped_labels(tmp_path):
+    """Labels reshaped inside the function (``y.view(-1)``) are an argument of the saved tape too."""
+    def f(W, X, y):
+        return F.cross_entropy((X @ W).view(-1, 3), y.view(-1))
+    rng = np.random.default_rng(2)
+    W, X, y = rng.standard_normal((4, 3)), rng.standard_normal((2, 3, 4)), rng.integers(0, 3, (2, 3))
+    tape = tg.record(f, W, X, y)
+    path = tmp_path / "v.tape"
+    tape.save(str(path))
+    loaded = tg.load_tape(str(path))
+    y2 = rng.integers(0, 3, (2, 3))
+    v, g = loaded.value_and_grad(W, X, y2)
+    Wt = tg.tensor(W, requires_grad=True)
+    want = f(Wt, tg.tensor(X), tg.as_tensor(y2))
+    want.backward()
+    assert v == pytest.approx(want.item(), rel=1e-14)
+    np.testing.assert_allclose(g[0], Wt.grad.numpy(), rtol=1e-13, atol=1e-15)
+    with pytest.raises(tg.TapeDivergence):
+        loaded.value_and_grad(W, X, np.array([[0, 1, 2], [0, 1, 3]]))
+
+
 def test_structured_outputs_round_trip(tmp_path):
     tape = tg.record(lambda a: {"s": (a * 2).sum(), "l": [a * 1, 3, "x"]}, np.ones(3))
     path = tmp_path / "s.tape"

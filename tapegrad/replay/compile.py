@@ -113,12 +113,13 @@ class Compiled:
                 if lock is not None:
                     lock.acquire()
                 try:
-                    bad = R.check_args(arrays)
+                    arrays_r = R.with_views(arrays)
+                    bad = R.check_args(arrays_r)
                     if bad is None:
                         try:
                             if R.live_params:
                                 R.set_live(caps.values(args, kwargs))
-                            vals = R.forward(arrays)
+                            vals = R.forward(arrays_r)
                         except _Rerecord as e:
                             entry.remove(R)
                             check_now = isinstance(e, _Stale)
@@ -135,14 +136,14 @@ class Compiled:
                             bad = failed = ("the replay", None, None)
                             self.replay_error = "%s: %s" % (type(e).__name__, e)
                         else:
-                            bad = R.check_guards(vals, arrays)
+                            bad = R.check_guards(vals, arrays_r)
                     if bad is None:
                         if R is not entry[0]:
                             entry.remove(R)
                             entry.insert(0, R)
                         st.replays += 1
-                        T = R.tape_for(vals, arrays, args)
-                        out = R.outputs(vals, arrays, args, T)
+                        T = R.tape_for(vals, arrays_r, args)
+                        out = R.outputs(vals, arrays_r, args, T)
                         if self.check and st.replays % self.check == 0:
                             self._compare_with_eager(out, args, kwargs)
                         return out

@@ -56,6 +56,7 @@ class RecordedTape:
             if arr.dtype != dtype:
                 arr = arr.astype(dtype)
             arrays.append(arr)
+        arrays = R.with_views(arrays)
         if R.captures is not None:
             g = R.captures.failing(args, {})
             if g is not None:

@@ -76,6 +76,7 @@ class Recording(Forward):
             if src[0] == "derived" and v is not None:
                 self.derived_dtypes[s] = np.asarray(v).dtype.str
         self.fn_guards = rec.fn_guards
+        self.arg_views = tuple(rec.arg_views)     # (argument, shape): index nargs + k of a replay's arrays
         self.live = {s: f for s, f in rec.live.items() if s < n}
         self.out_template = out_template
         self.out_refs = out_refs
@@ -163,6 +164,13 @@ class Recording(Forward):
                 out[s] = src[4]
         return out
 
+
+    def with_views(self, arrays):
+        """A replay's argument arrays, then the reshapes of integer arguments that the
+        function indexed with (``arg_views``: labels flattened by ``view(-1)``)."""
+        if not self.arg_views:
+            return arrays
+        return list(arrays) + [arrays[i].reshape(shape) for i, shape in self.arg_views]
 
     def check_args(self, arrays):
         for fn, i, val, where in self.fn_guards:
@@ -451,6 +459,7 @@ class Recording(Forward):
         self.__dict__.setdefault("checked", False)
         self.__dict__.setdefault("derived_dtypes", {})
         self.__dict__.setdefault("casts", {})
+        self.__dict__.setdefault("arg_views", ())
         self.__dict__.setdefault("fuse", False)
         self.__dict__.setdefault("fuse_name", "")
         self.__dict__.pop("env", None)
@@ -500,6 +509,7 @@ def _same_but_numbers(a, b):
     return (len(a.guards) == len(b.guards) and all(_deep_equal(g[:2], h[:2]) for g, h in zip(a.guards, b.guards))
             and _deep_equal(a.arg_guards, b.arg_guards)
             and _deep_equal([g[1:3] for g in a.fn_guards], [g[1:3] for g in b.fn_guards])
+            and a.arg_views == b.arg_views
             and _deep_equal(a.out_template, b.out_template) and _deep_equal(a.out_refs, b.out_refs)
             and all(_deep_equal(a.live[s].args, b.live[s].args) for s in a.live))
 
@@ -561,6 +571,7 @@ class _RecordedCall:
                 self.arrays.append(a.copy())
             else:
                 self.arrays.append(a)
+        self.arrays = R.with_views(self.arrays)
         self.captured = {}
         for s, src in R.sources.items():
             if src[0] == "captured":
@@ -603,6 +614,7 @@ def _record_call(fn, args, kwargs, grad_arrays=False, check_now=False, fuse=Fals
     reproduces the call is checked at the first replay (``Recording.first_checks``),
     or here with ``check_now``.  ``fuse``: tg.compile's or tg.record's."""
     rec = _Session()
+    rec.nargs = len(args)
     _begin(rec)
     try:
         targs = [(_recording_arg(rec, i, v, grad_arrays) if _is_array_arg(v) else v) for i, v in enumerate(args)]

@@ -82,11 +82,11 @@ class _WatchedArg(Tensor):
     """An integer or boolean argument while recording: library code that reads its
     values (labels turned into gather indices, masks) adds a guard on the whole
     argument, so a replay with other values records again instead of reusing them."""
-    __slots__ = ("_real", "_rec", "_idx")
+    __slots__ = ("_real", "_rec", "_idx", "_base")     # (_base: the argument; _idx: it, or a reshape of it)
 
     @property
     def _data(self):
-        self._rec.arg_read(self._idx)
+        self._rec.arg_read(self._base)
         return self._real
 
     @_data.setter
@@ -109,6 +109,30 @@ class _WatchedArg(Tensor):
         if not self._real.ndim:
             raise TypeError("len() of a 0-d tensor")
         return len(self._real)
+
+    # a reshape of integer labels (``targets.view(-1)``) stays an argument: a replay
+    # reshapes the new labels the same way (``Recording.with_views``)
+    def view(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list)):
+            return Tensor.view(self, *shape)        # (view(dtype): reads the values)
+        return self._rec.arg_view(self, self._real.reshape(_shape_of(shape)))
+
+    def reshape(self, *shape):
+        return self._rec.arg_view(self, self._real.reshape(_shape_of(shape)))
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        shape = self._real.shape
+        if not shape:
+            return self.reshape(1)
+        a, b = start_dim % len(shape), end_dim % len(shape)
+        return self.reshape(shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:])
+
+
+def _shape_of(args):
+    """``view(2, 3)`` and ``view((2, 3))`` alike."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(int(d) for d in args)
 
 
 class RecordingTape(_tp.Tape):
@@ -149,6 +173,8 @@ class _Session(_tp.RecordingObserver):
         self.live_arrays = {}   # id(integer argument's array handed to indexing) -> argument index
         self.live = {}          # gather slot -> function of the argument arrays giving its indices
         self.fn_guards = []     # (function, argument index, value, where): a property of an argument
+        self.nargs = 0          # the call's positional arguments; indices from it on are ``arg_views``
+        self.arg_views = []     # (argument index, shape): a reshape of an integer argument, index nargs + k
 
     def refuse(self, why):
         if self.reason is None:
@@ -172,6 +198,16 @@ class _Session(_tp.RecordingObserver):
     def arg_read(self, i):
         if i not in self.arg_guards:
             self.arg_guards[i] = (np.array(self.arg_at[i][2]._real, copy=True), _user_line())
+
+    def arg_view(self, w, arr):
+        """A reshape of integer argument ``w``: watched as the argument is."""
+        v = object.__new__(_WatchedArg)
+        v._real, v._rec, v._base = arr, self, w._base
+        v._idx = self.nargs + len(self.arg_views)
+        self.arg_views.append((w._base, arr.shape))
+        v._requires_grad, v._tape_id, v._slot, v._ver, v._slot_version, v._tape, v._extra = False, 0, -1, [0], 0, None, None
+        self.keep.append(v)
+        return v
 
     def made(self, t):
         """A tensor made off the tape (``Tensor._wrap``) while recording."""
@@ -386,7 +422,7 @@ def _recording_arg(rec, i, v, grad_arrays):
     arr = v._data if isinstance(v, Tensor) else v
     if arr.dtype.kind != "f":
         w = object.__new__(_WatchedArg)
-        w._real, w._rec, w._idx = arr, rec, i
+        w._real, w._rec, w._idx, w._base = arr, rec, i, i
         w._requires_grad, w._tape_id, w._slot, w._ver, w._slot_version, w._tape, w._extra = False, 0, -1, [0], 0, None, None
         kind = "int"
         t = w

@@ -319,7 +319,7 @@ _FIELDS = {
     "guards", "arg_guards", "fn_guards", "live", "out_template", "out_refs", "rg", "real_leaf", "untracked",
     "rg_slots", "out_slots", "one_slots", "scalar", "names",
 }
-_OPTIONAL = {"shapes_all", "view_links", "op_names", "derived_dtypes", "casts"}
+_OPTIONAL = {"shapes_all", "view_links", "op_names", "derived_dtypes", "casts", "arg_views"}
 _ARG_KINDS = ("leaf", "nonleaf", "array", "data", "int")
 _NUMERIC_DTYPES = {np.dtype(t).str for t in (np.bool_, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
                                                np.int64, np.uint8, np.uint16, np.uint32, np.uint64)}
@@ -498,13 +498,29 @@ def _recording_from_state(st, r):
         if type(i) is not int or not 0 <= i < nargs:
             raise bad("%s refers to argument %r of %d" % (what, i, nargs))
 
+    views = st.get("arg_views", ())
+    if not isinstance(views, tuple):
+        raise bad("arg_views should be a tuple of (argument, shape)")
+    for v in views:
+        if not isinstance(v, tuple) or len(v) != 2:
+            raise bad("arg_views holds %.60r; expected (argument, shape)" % (v,))
+        arg(v[0], "arg_views")
+        shape(v[1], "arg_views")
+        if kinds[v[0]] != "int" or math.prod(v[1]) != math.prod(meta[v[0]][0]):
+            raise bad("arg_views reshapes argument %d of shape %s to %s" % (v[0], meta[v[0]][0], v[1]))
+
+    def arg_or_view(i, what):
+        """An argument, or one of ``arg_views`` (indices nargs on)."""
+        if type(i) is not int or not 0 <= i < nargs + len(views):
+            raise bad("%s refers to argument %r of %d" % (what, i, nargs + len(views)))
+
     def ref(v, what):
         if not isinstance(v, tuple) or not v:
             raise bad("%s is not a reference" % what)
         if v[0] == "slot" and len(v) == 2:
             slot(v[1], what)
         elif v[0] == "arg" and len(v) == 2:
-            arg(v[1], what)
+            arg_or_view(v[1], what)
         elif v[0] in ("value", "value_tensor") and len(v) == 2 and isinstance(v[1], np.ndarray):
             pass
         elif v[0] == "derived" and len(v) == 2:
@@ -560,7 +576,7 @@ def _recording_from_state(st, r):
     for g in fg:
         if not isinstance(g, tuple) or len(g) != 4 or not isinstance(g[0], functools.partial):
             raise bad("a label guard should be (function, argument, value, where)")
-        arg(g[1], "a label guard")
+        arg_or_view(g[1], "a label guard")
     live = st["live"]
     if not isinstance(live, dict):
         raise bad("live should be a dict")
@@ -575,7 +591,7 @@ def _recording_from_state(st, r):
             for p in f.args[2]:
                 if not isinstance(p, tuple) or len(p) != 2:
                     raise bad("the live gather of slot %s is malformed" % s)
-                arg(p[1], "the live gather of slot %s" % s)
+                arg_or_view(p[1], "the live gather of slot %s" % s)
         elif f.func is _extremum_lin:
             if len(f.args) != 4:
                 raise bad("the live gather of slot %s is malformed" % s)
