@@ -150,14 +150,34 @@ def values(T, flts, lay):
     return V
 
 
+# The big adjoints of earlier backward passes, by (size, k-th of that size in its
+# backward): taken again where nothing holds them (``take_spare``: not a leaf's .grad,
+# a returned gradient, a hook's argument).  An array of a few MB is otherwise mapped
+# fresh from the OS and page-faulted in at every backward (a tenth of a small
+# transformer's training step).  Cleared past SPARE_BYTES.
+_SPARE = {}
+_SPARE_BYTES = [0]
+SPARE_BYTES = 1 << 30
+
+
 def adjoints(sizes, lay):
-    """Fresh adjoint storage laid out by ``lay``."""
+    """Adjoint storage laid out by ``lay`` (the big ones maybe an earlier backward's:
+    the sweep zeroes an adjoint only where it must add)."""
     aloc, asize, abig = lay[3], lay[4], lay[5]
     A = _Slots(aloc, np.zeros(asize))
     big, ptr = A.big, A.ptr
+    nth = {}
     for s in abig.tolist():
-        a = big[s] = np.empty(int(sizes[s]))    # zeroed by the sweep only if it must add
+        n = int(sizes[s])
+        key = (n, nth.get(n, 0))
+        nth[n] = key[1] + 1
+        if key not in _SPARE:
+            _SPARE_BYTES[0] += 8 * n
+        a = big[s] = _SPARE[key] = _tp.take_spare(_SPARE, key, np.empty, n)
         ptr[s] = _addr(a)
+    if _SPARE_BYTES[0] > SPARE_BYTES:
+        _SPARE.clear()
+        _SPARE_BYTES[0] = 0
     return A
 
 
