@@ -6,6 +6,11 @@ import pytest
 # so that what a test sees does not depend on a background compile's progress
 # (tests/test_background.py starts that compile on purpose; subprocesses inherit this).
 os.environ.setdefault("TAPEGRAD_BACKGROUND_COMPILE", "0")
+# Every program a test generates (fused replays, tangent programs) compiles with Numba's
+# bounds checks: an index outside its array fails the test where the program runs, in this
+# pass (CI's NUMBA_BOUNDSCHECK=1 pass then checks the kernels, and leaves out the files that
+# test the program generators: tapegrad/kernels/loops.py).  Set before tapegrad is imported.
+os.environ.setdefault("TAPEGRAD_BOUNDSCHECK_PROGRAMS", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -93,3 +93,14 @@ def test_shifted_sums_of_no_iteration_touch_nothing():
     for in_order in (True, False):
         got, want, src = _run(2, 0, 4, [0, 2], in_order)
         assert np.array_equal(got, want) and "A[" not in src
+
+
+def test_generated_programs_are_bounds_checked_in_the_suite():
+    """The suite compiles every generated program with Numba's bounds checks (conftest.py):
+    an index outside its array raises instead of reading memory outside it."""
+    assert loops.BOUNDSCHECK and "boundscheck=True" in loops.decorator()
+    source = ("from tapegrad._jit import jit\n\n\n%s\ndef run(a, i):\n    return a[i]\n" % loops.decorator())
+    mod = loops.load("test_oob", source)
+    assert mod.run(np.arange(3.0), 2) == 2.0
+    with pytest.raises(IndexError):
+        mod.run(np.arange(3.0), 7)

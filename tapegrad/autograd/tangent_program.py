@@ -382,7 +382,7 @@ class _Source:
         self.lines = head = []
         args = (["prm", "work"] + ["v%d" % s for s in self.values] + ["m%d" % j for j in range(len(self.maps))]
                 + ["s%d" % s for s in p.seeds])
-        self.emit(0, "@jit(cache=True, error_model=\"numpy\")")
+        self.emit(0, loops.decorator())
         self.emit(0, "def run(%s):" % ", ".join(args))
         self.work = 0
         for s in sorted(self.t_arrays):

@@ -20,6 +20,7 @@ loop bodies; the planning they share is here:
 """
 import contextlib
 import hashlib
+import os
 import sys
 import threading
 
@@ -186,6 +187,18 @@ class ShiftedSums:
 
 
 # -- compiling ------------------------------------------------------------------------
+# TAPEGRAD_BOUNDSCHECK_PROGRAMS=1: generated programs compile with Numba's bounds checks
+# (an index outside its array raises IndexError instead of touching memory outside it).
+# The test suite sets it, so every program a test generates is checked where it runs;
+# their source differs by this flag, so checked and unchecked programs are cached apart.
+BOUNDSCHECK = os.environ.get("TAPEGRAD_BOUNDSCHECK_PROGRAMS", "") == "1"
+
+
+def decorator():
+    """The decorator line of a generated program's compiled functions."""
+    return '@jit(cache=True, error_model="numpy"%s)' % (", boundscheck=True" if BOUNDSCHECK else "")
+
+
 def load(prefix, source):
     """The module of a program's ``source`` (its header included), written once as
     ``<prefix>_<hash of the text>.py`` where the kernels are and imported once per process."""

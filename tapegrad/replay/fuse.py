@@ -337,7 +337,7 @@ class FusedProgram:
         args = ext + outs
         if reverse:
             args = ext + ["ge%d" % b for b in g.ext] + ["go%d" % s for s in g.outs]
-        lines = ["@jit(cache=True, error_model=\"numpy\")", "def %s_%d(%s):" % ("rev" if reverse else "fwd", gi,
+        lines = [loops.decorator(), "def %s_%d(%s):" % ("rev" if reverse else "fwd", gi,
                                                                            ", ".join(args))]
         ind = "    "
         full = [s for s in g.reds if self.shapes[s] == ()] if not reverse else []
