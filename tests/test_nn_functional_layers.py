@@ -526,3 +526,32 @@ def test_layer_norm_row_kernels_match_the_numpy_path(has_w, has_b, monkeypatch):
         return
     for a, b in zip(kernels, run(torch)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("args", [(2,), (3, 2, 1, 1, True), ((2, 3), (1, 2), 1, (2, 1)), (3, 1, 1)],
+                         ids=["2x2", "ceil_pad", "dilation", "stride1_pad"])
+def test_max_pool_reverse_kernel_matches_the_scan(monkeypatch, args):
+    """max_pool's reverse by its compiled kernel (once the kernels are loaded) and by the
+    NumPy scan: the same gradient, ties to the window's first maximum, NaN taking over."""
+    from tapegrad import _jit
+    _jit.load()
+    rng = np.random.default_rng(4)
+    v = rng.integers(-3, 4, (2, 3, 9, 10)).astype(np.float64)     # (ties)
+    v[0, 0, 2, 3] = np.nan
+    v[1, 2, 4, 4] = -np.inf
+    gy = None
+    grads = []
+    for ready in (False, True):
+        monkeypatch.setattr(_jit, "READY", [ready])
+        x = tg.tensor(v, requires_grad=True)
+        y = F.max_pool2d(x, *args)
+        if gy is None:
+            gy = rng.standard_normal(tuple(y.shape))
+        (y * tg.tensor(gy)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+    assert np.isfinite(grads[1]).all() and grads[1].sum() == pytest.approx(gy.sum(), rel=1e-12)
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(v, requires_grad=True)
+    torch.nn.functional.max_pool2d(xt, *args).backward(torch.tensor(gy))
+    np.testing.assert_array_equal(grads[1], xt.grad.numpy())

@@ -9,6 +9,8 @@ avg_pool_t are each other's reverse, so create_graph differentiates through them
 A 1-d pool is the 2-d one of height 1."""
 import numpy as np
 
+from .. import _jit
+from .._jit import jit
 from ..core.registry import SAVE_A
 from ..core.tensor import Tensor
 from . import _host
@@ -160,8 +162,40 @@ def _max_rev(xs, y, g, ints, floats, needs):
     return [dx.reshape(x.shape)]
 
 
+@jit
+def _max_rev_kernel(x, g, dx, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw):
+    """Each output's adjoint added at its window's maximum, planes (P, H, W): PyTorch's
+    scan (from the window's first element inside the input; a greater value or a NaN
+    takes over), the windows' positions outside the input left out."""
+    h, w = x.shape[1], x.shape[2]
+    for p in range(x.shape[0]):
+        for i in range(ho):
+            for j in range(wo):
+                best, at_r, at_c = 0.0, -1, -1
+                for a in range(kh):
+                    r = i * sh - ph + a * dh
+                    if r < 0 or r >= h:
+                        continue
+                    for b in range(kw):
+                        c = j * sw - pw + b * dw
+                        if c < 0 or c >= w:
+                            continue
+                        v = x[p, r, c]
+                        if at_r < 0 or v > best or v != v:
+                            best, at_r, at_c = v, r, c
+                if at_r >= 0:
+                    dx[p, at_r, at_c] += g[p, i, j]
+
+
 def _max_arr_rev(xs, y, g, ints, floats, needs):
     x = xs[0]
+    if (not ints[1] and _jit.READY[0] and x.dtype == np.float64 and g.dtype == np.float64
+            and x.flags.c_contiguous):      # (the kernels are loaded: one pass, no positions array)
+        h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw = ints[2:14]
+        dx = np.zeros(x.shape)
+        _max_rev_kernel(x.reshape(-1, h, w), np.ascontiguousarray(g).reshape(-1, ho, wo), dx.reshape(-1, h, w),
+                        ho, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+        return [dx]
     idx = _max_indices(x, ints)
     hw = ints[2] * ints[3]
     nplanes = x.size // hw
