@@ -2,6 +2,7 @@
 catch every branch, captured parameters are read live, tapes save and load."""
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -658,6 +659,21 @@ def test_labels_reshaped_inside_the_function_stay_live(flatten):
     assert step(x, t).item() == pytest.approx(loss(x, t).item(), rel=1e-14)
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         step(x, tg.as_tensor(np.array([[0, 1, 2], [3, 4, 9]])))
+
+
+@pytest.mark.parametrize("bad", [lambda t: t.view(4), lambda t: t.reshape(5), lambda t: t.flatten(3),
+                                 lambda t: t.flatten(1, 0), lambda t: t.mT.view(-1)],
+                         ids=["view", "reshape", "flatten_dim", "flatten_order", "view_noncontiguous"])
+def test_labels_reshaped_wrongly_raise_as_eager(bad):
+    W = tg.tensor(_arr((5, 7)), requires_grad=True)
+
+    def loss(x, t):
+        return F.cross_entropy((x @ W).view(-1, 7), bad(t))
+    x, t = tg.tensor(_arr((2, 3, 5))), tg.as_tensor(np.zeros((2, 3), np.int64))
+    with pytest.raises((RuntimeError, IndexError)) as eager:
+        loss(x, t)
+    with pytest.raises(type(eager.value), match=re.escape(str(eager.value))):
+        tg.compile(loss)(x, t)
 
 
 def test_labels_ignored_or_out_of_range_follow_eager():

@@ -112,27 +112,36 @@ class _WatchedArg(Tensor):
 
     # a reshape of integer labels (``targets.view(-1)``) stays an argument: a replay
     # reshapes the new labels the same way (``Recording.with_views``)
+    # (anything else, an error included, takes Tensor's own path: eager's answer and message)
     def view(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list)):
-            return Tensor.view(self, *shape)        # (view(dtype): reads the values)
-        return self._rec.arg_view(self, self._real.reshape(_shape_of(shape)))
+        if not self._real.flags.c_contiguous or (len(shape) == 1 and not isinstance(shape[0], (int, tuple, list))):
+            return Tensor.view(self, *shape)
+        v = self._reshaped(shape)
+        return Tensor.view(self, *shape) if v is None else v
 
     def reshape(self, *shape):
-        return self._rec.arg_view(self, self._real.reshape(_shape_of(shape)))
+        v = self._reshaped(shape)
+        return Tensor.reshape(self, *shape) if v is None else v
 
     def flatten(self, start_dim=0, end_dim=-1):
-        shape = self._real.shape
-        if not shape:
-            return self.reshape(1)
-        a, b = start_dim % len(shape), end_dim % len(shape)
-        return self.reshape(shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:])
+        n = max(self._real.ndim, 1)
+        if not (-n <= start_dim < n and -n <= end_dim < n) or start_dim % n > end_dim % n:
+            return Tensor.flatten(self, start_dim, end_dim)
+        shape = self._real.shape or (1,)
+        a, b = start_dim % n, end_dim % n
+        return self._reshaped((shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:],))
 
+    def _reshaped(self, shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        if not all(type(d) is int for d in shape):
+            return None
+        try:
+            arr = self._real.reshape(shape)
+        except ValueError:
+            return None
+        return self._rec.arg_view(self, arr)
 
-def _shape_of(args):
-    """``view(2, 3)`` and ``view((2, 3))`` alike."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = args[0]
-    return tuple(int(d) for d in args)
 
 
 class RecordingTape(_tp.Tape):
