@@ -439,3 +439,28 @@ def test_complex_views(shape, part):
         yt = {"real": lambda z: z.real, "imag": lambda z: z.imag, "view_as_real": torch.view_as_real}[part](zt)
         (yt * torch.tensor(w)).sum().backward()
         np.testing.assert_allclose(zt.grad.numpy(), want_grad, rtol=1e-14, atol=1e-14)
+
+
+def test_check_tapes_checks_each_entry_once_before_its_first_backward(monkeypatch):
+    """TAPEGRAD_CHECK_TAPES: a tape's entries are checked before the first backward that
+    sweeps them, and only the entries added since at the next backward of the same tape
+    (a whole-tape check at every backward made long finite-difference checks quadratic)."""
+    from tapegrad.autograd import walk
+    from tapegrad.core import registry
+    starts = []
+    real = walk.check_entries
+    monkeypatch.setattr(walk, "check_entries", lambda ints, aux, start=0: starts.append((start, len(ints)))
+                        or real(ints, aux, start))
+    was, registry.CHECK_TAPES[0] = registry.CHECK_TAPES[0], True     # (the list walk reads)
+    try:
+        x = tg.tensor([0.5, 1.5], requires_grad=True)
+        y = (x.sin() * 2).sum()
+        for _ in range(3):                      # (gradcheck's way: one backward per output, retained)
+            y.backward(retain_graph=True)
+        z = (x.exp() * x).sum()                 # (a new tape: the backward rotated the thread's)
+        z.backward()
+    finally:
+        registry.CHECK_TAPES[0] = was
+    v = np.array([0.5, 1.5])
+    np.testing.assert_allclose(x.grad.numpy(), 3 * 2 * np.cos(v) + np.exp(v) * (1 + v), rtol=1e-14)
+    assert [s for s, _ in starts] == [0, 0] and len(starts) == 2, starts

@@ -21,6 +21,7 @@ Steps 2 and 3 take the sweep's adjoint store ``A``, array or tensor adjoints ali
   A.retain(t, g)       ``t.grad`` += ``g`` (retain_grad: out of place, as PyTorch)
 """
 import threading
+import weakref
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def over_tapes(seeds, sweep_tape, to_leaf, retain, targets, accumulate, *extra):
         slot_seeds = pending.pop(T, None)
         if slot_seeds:
             if CHECK_TAPES[0]:
-                check_entries(T.arrays()[0], T.aux_array())
+                _check_new_entries(T)
             # with targets, gradient leaves through EXT entries only if a target may
             # lie on another tape
             ext_leads = tgt_ids is not None and any(t._tape is not T for t in tgt_ids.values())
@@ -241,6 +242,21 @@ def hand_off(T, reach, tslots, sizes, A, tgt_ids, results, accumulate, pending, 
     for s, (older, slot) in T.ext.items():
         if s < n and reach[s] and (tgt_ids is None or ext_leads):
             pending.setdefault(older, {}).setdefault(slot, []).append(A.view(s, sizes[s]))
+
+
+# TAPEGRAD_CHECK_TAPES: how far each tape's entries were checked.  An entry is checked once,
+# before the first backward that sweeps it (later writes to a tape's entries set versions,
+# or make an entry a constant or an import, which index nothing); checking the whole tape
+# at every backward made a finite-difference check of a long thread tape quadratic.
+_CHECKED = weakref.WeakKeyDictionary()
+
+
+def _check_new_entries(T):
+    n = T.n
+    start = _CHECKED.get(T, 0)
+    if start < n:
+        check_entries(T.arrays()[0], T.aux_array(), start)
+        _CHECKED[T] = n
 
 
 ACCUMULATING = threading.RLock()      # (a leaf's .grad written by one thread at a time: NumPy's add
