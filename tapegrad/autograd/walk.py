@@ -247,7 +247,7 @@ def hand_off(T, reach, tslots, sizes, A, tgt_ids, results, accumulate, pending, 
 # TAPEGRAD_CHECK_TAPES: how far each tape's entries were checked.  An entry is checked once,
 # before the first backward that sweeps it (later writes to a tape's entries set versions,
 # or make an entry a constant or an import, which index nothing); checking the whole tape
-# at every backward made a finite-difference check of a long thread tape quadratic.
+# at every backward made gradcheck's retained backward per output quadratic.
 _CHECKED = weakref.WeakKeyDictionary()
 
 

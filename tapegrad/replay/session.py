@@ -210,11 +210,8 @@ class _Session(_tp.RecordingObserver):
 
     def arg_view(self, w, arr):
         """A reshape of integer argument ``w``: watched as the argument is."""
-        v = object.__new__(_WatchedArg)
-        v._real, v._rec, v._base = arr, self, w._base
-        v._idx = self.nargs + len(self.arg_views)
+        v = _watched(arr, self, self.nargs + len(self.arg_views), w._base)
         self.arg_views.append((w._base, arr.shape))
-        v._requires_grad, v._tape_id, v._slot, v._ver, v._slot_version, v._tape, v._extra = False, 0, -1, [0], 0, None, None
         self.keep.append(v)
         return v
 
@@ -426,15 +423,19 @@ def _arg_key(v):
     return ("V", type(v).__name__, v)
 
 
+def _watched(arr, rec, idx, base):
+    """The stand-in for integer argument ``base`` (``idx``: it, or one of its reshapes)."""
+    w = object.__new__(_WatchedArg)
+    w._real, w._rec, w._idx, w._base = arr, rec, idx, base
+    w._requires_grad, w._tape_id, w._slot, w._ver, w._slot_version, w._tape, w._extra = False, 0, -1, [0], 0, None, None
+    return w
+
+
 def _recording_arg(rec, i, v, grad_arrays):
     """The tensor ``fn`` sees for argument ``v`` while recording."""
     arr = v._data if isinstance(v, Tensor) else v
     if arr.dtype.kind != "f":
-        w = object.__new__(_WatchedArg)
-        w._real, w._rec, w._idx, w._base = arr, rec, i, i
-        w._requires_grad, w._tape_id, w._slot, w._ver, w._slot_version, w._tape, w._extra = False, 0, -1, [0], 0, None, None
-        kind = "int"
-        t = w
+        kind, t = "int", _watched(arr, rec, i, i)
     elif isinstance(v, Tensor) and _is_grad_leaf(v):
         kind, t = "leaf", v                          # a leaf that requires grad: gradients go to it
     else:
