@@ -29,8 +29,8 @@ def _fused_compiles_finish_in_their_test():
 @pytest.fixture(autouse=True)
 def _torch_default_dtype_restored():
     """Tests that compare with PyTorch set its default dtype to float64 (tapegrad's); put
-    back what it was, so that no test sees the one before it set (the torch step runs the
-    comparison files in one process, in an order of its own)."""
+    back what it was, so that no test sees the one before it set (the whole suite runs the
+    comparison files in one process: CI's bounds-checked run)."""
     import sys
     torch = sys.modules.get("torch")
     before = torch.get_default_dtype() if torch is not None else None
