@@ -51,3 +51,15 @@ def fast_only(monkeypatch):
         assert out is not None, "the tape was not walked in forward mode"
         return out
     monkeypatch.setattr(functional, "_on_tape", must)
+
+
+@pytest.fixture(params=["never", "always"])
+def reverse(request, monkeypatch):
+    """The reverse sweep a test's backward passes take: "never" the compiled kernels,
+    "always" the NumPy walk (``engine.INTERPRET``).  Under TAPEGRAD_INTERPRET=always (CI's
+    interpreted run) "never" is skipped: it would repeat the default run on the same kernels."""
+    from tapegrad.autograd import engine
+    if request.param == "never" and os.environ.get("TAPEGRAD_INTERPRET") == "always":
+        pytest.skip("the compiled sweep: tested in the default run (this one interprets every backward)")
+    monkeypatch.setattr(engine, "INTERPRET", [request.param])
+    return request.param

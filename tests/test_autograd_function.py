@@ -55,10 +55,8 @@ def _classes(m):
 TG = _classes(tg)
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_values_and_gradients_match_torch(mode, monkeypatch):
+def test_values_and_gradients_match_torch(reverse):
     torch = pytest.importorskip("torch")
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     TT = _classes(torch)
     av, bv, cv = np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([0.5, -0.5])
     res = []
@@ -156,9 +154,7 @@ def _counted(m):
     return Scaled, calls
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_compile_replays_a_function(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_compile_replays_a_function(reverse):
     Scaled, calls = _counted(tg)
     Exp, MulAdd, Cube = TG
 
@@ -334,9 +330,7 @@ def _inputs(seed, n=4):
     return r.uniform(-1, 1, n), r.uniform(-1, 1, n)
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_compile_replays_functions_like_eager_and_finite_differences(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_compile_replays_functions_like_eager_and_finite_differences(reverse):
     calls = {}
     classes = _replay_classes(calls)
     loss = _replay_loss(*classes)
@@ -427,11 +421,9 @@ def test_a_function_whose_output_dtype_changes_is_not_replayed_wrong():
         tape(np.ones(2))
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_create_graph_through_a_replayed_function(mode, monkeypatch):
+def test_create_graph_through_a_replayed_function(reverse):
     # saved inputs and outputs stand for their slots of the replayed tape, as they do
     # for an eager call: the gradient is differentiated again through them
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     calls = {}
     Exp, Clamp, SinCos, Square = _replay_classes(calls)
 

@@ -56,15 +56,8 @@ def _torch_fn(torch, name):
     return f
 
 
-@pytest.fixture(params=["never", "always"])
-def mode(request, monkeypatch):
-    """The compiled reverse (``never`` interpreted) and the interpreted one."""
-    monkeypatch.setattr(engine, "INTERPRET", [request.param])
-    return request.param
-
-
 @pytest.mark.parametrize("name", sorted(BINARY))
-def test_binary_values_and_gradients(name, mode):
+def test_binary_values_and_gradients(name, reverse):
     f, _, fwd, da, db = BINARY[name]
     a = tg.tensor(A, requires_grad=True)
     b = tg.tensor(B, requires_grad=True)
@@ -81,7 +74,7 @@ def test_binary_values_and_gradients(name, mode):
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_values_and_gradients(name, mode):
+def test_unary_values_and_gradients(name, reverse):
     f, _, x0, fwd, d = UNARY[name]
     x = tg.tensor(x0, requires_grad=True)
     y = f(x)

@@ -862,10 +862,7 @@ def test_second_derivative_by_create_graph():
     np.testing.assert_allclose(hs.numpy(), -3 * z ** 2 / s ** 4 + 1 / s ** 2, rtol=1e-14)
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_compiled_and_interpreted_reverse(monkeypatch, mode):
-    from tapegrad.autograd import engine
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_compiled_and_interpreted_reverse(reverse):
     c = tg.tensor([0.7, 2.0, 5.5], requires_grad=True)
     r = tg.tensor([1.5, 0.4, 2.0], requires_grad=True)
     v = R([0.3, 4.0, 2.5])

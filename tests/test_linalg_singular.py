@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.autograd import engine
 
 L = tg.linalg
 INF, NAN = float("inf"), float("nan")
@@ -72,10 +71,8 @@ def test_values_at_singular_matrices_and_a_negative_determinant():
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", ["never", "always"])
 @pytest.mark.parametrize("case", sorted(GRADS))
-def test_gradient_at_a_singular_matrix(case, mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_gradient_at_a_singular_matrix(case, reverse):
     a, want = GRADS[case]
     for f in (logabsdet, tg.logdet):
         x = leaf(a)
@@ -89,18 +86,14 @@ def test_gradient_at_a_singular_matrix(case, mode, monkeypatch):
     same(g.numpy(), want)
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_gradient_scaled_and_of_the_sign_alone(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_gradient_scaled_and_of_the_sign_alone(reverse):
     x = leaf(A1)
     same(tg.autograd.grad(-2.0 * logabsdet(x), x)[0].numpy(), [[INF, -INF], [-INF, INF]])
     x = leaf(A1)
     same(tg.autograd.grad(L.slogdet(x).sign * 3.0, x)[0].numpy(), [[0.0, 0.0], [0.0, 0.0]])
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_gradient_of_a_batch_with_one_singular_matrix(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_gradient_of_a_batch_with_one_singular_matrix(reverse):
     w = tg.tensor([1.0, 2.0, -3.0])
     x = leaf(BATCH)
     (logabsdet(x) * w).sum().backward()
@@ -113,9 +106,7 @@ def test_gradient_of_a_batch_with_one_singular_matrix(mode, monkeypatch):
     same(x.grad.numpy(), [[[0.6, -0.2], [-0.2, 0.4]], [[NAN, NAN], [NAN, NAN]], [[0.0, 1.0], [1.0, 0.0]]])
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_logdet_of_a_negative_determinant_has_no_derivative(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_logdet_of_a_negative_determinant_has_no_derivative(reverse):
     for a in (NEG, [[1.0, 2.0], [3.0, 4.0]]):
         x = leaf(a)
         assert np.isnan(tg.logdet(x).item())
@@ -171,9 +162,7 @@ def test_forward_mode_jacobians_at_a_singular_matrix():
 _REFUSED = "torch.linalg.solve: The solver failed because the input matrix is singular."
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_second_order_at_a_singular_matrix_is_torch_error(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_second_order_at_a_singular_matrix_is_torch_error(reverse):
     for f in (logabsdet, tg.logdet):
         for a in (A1, ZERO, A3, ONE):
             x, v = leaf(a), tg.ones(len(a), len(a))
@@ -202,9 +191,7 @@ def _loss(A, w):
     return (tg.logdet(A) * w).sum()
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_compile_and_record_replay_singular_matrices_as_eager(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_compile_and_record_replay_singular_matrices_as_eager(reverse):
     w = np.array([1.5, -2.0])
     regular = np.array([SPD2, [[4.0, 1.0], [1.0, 2.0]]])
     singular = np.array([SPD2, A1])

@@ -13,7 +13,6 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import nn
-from tapegrad.autograd import engine
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 
@@ -334,9 +333,7 @@ def test_global_forward_hook():
     assert seen == ["Linear", "ReLU", "Sequential"]
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_full_backward_hook_matches_torch(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_full_backward_hook_matches_torch(reverse):
     torch = _torch()
     results = {}
     for lib, mod in ((tg, nn), (torch, torch.nn)):
@@ -534,11 +531,9 @@ RECURRENT = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
 @pytest.mark.parametrize("spec", [s for s, _ in RECURRENT])
-def test_layers_match_torch(spec, mode, monkeypatch):
+def test_layers_match_torch(spec, reverse):
     torch = _torch()
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     inputs = dict(RECURRENT)[spec]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -819,10 +814,8 @@ def _tiny_gpt(lib, vocab=11, block=8, width=16, heads=2, layers=2):
     return GPT()
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_a_tiny_gpt_trains_as_torch_step_by_step(mode, monkeypatch):
+def test_a_tiny_gpt_trains_as_torch_step_by_step(reverse):
     torch = _torch()
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     torch.manual_seed(0)
     theirs, ours = _tiny_gpt(torch), _tiny_gpt(tg)
     assert list(ours.state_dict()) == list(theirs.state_dict())
@@ -919,9 +912,7 @@ CONVNET_LOSSES = [3.365832079874663, 3.180613020012315, 2.0122361216548326, 2.61
 CONVNET_EVALS = [(20.86883897568794, 2), (15.362571570095646, 4)]
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_a_small_convnet_trains_as_torch_step_by_step(mode, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
+def test_a_small_convnet_trains_as_torch_step_by_step(reverse):
     losses, evals, params = _train_small_convnet(tg)
     np.testing.assert_allclose(losses, CONVNET_LOSSES, rtol=1e-13)
     np.testing.assert_allclose([t for t, _ in evals], [t for t, _ in CONVNET_EVALS], rtol=1e-13)

@@ -17,7 +17,7 @@ import scipy.special as sp
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
-from tapegrad.autograd import engine, gradcheck, gradgradcheck
+from tapegrad.autograd import gradcheck, gradgradcheck
 
 RNG = np.random.default_rng(18)
 X35 = RNG.standard_normal((3, 5))
@@ -25,12 +25,6 @@ FW = np.array([1, 2, 1, 3, 1])
 AW = RNG.uniform(0.2, 1.5, 5)
 Y24 = RNG.standard_normal((2, 4))
 XS = np.array([0.0, 1.0, 3.0, 3.5])
-
-
-@pytest.fixture(params=["never", "always"])
-def mode(request, monkeypatch):
-    monkeypatch.setattr(engine, "INTERPRET", [request.param])
-    return request.param
 
 
 def t(a, rg=False):
@@ -76,7 +70,7 @@ def test_cov_corrcoef_gradients():
     assert gradcheck(tg.corrcoef, (x,)) and gradgradcheck(tg.corrcoef, (x,))
 
 
-def test_cov_corrcoef_against_torch(mode):
+def test_cov_corrcoef_against_torch(reverse):
     torch = pytest.importorskip("torch")
     for f, tf in ((lambda x, a: tg.cov(x, fweights=t(FW), aweights=a, correction=2),
                    lambda x, a: torch.cov(x, fweights=torch.tensor(FW), aweights=a, correction=2)),
@@ -136,7 +130,7 @@ def test_trapezoid_literals():
     assert tg.cumulative_trapezoid(tg.zeros(2, 1)).shape == (2, 0)
 
 
-def test_trapezoid_gradients_and_torch(mode):
+def test_trapezoid_gradients_and_torch(reverse):
     y, x = t(Y24, True), t(np.cumsum(RNG.uniform(0.1, 1, 4)), True)
     for f in (lambda y, x: tg.trapezoid(y, x), lambda y, x: tg.cumulative_trapezoid(y * y, x),
               lambda y, x: tg.trapz(y, dx=0.3, dim=0) * x.sum(), lambda y, x: tg.cumulative_trapezoid(y, dx=0.7)):
@@ -196,7 +190,7 @@ def test_histc_against_torch():
 
 
 # -- mvlgamma --------------------------------------------------------------------------
-def test_mvlgamma(mode):
+def test_mvlgamma(reverse):
     a = np.array([2.5, 3.0, 7.25])
     for p in (1, 2, 3):
         np.testing.assert_allclose(tg.mvlgamma(t(a), p).numpy(), sp.multigammaln(a, p), rtol=1e-14)
@@ -239,14 +233,14 @@ def test_norm_against_numpy(p):
 
 
 @pytest.mark.parametrize("p", [p for p in PS if p != 0])
-def test_norm_gradients(p, mode):
+def test_norm_gradients(p, reverse):
     x = t(NORM_X + 0.1 * (NORM_X == 0), True)
     assert gradcheck(lambda x: tg.norm(x, p, 1), (x,))
     if p == "fro" or not math.isinf(p):
         assert gradgradcheck(lambda x: tg.norm(x, p, 1), (x,))
 
 
-def test_norm_against_torch(mode):
+def test_norm_against_torch(reverse):
     torch = pytest.importorskip("torch")
     zero = np.zeros(3)
     for p in PS:
@@ -280,7 +274,7 @@ X_G = np.array([0.3, 1.5, 0.8, 4.0, 6.0])
 
 
 @pytest.mark.parametrize("name", ["gammainc", "gammaincc"])
-def test_incomplete_gamma(name, mode):
+def test_incomplete_gamma(name, reverse):
     f = getattr(tg.special, name)
     other = tg.igamma if name == "gammainc" else tg.igammac
     a, x = t(A_G), t(X_G, True)
@@ -299,7 +293,7 @@ def test_incomplete_gamma(name, mode):
     np.testing.assert_array_equal(z.numpy(), y.detach().numpy())
 
 
-def test_incomplete_gamma_against_torch(mode):
+def test_incomplete_gamma_against_torch(reverse):
     torch = pytest.importorskip("torch")
     for name in ("igamma", "igammac"):
         x, tx = t(X_G, True), torch.tensor(X_G, requires_grad=True)
@@ -330,7 +324,7 @@ def test_incomplete_gamma_against_torch(mode):
 Z_J = np.array([-7.5, -2.0, -0.3, 0.0, 0.4, 2.4048, 5.0, 30.0])
 
 
-def test_bessel(mode):
+def test_bessel(reverse):
     for f, value, deriv in ((tg.special.bessel_j0, sp.j0, lambda z: -sp.j1(z)),
                             (tg.special.bessel_j1, sp.j1, lambda z: sp.jvp(1, z))):
         x = t(Z_J, True)
@@ -415,7 +409,7 @@ def test_conv_against_loops(case):
 
 
 @pytest.mark.parametrize("case", [0, 3, 5])
-def test_conv_gradients(case, mode):
+def test_conv_gradients(case, reverse):
     xs, ws, kw = CONV_CASES[case]
     nd = len(ws) - 2
     conv = F.conv1d if nd == 1 else F.conv2d
@@ -425,7 +419,7 @@ def test_conv_gradients(case, mode):
 
 
 @pytest.mark.parametrize("case", range(len(CONV_CASES)))
-def test_conv_against_torch(case, mode):
+def test_conv_against_torch(case, reverse):
     torch = pytest.importorskip("torch")
     xs, ws, kw = CONV_CASES[case]
     nd = len(ws) - 2
@@ -532,7 +526,7 @@ def test_replay_with_new_inputs(how):
         assert step.stats.replays >= 2
 
 
-def test_create_graph_second_derivative(mode):
+def test_create_graph_second_derivative(reverse):
     x = t(X_G, True)
     (g,) = tg.autograd.grad(tg.special.gammainc(t(A_G), x).sum(), x, create_graph=True)
     (h,) = tg.autograd.grad(g.sum(), x)

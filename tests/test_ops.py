@@ -439,14 +439,12 @@ def test_sums_over_a_short_last_axis_are_numpys(shape):
     np.testing.assert_array_equal(x.grad.numpy(), np.ones(shape))
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
-def test_pow_integral_exponents_match_torch(mode, monkeypatch):
+def test_pow_integral_exponents_match_torch(reverse):
     """The gradient of x ** p for an integral p (the compiled reverse raises x to p - 1 by
     repeated squaring up to |p - 1| = 64, by pow beyond) against PyTorch's (std::pow), at
     zeros of both signs, infinities, NaN, tiny and huge numbers; compiled and interpreted."""
     torch = pytest.importorskip("torch")
     from tapegrad.autograd import engine
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     xs = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -2.5, 1e-3, 0.7, 1.1, 3.0, -7.25, 1e30, -1e-30, 1e-80])
     for p in (-65, -64, -13, -7, -4, -3, -2, 4, 5, 13, 64, 65, 66, 2.5, -3.5):
         x = tg.tensor(xs, requires_grad=True)

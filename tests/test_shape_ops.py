@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.autograd import engine
 
 
 def _outs(r):
@@ -146,12 +145,10 @@ def test_gradgradcheck(name):
     assert tg.autograd.gradgradcheck(g, xs)
 
 
-@pytest.mark.parametrize("mode", ["never", "always"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_matches_torch(name, mode, monkeypatch):
+def test_matches_torch(name, reverse):
     # "never": the compiled reverse sweep; "always": the interpreted (NumPy) one
     torch = pytest.importorskip("torch")
-    monkeypatch.setattr(engine, "INTERPRET", [mode])
     f = CASES[name][0]
     values = _inputs(name)
     xs = _tg_inputs(values)

@@ -14,18 +14,8 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.autograd import engine
 
 THREADS = 6
-
-
-@pytest.fixture(params=["always", "never"])
-def mode(request, monkeypatch):
-    """Interpreted backward passes, or the compiled sweep for every one."""
-    if request.param == "never" and engine.INTERPRET[0] == "always":
-        pytest.skip("the compiled sweep is not used in this run (TAPEGRAD_INTERPRET=always)")
-    monkeypatch.setattr(engine, "INTERPRET", [request.param])
-    return request.param
 
 
 @pytest.fixture
@@ -60,7 +50,7 @@ def run_threads(work, n=THREADS):
     return out
 
 
-def test_grad_of_a_shared_leaf_on_every_thread(mode, switching):
+def test_grad_of_a_shared_leaf_on_every_thread(reverse, switching):
     # the case that lost gradients: W's one cached slot was overwritten by each thread
     for values in ([1.0, 2.0, 3.0], [0.5]):         # (an array, and the single-number path)
         W = tg.tensor(values, requires_grad=True)
@@ -76,7 +66,7 @@ def test_grad_of_a_shared_leaf_on_every_thread(mode, switching):
         assert W.grad is None
 
 
-def test_backward_into_a_shared_leaf_loses_nothing(mode, switching):
+def test_backward_into_a_shared_leaf_loses_nothing(reverse, switching):
     # integer-valued gradients: their sum is exact in any order
     V = tg.tensor(np.arange(1.0, 2001.0), requires_grad=True)      # (large: NumPy's add releases the GIL)
     rounds = 20
@@ -102,7 +92,7 @@ def _loss(model, x, y):
     return tg.nn.functional.cross_entropy(model(x), y) + (model[0].weight ** 2).sum() * 1e-3
 
 
-def test_a_shared_module_gives_each_thread_its_own_gradients(mode, switching):
+def test_a_shared_module_gives_each_thread_its_own_gradients(reverse, switching):
     model, batches = _module_and_batches()
     params = list(model.parameters())
     alone = [[g.numpy() for g in tg.autograd.grad(_loss(model, x, y), params)] for x, y in batches]
@@ -116,7 +106,7 @@ def test_a_shared_module_gives_each_thread_its_own_gradients(mode, switching):
                 np.testing.assert_allclose(g, want, rtol=1e-13, atol=1e-15)
 
 
-def test_a_shared_module_accumulates_every_threads_backward(mode, switching):
+def test_a_shared_module_accumulates_every_threads_backward(reverse, switching):
     model, batches = _module_and_batches()
     params = list(model.parameters())
     alone = [tg.autograd.grad(_loss(model, x, y), params) for x, y in batches]
@@ -131,7 +121,7 @@ def test_a_shared_module_accumulates_every_threads_backward(mode, switching):
         np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-12, atol=1e-14)
 
 
-def test_second_derivatives_of_a_shared_leaf(mode, switching):
+def test_second_derivatives_of_a_shared_leaf(reverse, switching):
     x = tg.tensor([0.3, -1.2, 2.0], requires_grad=True)
 
     def work(k, rounds=10):
@@ -148,7 +138,7 @@ def test_second_derivatives_of_a_shared_leaf(mode, switching):
             np.testing.assert_allclose(h, 6 * (k + 1) * x.detach().numpy(), rtol=1e-14)
 
 
-def test_a_compiled_function_shared_by_threads(mode, switching):
+def test_a_compiled_function_shared_by_threads(reverse, switching):
     W = tg.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
     step = tg.compile(lambda x: (tg.tanh(x @ W) * x).sum(), fuse=False)
     inputs = [tg.tensor([[float(k), 1.0]]) for k in range(THREADS)]
@@ -161,7 +151,7 @@ def test_a_compiled_function_shared_by_threads(mode, switching):
             np.testing.assert_allclose(g, alone[k], rtol=1e-14)
 
 
-def test_a_leaf_changed_in_place_by_one_thread_while_others_read_it(mode, switching):
+def test_a_leaf_changed_in_place_by_one_thread_while_others_read_it(reverse, switching):
     # an optimizer's step between another thread's uses: each use reads the leaf's value
     # then (a fresh slot per version), never another thread's slot
     W = tg.tensor([1.0, 1.0], requires_grad=True)
@@ -202,7 +192,7 @@ def test_a_thread_that_ended_passes_its_leaves_on():
 
 
 @pytest.mark.parametrize("how", ["grad", "backward", "create_graph"])
-def test_every_slot_of_a_leaf_counts(mode, how):
+def test_every_slot_of_a_leaf_counts(reverse, how):
     # a leaf changed in place between two uses has two slots on the tape (as it has when
     # threads take turns with it): the gradient from both reaches it, as in PyTorch
     def f(W):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.autograd import engine
 
 inf, nan = math.inf, math.nan
 
@@ -100,15 +99,8 @@ def _check(actual, expected, rtol=1e-15, signed_zeros=False):
         np.testing.assert_array_equal(np.signbit(actual[zeros]), np.signbit(expected[zeros]))
 
 
-@pytest.fixture(params=["never", "always"])
-def mode(request, monkeypatch):
-    """"never": the compiled reverse sweep (the generated kernels); "always": NumPy."""
-    monkeypatch.setattr(engine, "INTERPRET", [request.param])
-    return request.param
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_values_and_gradients_at_the_edges_are_torchs(name, mode):
+def test_values_and_gradients_at_the_edges_are_torchs(name, reverse):
     xs, values, grads = CASES[name]
     x = tg.tensor(xs, requires_grad=True)
     with np.errstate(all="ignore"):
@@ -133,17 +125,15 @@ def test_numpy_spellings_are_aliases(alias):
 
 
 @pytest.mark.parametrize("name", ["ceil", "trunc"])
-def test_step_functions_pass_zero_whatever_the_incoming_gradient(name, mode):
+def test_step_functions_pass_zero_whatever_the_incoming_gradient(name, reverse):
     # PyTorch's zeros_like(grad): +0.0 also for an infinite, nan or negative incoming gradient
     x = tg.tensor([0.5, -1.5, 2.25], requires_grad=True)
     getattr(tg, name)(x).backward(tg.tensor([inf, nan, -1.0]))
     _check(x.grad.numpy(), [0.0, 0.0, 0.0], signed_zeros=True)
 
 
-@pytest.mark.parametrize("mode_", ["never", "always"])
-def test_reciprocal_of_a_single_number(mode_, monkeypatch):
+def test_reciprocal_of_a_single_number(reverse):
     # one float64 element takes the recorder's single-number path; 1 / 0 falls back to NumPy's inf
-    monkeypatch.setattr(engine, "INTERPRET", [mode_])
     for v, want, grad in ((4.0, 0.25, -0.0625), (0.0, inf, -inf), (-0.0, -inf, -inf)):
         x = tg.tensor(v, requires_grad=True)
         with np.errstate(divide="ignore"):
@@ -164,7 +154,7 @@ def test_literal_cases_are_torchs():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_matches_torch_on_random_inputs(name, mode):
+def test_matches_torch_on_random_inputs(name, reverse):
     torch = pytest.importorskip("torch")
     xv = np.concatenate([inside(name, 20), rng.uniform(-3.0, 3.0, 20)])      # (in and out of the domain)
     w = rng.standard_normal(40)
@@ -179,7 +169,7 @@ def test_matches_torch_on_random_inputs(name, mode):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_second_derivative_matches_torch(name, mode):
+def test_second_derivative_matches_torch(name, reverse):
     torch = pytest.importorskip("torch")
     xv = inside(name, 6)
     x, xt = tg.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
@@ -206,7 +196,7 @@ def _second_derivative(name, v):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_create_graph_second_derivative_by_hand(name, mode):
+def test_create_graph_second_derivative_by_hand(name, reverse):
     v = {"acosh": 1.7, "ceil": 1.3, "trunc": -1.3, "frac": -0.4}.get(name, 0.6)
     x = tg.tensor(v, requires_grad=True)
     (g,) = tg.autograd.grad(getattr(tg, name)(x) * 1.0, x, create_graph=True)
