@@ -63,9 +63,10 @@ def test_the_compiled_sweep_calls_the_elementwise_kernels_by_address():
 @pytest.mark.skipif(not BOUNDSCHECK, reason="compiles the kernels in a child: once, in the NUMBA_BOUNDSCHECK=1 pass")
 def test_the_direct_and_the_by_address_calls_give_the_same_bits(tmp_path):
     # here (NUMBA_BOUNDSCHECK=1) the sweep calls the kernels directly, every index checked;
-    # the same backward in a child in the default mode calls them by address, in its own
-    # cache (a bounds-checked kernel is not one for the default mode's cache).  (The run
-    # that compiles the other mode's kernels is the one CI runs beside the README's.)
+    # the same backward in a child in the default mode calls them by address, in a cache of
+    # that mode (a bounds-checked kernel is not one for the default mode's cache): CI names
+    # the README run's, which it runs beside this one (TAPEGRAD_TEST_DEFAULT_MODE_CACHE);
+    # else an empty one, where the child compiles them
     code = textwrap.dedent("""
         import numpy as np, sys
         sys.path.insert(0, %r)
@@ -77,7 +78,7 @@ def test_the_direct_and_the_by_address_calls_give_the_same_bits(tmp_path):
         print(K.by_call(), *(K.ENTRIES[:2] != 0).tolist(), *[v.tobytes().hex() for v in g])
     """ % ROOT)
     env = dict(os.environ, NUMBA_BOUNDSCHECK="0", TAPEGRAD_INTERPRET="never", PYTHONPATH=ROOT,
-               NUMBA_CACHE_DIR=str(tmp_path))
+               NUMBA_CACHE_DIR=os.environ.get("TAPEGRAD_TEST_DEFAULT_MODE_CACHE") or str(tmp_path))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout.split()
