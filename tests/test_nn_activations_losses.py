@@ -13,29 +13,7 @@ import tapegrad as tg
 import tapegrad.nn.functional as F
 from tapegrad import nn
 
-
-def _inputs(specs, seed=0):
-    """Arrays for ``specs``: (shape, kind), kind "f" normal, "p" positive ("c", "q": the
-    same, not differentiated), "i<n>" integers in [0, n) ("j<n>": the same as floats), "b" booleans
-    (True mostly), "s" signs +-1."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for shape, kind in specs:
-        if kind in ("f", "c"):
-            out.append(rng.standard_normal(shape))
-        elif kind in ("p", "q"):
-            out.append(rng.uniform(0.5, 2.0, shape))
-        elif kind.startswith("i"):
-            out.append(rng.integers(0, int(kind[1:]), shape))
-        elif kind.startswith("j"):
-            out.append(rng.integers(0, int(kind[1:]), shape).astype(np.float64))
-        elif kind == "b":
-            out.append(rng.random(shape) > 0.3)
-        elif kind == "s":
-            out.append(np.where(rng.random(shape) > 0.5, 1.0, -1.0))
-        else:
-            raise ValueError(kind)
-    return out
+from functional_cases import case_tests, print_expected
 
 
 X = ((3, 4), "f")
@@ -96,7 +74,7 @@ CASES.update({
 })
 
 
-# PyTorch 2.13's outputs (float64) of the cases on _inputs(specs): shape, the first values,
+# PyTorch 2.13's outputs (float64) of the cases on functional_cases.inputs(specs): shape, the first values,
 # sum of squares, and sum of (output * (k % 7 - 3)) over the flat index k
 EXPECTED = {
     'binary_cross_entropy_with_logits':
@@ -269,66 +247,8 @@ EXPECTED = {
         ([], [1.5552371664955753], 2.4187626440491856, -4.665711499486726),
 }
 
-def _checks(out):
-    flat = np.asarray(out, dtype=np.float64).reshape(-1)
-    w = (np.arange(flat.size) % 7) - 3.0
-    return list(out.shape), flat[:6].tolist(), float((flat * flat).sum()), float((flat * w).sum())
-
-
-def _differentiated(specs):
-    return [kind in ("f", "p") for _, kind in specs]
-
-
-def _tg_inputs(arrays, specs):
-    return [tg.tensor(a, requires_grad=d) for a, d in zip(arrays, _differentiated(specs))]
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_values_are_pytorchs(name):
-    fn, specs, _ = CASES[name]
-    out = fn(F, *_tg_inputs(_inputs(specs), specs))
-    shape, first, sq, weighted = EXPECTED[name]
-    got = _checks(out.detach().numpy())
-    assert got[0] == shape
-    np.testing.assert_allclose(got[1], first, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(got[2:], [sq, weighted], rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_values_and_gradients_match_torch(name, reverse):
-    torch = pytest.importorskip("torch")
-    fn, specs, _ = CASES[name]
-    arrays = _inputs(specs)
-    tin = [torch.tensor(a, requires_grad=d) for a, d in zip(arrays, _differentiated(specs))]
-    gin = _tg_inputs(arrays, specs)
-    yt, yg = fn(torch.nn.functional, *tin), fn(F, *gin)
-    assert tuple(yg.shape) == tuple(yt.shape)
-    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-13)
-    g = np.random.default_rng(7).standard_normal(tuple(yt.shape))
-    (yt * torch.tensor(g)).sum().backward()
-    (yg * tg.tensor(g)).sum().backward()
-    for a, b in zip(tin, gin):
-        if a.requires_grad:
-            np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-11, atol=1e-12)
-
-
-NOT_FINITE_DIFFERENCES = set()
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES) - NOT_FINITE_DIFFERENCES))
-def test_gradcheck(name):
-    fn, specs, second = CASES[name]
-    arrays = _inputs(specs)
-    diff = _differentiated(specs)
-    ints = {i: a for i, (a, d) in enumerate(zip(arrays, diff)) if not d}
-    floats = [tg.tensor(a, requires_grad=True) for a, d in zip(arrays, diff) if d]
-
-    def f(*fs):
-        it = iter(fs)
-        return fn(F, *[tg.tensor(ints[i]) if i in ints else next(it) for i in range(len(arrays))])
-    assert tg.autograd.gradcheck(f, floats)
-    if second:
-        assert tg.autograd.gradgradcheck(f, floats)
+test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = case_tests(
+    CASES, EXPECTED, not_finite_differences=())
 
 
 # -- at the kinks: PyTorch's gradient is a convention (relu's 0, leaky_relu's slope, hardtanh's 0 at
@@ -492,15 +412,8 @@ def test_cdist_values_and_torch():
 
 
 def _print_expected():
-    import pprint
     import torch
-    print("EXPECTED = {")
-    for name in sorted(CASES):
-        fn, specs, _ = CASES[name]
-        out = fn(torch.nn.functional, *[torch.tensor(a) for a in _inputs(specs)])
-        text = pprint.pformat(tuple(_checks(out.numpy())), width=110, compact=True)
-        print("    %r:\n        %s," % (name, text.replace("\n", "\n        ")))
-    print("}")
+    print_expected(CASES)
     print("KINKS = %r" % (_kink_values(torch),))
 
 

@@ -18,24 +18,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.nn.functional as F
 
-
-def _inputs(specs, seed=0):
-    """Arrays for ``specs``: (shape, kind), kind "f" normal, "p" positive ("c", "q": the
-    same, not differentiated), "i<n>" integers in [0, n), "b" booleans (True mostly)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for shape, kind in specs:
-        if kind in ("f", "c"):
-            out.append(rng.standard_normal(shape))
-        elif kind in ("p", "q"):
-            out.append(rng.uniform(0.5, 2.0, shape))
-        elif kind.startswith("i"):
-            out.append(rng.integers(0, int(kind[1:]), shape))
-        elif kind == "b":
-            out.append(rng.random(shape) > 0.3)
-        else:
-            raise ValueError(kind)
-    return out
+from functional_cases import case_tests, inputs, print_expected, tg_inputs
 
 
 X4 = ((2, 3, 7, 6), "f")
@@ -112,7 +95,7 @@ CASES = {
     "pairwise_distance": (lambda F, a, b: F.pairwise_distance(a, b, 3.0), [((4, 5), "f"), ((4, 5), "f")], True),
 }
 
-# PyTorch 2.13's outputs (float64) of the cases on _inputs(specs): shape, the first values,
+# PyTorch 2.13's outputs (float64) of the cases on functional_cases.inputs(specs): shape, the first values,
 # sum of squares, and sum of (output * (k % 7 - 3)) over the flat index k
 EXPECTED = {
     'adaptive_avg_pool1d':
@@ -373,83 +356,14 @@ EXPECTED = {
 }
 
 
-def _checks(out):
-    flat = np.asarray(out, dtype=np.float64).reshape(-1)
-    w = (np.arange(flat.size) % 7) - 3.0
-    return list(out.shape), flat[:6].tolist(), float((flat * flat).sum()), float((flat * w).sum())
-
-
-def _differentiated(specs):
-    return [kind in ("f", "p") for _, kind in specs]
-
-
-def _tg_inputs(arrays, specs):
-    return [tg.tensor(a, requires_grad=d) for a, d in zip(arrays, _differentiated(specs))]
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_values_are_pytorchs(name):
-    fn, specs, _ = CASES[name]
-    out = fn(F, *_tg_inputs(_inputs(specs), specs))
-    shape, first, sq, weighted = EXPECTED[name]
-    got = _checks(out.detach().numpy())
-    assert got[0] == shape
-    np.testing.assert_allclose(got[1], first, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(got[2:], [sq, weighted], rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_values_and_gradients_match_torch(name, reverse):
-    torch = pytest.importorskip("torch")
-    fn, specs, _ = CASES[name]
-    arrays = _inputs(specs)
-    tin = [torch.tensor(a, requires_grad=d) for a, d in zip(arrays, _differentiated(specs))]
-    gin = _tg_inputs(arrays, specs)
-    yt, yg = fn(torch.nn.functional, *tin), fn(F, *gin)
-    assert tuple(yg.shape) == tuple(yt.shape)
-    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-13)
-    g = np.random.default_rng(7).standard_normal(tuple(yt.shape))
-    (yt * torch.tensor(g)).sum().backward()
-    (yg * tg.tensor(g)).sum().backward()
-    for a, b in zip(tin, gin):
-        if a.requires_grad:
-            np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-11, atol=1e-12)
-
-
-# the gradient PyTorch defines is not the derivative here: no gradient reaches padding_idx's row
-NOT_FINITE_DIFFERENCES = {"embedding_padding_idx", "embedding_scale_grad"}
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES) - NOT_FINITE_DIFFERENCES))
-def test_gradcheck(name):
-    fn, specs, second = CASES[name]
-    arrays = _inputs(specs)
-    diff = _differentiated(specs)
-    ints = {i: a for i, (a, d) in enumerate(zip(arrays, diff)) if not d}
-    floats = [tg.tensor(a, requires_grad=True) for a, d in zip(arrays, diff) if d]
-
-    def f(*fs):
-        it = iter(fs)
-        return fn(F, *[tg.tensor(ints[i]) if i in ints else next(it) for i in range(len(arrays))])
-    assert tg.autograd.gradcheck(f, floats)
-    if second:
-        assert tg.autograd.gradgradcheck(f, floats)
-
-
-def _print_expected():
-    import pprint
-    import torch
-    print("EXPECTED = {")
-    for name in sorted(CASES):
-        fn, specs, _ = CASES[name]
-        out = fn(torch.nn.functional, *[torch.tensor(a) for a in _inputs(specs)])
-        text = pprint.pformat(tuple(_checks(out.numpy())), width=110, compact=True)
-        print("    %r:\n        %s," % (name, text.replace("\n", "\n        ")))
-    print("}")
+# (not by finite differences: the gradient PyTorch defines is not the derivative here: no
+# gradient reaches padding_idx's row)
+test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = case_tests(
+    CASES, EXPECTED, not_finite_differences={"embedding_padding_idx", "embedding_scale_grad"})
 
 
 if __name__ == "__main__":
-    _print_expected()
+    print_expected(CASES)
 
 
 def opcode_programs():
@@ -458,7 +372,7 @@ def opcode_programs():
     entries a create_graph reverse records (conv's transpose and weight adjoint, avg_pool's
     adjoint), the recurrent steps and the CTC loss."""
     import test_nn_activations_losses as acts
-    for table, make, wrap in ((CASES, _inputs, _tg_inputs), (acts.CASES, acts._inputs, acts._tg_inputs)):
+    for table, make, wrap in ((CASES, inputs, tg_inputs), (acts.CASES, inputs, tg_inputs)):
         for fn, specs, _ in table.values():
             arrays = make(specs)
             yield lambda fn=fn, arrays=arrays, specs=specs, wrap=wrap: fn(F, *wrap(arrays, specs))
