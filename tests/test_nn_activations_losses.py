@@ -13,7 +13,7 @@ import tapegrad as tg
 import tapegrad.nn.functional as F
 from tapegrad import nn
 
-from functional_cases import case_tests, print_expected
+from case_tables import functional_tests, print_expected
 
 
 X = ((3, 4), "f")
@@ -74,7 +74,7 @@ CASES.update({
 })
 
 
-# PyTorch 2.13's outputs (float64) of the cases on functional_cases.inputs(specs): shape, the first values,
+# PyTorch 2.13's outputs (float64) of the cases on case_tables.inputs(specs): shape, the first values,
 # sum of squares, and sum of (output * (k % 7 - 3)) over the flat index k
 EXPECTED = {
     'binary_cross_entropy_with_logits':
@@ -247,7 +247,7 @@ EXPECTED = {
         ([], [1.5552371664955753], 2.4187626440491856, -4.665711499486726),
 }
 
-test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = case_tests(
+test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = functional_tests(
     CASES, EXPECTED, not_finite_differences=())
 
 

@@ -18,7 +18,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.nn.functional as F
 
-from functional_cases import case_tests, inputs, print_expected, tg_inputs
+from case_tables import functional_tests, inputs, print_expected, tg_inputs
 
 
 X4 = ((2, 3, 7, 6), "f")
@@ -95,7 +95,7 @@ CASES = {
     "pairwise_distance": (lambda F, a, b: F.pairwise_distance(a, b, 3.0), [((4, 5), "f"), ((4, 5), "f")], True),
 }
 
-# PyTorch 2.13's outputs (float64) of the cases on functional_cases.inputs(specs): shape, the first values,
+# PyTorch 2.13's outputs (float64) of the cases on case_tables.inputs(specs): shape, the first values,
 # sum of squares, and sum of (output * (k % 7 - 3)) over the flat index k
 EXPECTED = {
     'adaptive_avg_pool1d':
@@ -358,7 +358,7 @@ EXPECTED = {
 
 # (not by finite differences: the gradient PyTorch defines is not the derivative here: no
 # gradient reaches padding_idx's row)
-test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = case_tests(
+test_values_are_pytorchs, test_values_and_gradients_match_torch, test_gradcheck = functional_tests(
     CASES, EXPECTED, not_finite_differences={"embedding_padding_idx", "embedding_scale_grad"})
 
 

@@ -11,9 +11,7 @@ import pytest
 
 import tapegrad as tg
 
-
-def _outs(r):
-    return tuple(r) if isinstance(r, (tuple, list)) else (r,)     # (a tensor of either library is one output)
+from case_tables import shape_tests
 
 
 # name -> (f(module, *inputs), input shapes): each f runs unchanged on tapegrad and on torch
@@ -115,80 +113,7 @@ VIEWS = {"split_int", "split_sizes", "split_last", "chunk", "chunk_method", "unb
          "movedim_scalar", "movedim_negative"}
 
 
-def _inputs(name, seed=0):
-    rng = np.random.default_rng(seed + sorted(CASES).index(name))
-    return [rng.standard_normal(s) for s in CASES[name][1]]
-
-
-def _tg_inputs(values):
-    return [tg.tensor(v, requires_grad=True) for v in values]
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradcheck(name):
-    f = CASES[name][0]
-    xs = _tg_inputs(_inputs(name))
-    assert tg.autograd.gradcheck(lambda *a: f(tg, *a), xs)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradgradcheck(name):
-    # the ops are linear: their second derivative shows through a product with the inputs
-    f = CASES[name][0]
-    xs = _tg_inputs(_inputs(name))
-
-    def g(*a):
-        s = a[0].sum()
-        for t in a[1:]:
-            s = s + t.sum()
-        return tuple(o * s for o in _outs(f(tg, *a)))
-    assert tg.autograd.gradgradcheck(g, xs)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_matches_torch(name, reverse):
-    # "never": the compiled reverse sweep; "always": the interpreted (NumPy) one
-    torch = pytest.importorskip("torch")
-    f = CASES[name][0]
-    values = _inputs(name)
-    xs = _tg_inputs(values)
-    ts = [torch.tensor(v, requires_grad=True) for v in values]
-    outs, touts = _outs(f(tg, *xs)), _outs(f(torch, *ts))
-    assert len(outs) == len(touts)
-    rng = np.random.default_rng(1)
-    loss, tloss = 0.0, 0.0
-    for o, t in zip(outs, touts):
-        assert o.shape == tuple(t.shape) and o.dtype == np.float64
-        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-13, atol=1e-15)
-        assert (o.grad_fn and o.grad_fn.name()) == (t.grad_fn and type(t.grad_fn).__name__)
-        if t.numel():       # a view of an input (or the input itself: atleast_1d of a vector)
-            shares = any(t.untyped_storage().data_ptr() == u.untyped_storage().data_ptr() for u in ts)
-            assert any(np.may_share_memory(o._data, x._data) for x in xs) == shares == (name in VIEWS)
-        w = rng.standard_normal(o.shape)
-        loss = loss + (o * tg.tensor(w)).sum()
-        tloss = tloss + (t * torch.tensor(w)).sum()
-    loss.backward()
-    tloss.backward()
-    for x, t in zip(xs, ts):
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-14)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_float32_matches_torch(name):
-    torch = pytest.importorskip("torch")
-    f = CASES[name][0]
-    values = [v.astype(np.float32) for v in _inputs(name)]
-    xs = _tg_inputs(values)
-    ts = [torch.tensor(v, requires_grad=True) for v in values]
-    outs, touts = _outs(f(tg, *xs)), _outs(f(torch, *ts))
-    for o, t in zip(outs, touts):
-        assert o.dtype == np.float32 and str(t.dtype) == "torch.float32"
-        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-6)
-    sum(o.sum() for o in outs).backward()
-    sum(t.sum() for t in touts).backward()
-    for x, t in zip(xs, ts):
-        assert x.grad.dtype == np.float32
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+test_gradcheck, test_gradgradcheck, test_matches_torch, test_float32_matches_torch = shape_tests(CASES, views=VIEWS)
 
 
 def test_tril_triu_in_place():

@@ -12,9 +12,7 @@ import pytest
 
 import tapegrad as tg
 
-
-def _outs(r):
-    return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+from case_tables import shape_tests, case_inputs, leaves
 
 
 def _pad(m, *a, **k):
@@ -113,82 +111,7 @@ CASES = {
 }
 
 
-def _inputs(name, seed=0):
-    rng = np.random.default_rng(seed + sorted(CASES).index(name))
-    return [rng.standard_normal(s) for s in CASES[name][1]]
-
-
-def _tg_inputs(values):
-    return [tg.tensor(v, requires_grad=True) for v in values]
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradcheck(name):
-    f = CASES[name][0]
-    xs = _tg_inputs(_inputs(name))
-    assert tg.autograd.gradcheck(lambda *a: f(tg, *a), xs)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradgradcheck(name):
-    # a product with the inputs' sum: the linear ops' second derivative shows through it
-    f = CASES[name][0]
-    xs = _tg_inputs(_inputs(name))
-
-    def g(*a):
-        s = a[0].sum()
-        for t in a[1:]:
-            s = s + t.sum()
-        return tuple(o * s for o in _outs(f(tg, *a)))
-    assert tg.autograd.gradgradcheck(g, xs)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_matches_torch(name, reverse):
-    # "never": the compiled reverse sweep; "always": the interpreted (NumPy) one
-    torch = pytest.importorskip("torch")
-    f = CASES[name][0]
-    values = _inputs(name)
-    xs = _tg_inputs(values)
-    ts = [torch.tensor(v, requires_grad=True) for v in values]
-    outs, touts = _outs(f(tg, *xs)), _outs(f(torch, *ts))
-    assert len(outs) == len(touts)
-    rng = np.random.default_rng(1)
-    loss, tloss = 0.0, 0.0
-    for o, t in zip(outs, touts):
-        assert o.shape == tuple(t.shape) and o.dtype == np.float64
-        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-13, atol=1e-14)
-        w = rng.standard_normal(o.shape)
-        loss = loss + (o * tg.tensor(w)).sum()
-        tloss = tloss + (t * torch.tensor(w)).sum()
-    loss.backward()
-    tloss.backward()
-    for x, t in zip(xs, ts):
-        if t.grad is None:      # (only the shape of view_as's, reshape_as's and expand_as's other is read)
-            assert x.grad is None
-            continue
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-14)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_float32_matches_torch(name):
-    torch = pytest.importorskip("torch")
-    f = CASES[name][0]
-    values = [v.astype(np.float32) for v in _inputs(name)]
-    xs = _tg_inputs(values)
-    ts = [torch.tensor(v, requires_grad=True) for v in values]
-    outs, touts = _outs(f(tg, *xs)), _outs(f(torch, *ts))
-    for o, t in zip(outs, touts):
-        assert o.dtype == np.float32 and str(t.dtype) == "torch.float32"
-        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-5)
-    sum(o.sum() for o in outs).backward()
-    sum(t.sum() for t in touts).backward()
-    for x, t in zip(xs, ts):
-        if t.grad is None:
-            assert x.grad is None
-            continue
-        assert x.grad.dtype == np.float32
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+test_gradcheck, test_gradgradcheck, test_matches_torch, test_float32_matches_torch = shape_tests(CASES, value_atol=1e-14, float32_tol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["pad_constant", "pad_reflect_1d", "pad_reflect_2d", "pad_reflect_3d",
@@ -197,8 +120,8 @@ def test_float32_matches_torch(name):
 def test_grad_fn_names_match_torch(name):
     torch = pytest.importorskip("torch")
     f = CASES[name][0]
-    values = _inputs(name)
-    o = f(tg, *_tg_inputs(values))
+    values = case_inputs(CASES, name)
+    o = f(tg, *leaves(values))
     t = f(torch, *[torch.tensor(v, requires_grad=True) for v in values])
     assert o.grad_fn.name() == type(t.grad_fn).__name__
 
