@@ -287,6 +287,28 @@ def test_matrix_products_between_the_loops(compiled):
 
 
 @compiled_code
+def test_small_products_are_loops_and_large_ones_call_np_dot(compiled, monkeypatch):
+    """A product of up to ``SMALL_PRODUCT`` multiply-adds is written as loops (Numba lowers
+    each np.dot, reshape and slice assignment to hundreds of IR instructions: slow to
+    compile); a larger one calls np.dot, batch by batch; both equal the NumPy walk."""
+    from tapegrad.kernels import loops
+    sources = []
+    load = loops.load
+    monkeypatch.setattr(loops, "load", lambda prefix, source: sources.append(source) or load(prefix, source))
+
+    def f(a, b):
+        return ((a @ b).tanh() * (b.t() @ a.t()).t()).sum() + (a.sin() @ b).square().mean()
+    _check(f, [RNG.standard_normal((3, 7)), RNG.standard_normal((7, 2))])
+    small = sources[-1]
+    assert "np.dot" not in small and "[:] =" not in small and ".reshape" not in small
+    monkeypatch.setattr(TP, "SMALL_PRODUCT", 0)         # (every product larger: np.dot)
+    _check(lambda a, b: (a @ b.cos()).sin().sum(), [RNG.standard_normal((3, 5)), RNG.standard_normal((5, 2))])
+    assert sources[-1].count("np.dot(") == 8        # (the tangent: 2 terms; each adjoint: 1, its tangent: 2)
+    _check(lambda a, b: (a @ b).sin().sum(), [RNG.standard_normal((2, 3, 5)), RNG.standard_normal((1, 5, 2))])
+    assert "for q in range(2):" in sources[-1] and "np.dot(" in sources[-1]
+
+
+@compiled_code
 def test_gathers_softmax_and_masks(compiled):
     """Gathers are index maps (their indices are part of the structure); logsumexp,
     softmax and log_softmax are calls between the loops; a where's condition and a

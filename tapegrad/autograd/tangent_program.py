@@ -17,7 +17,7 @@ which slots are seeded and wanted), not by its values, so that each call of a lo
 that records the same tape again finds it.  It is compiled in a background thread
 once the same structure has been walked ``COMPILE_AFTER`` times (the NumPy walk serves
 until then), written where the kernels are and cached by Numba on disk.  Gathers
-are index maps too; matrix products (``np.dot``, per batch), concatenations, writes
+are index maps too; matrix products (loops when small, else ``np.dot`` per batch), concatenations, writes
 and scatters (setitem, SCATTER_ADD, STRIDED_SCATTER) and the reductions and scans by
 groups (logsumexp, softmax, log_softmax, var, std, extrema, prod, cumsum) are calls
 between the loops, over whole arrays.  A tape with any other entry keeps the NumPy walk (the
@@ -45,6 +45,11 @@ MAX_ENTRIES = 256       # entries past which a tape keeps the NumPy walk (the co
 MAX_LOOPS = 12          # ... and loops (Numba compiles many loops in one function slowly)
 OWN_BUFFER_MAX = 1 << 17   # elements up to which a loop's second index into an adjoint gets a buffer of its own
 MODE = ["auto"]         # "auto" (background compile), "now" (compile in the caller: tests), "off"
+# Products of up to this many multiply-adds (all batches) are written as loops; larger ones
+# call np.dot.  Numba lowers each np.dot, reshape and slice assignment to hundreds of IR
+# instructions: a fuzzer's pair of 13-entry programs with one batched product compiled in
+# 32 s that way, in 10 s with loops (and whole-array assignments written as loops too).
+SMALL_PRODUCT = 4096
 
 _GROUP_CALLS = (_rd.LOGSUMEXP, _rd.SOFTMAX, _rd.LOG_SOFTMAX, _rd.VAR, _rd.STD, _rd.EXTREMUM,   # calls by groups
                 _rd.CUMSUM, _rd.PROD)
@@ -55,6 +60,45 @@ _F64 = np.dtype(np.float64)
 
 class Unsupported(Exception):
     """Why a tape keeps the NumPy walk."""
+
+
+class _Matrix:
+    """A matrix operand of a product in a generated program: the 1-D array ``name``
+    (None: all ones) holding ``nb`` matrices of ``rows`` x ``cols`` one after another,
+    used transposed when ``t``."""
+
+    def __init__(self, name, rows, cols, t=False):
+        self.name, self.rows, self.cols, self.t = name, rows, cols, t
+
+    @property
+    def T(self):
+        return _Matrix(self.name, self.rows, self.cols, not self.t)
+
+    @property
+    def shape(self):
+        """The shape used in the product."""
+        return (self.cols, self.rows) if self.t else (self.rows, self.cols)
+
+    def whole(self, nb):
+        """As an argument of np.dot (batch ``q`` when ``nb`` > 1)."""
+        shape, q = ((self.rows, self.cols), "") if nb == 1 else ((nb, self.rows, self.cols), "[q]")
+        a = "np.ones(%r)%s" % (shape, q) if self.name is None else "%s.reshape%r%s" % (self.name, shape, q)
+        return a + ".T" if self.t else a
+
+    def element(self, r, c, nb):
+        """Element (``r``, ``c``) of batch ``q`` (index names) as used in the product."""
+        if self.name is None:
+            return "1.0"
+        if self.t:
+            r, c = c, r
+        at = []         # (an axis of one element adds nothing)
+        if nb > 1:
+            at.append("q * %d" % (self.rows * self.cols))
+        if self.rows > 1:
+            at.append(r if self.cols == 1 else "%s * %d" % (r, self.cols))
+        if self.cols > 1:
+            at.append(c)
+        return "%s[%s]" % (self.name, " + ".join(at) or "0")
 
 
 # -- planning: views folded into index maps, entries into loops ---------------------
@@ -388,6 +432,7 @@ class _Source:
         for s in sorted(self.t_arrays):
             self.emit(1, "t%d = work[%d:%d]" % (s, self.work, self.work + p.sizes[s]))
             self.work += p.sizes[s]
+        zero_from = self.work
         for s in sorted(self.a_arrays):
             n = p.sizes[s]
             if s in p.targets:
@@ -395,9 +440,10 @@ class _Source:
             else:
                 self.emit(1, "ag%d, ah%d = work[%d:%d], work[%d:%d]" % (s, s, self.work, self.work + n,
                                                                       self.work + n, self.work + 2 * n))
-                self.emit(1, "ag%d[:] = 0.0" % s)
-                self.emit(1, "ah%d[:] = 0.0" % s)
                 self.work += 2 * n
+        if self.work > zero_from:   # (the adjoints, in one loop: a slice assignment per array compiles slowly)
+            self.emit(1, "for i in range(%d, %d):" % (zero_from, self.work))
+            self.emit(2, "work[i] = 0.0")
         for name, n in self._own:
             self.emit(1, "%s = work[%d:%d]" % (name, self.work, self.work + n))
             self.work += n
@@ -443,10 +489,10 @@ class _Source:
                 self.emit(2, "acc%d += %s" % (e.slot, t))
                 post.append("t%d[%s] = acc%d%s" % (e.slot, at, e.slot, scale))
             else:
-                pre.append("t%d[:] = 0.0" % e.slot)
+                pre.append("for i in range(%d): t%d[i] = 0.0" % (self.p.sizes[e.slot], e.slot))
                 self.emit(2, "t%d[%s] += %s" % (e.slot, at, t))
                 if e.mean:
-                    post.append("t%d[:] = t%d%s" % (e.slot, e.slot, scale))
+                    post.append("for i in range(%d): t%d[i] = t%d[i]%s" % (self.p.sizes[e.slot], e.slot, e.slot, scale))
         self._loop(n, start, pre, post)
 
     def _loop(self, n, start, pre, post):
@@ -515,49 +561,61 @@ class _Source:
         return tmp
 
     def _operands(self, e):
-        """The matrix product ``e``'s operands as 2-D values and tangents, indexed by
-        batch ``q`` when it has several (None where an operand depends on no seeded slot)."""
+        """The matrix product ``e``'s operands as ``_Matrix``es, values and tangents
+        (None where an operand depends on no seeded slot)."""
         n, kk, m, nb = e.dims
         vals, tans = [], []
-        q = "" if nb == 1 else "[q]"
-        for j, shape in ((0, (n, kk)), (1, (kk, m))):
-            if nb > 1:
-                shape = (nb,) + shape
-            size = int(np.prod(shape))
+        for j, (rows, cols) in ((0, (n, kk)), (1, (kk, m))):
+            size = nb * rows * cols
             own = e.own[j]
             if e.ops[1 - j] is None:
                 vals.append(None)       # (only the other operand's rules read it: the tape kept it only then)
             else:
                 if own.slot not in self.values:
                     self.values.append(own.slot)
-                vals.append("%s.reshape%r%s" % (self._whole("v%d" % own.slot, own, size), shape, q))
+                vals.append(_Matrix(self._whole("v%d" % own.slot, own, size), rows, cols))
             acc = e.ops[j]
-            if acc is None:
-                tans.append(None)
-                continue
-            base = self._tangents_of(acc.slot)
-            tans.append("%s.reshape%r%s" % (self._whole(base, acc, size), shape, q))
+            tans.append(None if acc is None else
+                        _Matrix(self._whole(self._tangents_of(acc.slot), acc, size), rows, cols))
         return vals, tans
 
-    def _per_batch(self, e, into, size, expr, new=True):
-        """``into`` (a new array of ``size``, else an existing one) = ``expr`` flattened,
-        written batch by batch (``q``) when the product has several."""
+    def _product(self, e, into, terms, new=True):
+        """``into`` (a new array, else an existing one) = the sum of the products of the
+        ``terms`` (pairs of ``_Matrix``), flattened, batch by batch when ``e`` has several."""
         nb = e.dims[3]
-        if nb == 1:
-            self.emit(1, "%s%s = (%s).reshape(-1)" % (into, "" if new else "[:]", expr))
-            return
+        (rows, inner), cols = terms[0][0].shape, terms[0][1].shape[1]
+        size = nb * rows * cols
         if new:
             self.emit(1, "%s = np.empty(%d)" % (into, size))
-        per = size // nb
-        self.emit(1, "for q in range(%d):" % nb)
-        self.emit(2, "%s[q * %d:(q + 1) * %d] = (%s).reshape(-1)" % (into, per, per, expr))
+        if nb * rows * inner * cols > SMALL_PRODUCT:
+            expr = " + ".join("np.dot(%s, %s)" % (a.whole(nb), b.whole(nb)) for a, b in terms)
+            if nb == 1:
+                self.emit(1, "%s[:] = (%s).reshape(-1)" % (into, expr))
+            else:
+                self.emit(1, "for q in range(%d):" % nb)
+                self.emit(2, "%s[q * %d:(q + 1) * %d] = (%s).reshape(-1)" % (into, size // nb, size // nb, expr))
+            return
+        out = _Matrix(into, rows, cols)
+        self._loops += 1
+        total = "mm%d" % self._loops      # (each name assigned in one place: Numba's SSA pass is then quick)
+        d = 1
+        if nb > 1:
+            self.emit(d, "for q in range(%d):" % nb)
+            d += 1
+        self.emit(d, "for r in range(%d):" % rows)
+        self.emit(d + 1, "for c in range(%d):" % cols)
+        self.emit(d + 2, "%s = 0.0" % total)
+        self.emit(d + 2, "for k in range(%d):" % inner)
+        self.emit(d + 3, "%s += %s" % (total, " + ".join("%s * %s" % (a.element("r", "k", nb), b.element("k", "c", nb))
+                                                       for a, b in terms)))
+        self.emit(d + 2, "%s = %s" % (out.element("r", "c", nb), total))
 
     def _forward_call(self, n, members):
         """The product rule: dC = dA B + A dB."""
         e, = members
         if e.kind == "cat":
             if e.add or any(acc is None for acc in e.ops):
-                self.emit(1, "t%d[:] = 0.0" % e.slot)
+                self.emit(1, "for i in range(%d): t%d[i] = 0.0" % (self.p.sizes[e.slot], e.slot))
             for acc, place in zip(e.ops, e.dims):
                 if acc is not None and place.size:
                     base = self._tangents_of(acc.slot)
@@ -566,15 +624,11 @@ class _Source:
                                                         self._idx(acc.map)))
             return
         if e.kind == "group":
-            self._loops += 1
-            into = "tg%d" % self._loops
-            self._group_tangent(e, into)
-            self.emit(1, "t%d[:] = %s" % (e.slot, into))
+            self._group_tangent(e, "t%d" % e.slot)
             return
         (A, B), (tA, tB) = self._operands(e)
-        terms = (([] if tA is None else ["np.dot(%s, %s)" % (tA, B)])
-                 + ([] if tB is None else ["np.dot(%s, %s)" % (A, tB)]))
-        self._per_batch(e, "t%d" % e.slot, e.n, " + ".join(terms), new=False)
+        self._product(e, "t%d" % e.slot, ([] if tA is None else [(tA, B)]) + ([] if tB is None else [(A, tB)]),
+                      new=False)
 
     def _reverse_call(self, n, members):
         """dA = G B^T and dB = A^T G, and their tangents: H B^T + G dB^T and A^T H + dA^T G."""
@@ -598,40 +652,31 @@ class _Source:
                         self.h_live.add(acc.slot)
             return
         s, (rows, inner, cols, nb) = e.slot, e.dims
-        shape, q = ((rows, cols), "") if nb == 1 else ((nb, rows, cols), "[q]")
         if s == self.p.out:
-            G, H = "np.ones(%r)%s" % (shape, q), None
+            G, H = _Matrix(None, rows, cols), None
         elif s in self.a_arrays:
-            G, H = "ag%d.reshape%r%s" % (s, shape, q), "ah%d.reshape%r%s" % (s, shape, q) if s in self.h_live else None
+            G, H = _Matrix("ag%d" % s, rows, cols), _Matrix("ah%d" % s, rows, cols) if s in self.h_live else None
         else:
             return              # (it reaches no output: no adjoint)
         (A, B), (tA, tB) = self._operands(e)
-        parts = [(0, "np.dot(%s, %s.T)" % (G, B), None if H is None else "np.dot(%s, %s.T)" % (H, B),
-                  None if tB is None else "np.dot(%s, %s.T)" % (G, tB)),
-                 (1, "np.dot(%s.T, %s)" % (A, G), None if H is None else "np.dot(%s.T, %s)" % (A, H),
-                  None if tA is None else "np.dot(%s.T, %s)" % (tA, G))]
+        parts = ([] if e.ops[0] is None else
+                 [(0, [(G, B.T)], [] if H is None else [(H, B.T)], [] if tB is None else [(G, tB.T)])])
+        parts += ([] if e.ops[1] is None else
+                  [(1, [(A.T, G)], [] if H is None else [(A.T, H)], [] if tA is None else [(tA.T, G)])])
         for j, dg, dh, curvature in parts:
             acc = e.ops[j]
-            if acc is None:
-                continue
             self._loops += 1
             g, h = "cg%d" % self._loops, "ch%d" % self._loops
-            dh = " + ".join(t for t in (dh, curvature) if t is not None)     # (empty: no tangent to add)
-            size = nb * (rows * inner if j == 0 else inner * cols)
-            self._per_batch(e, g, size, dg)
+            dh = dh + curvature         # (empty: no tangent to add)
+            self._product(e, g, dg)
             if dh:
-                self._per_batch(e, h, size, dh)
-            if dh:
+                self._product(e, h, dh)
                 self.h_live.add(acc.slot)
-            if acc.map is None:
-                self.emit(1, "ag%d += %s" % (acc.slot, g))
-                if dh:
-                    self.emit(1, "ah%d += %s" % (acc.slot, h))
-            else:
-                self.emit(1, "for i in range(%d):" % acc.map.size)
-                self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), g))
-                if dh:
-                    self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, self._idx(acc.map), h))
+            at = "i" if acc.map is None else self._idx(acc.map)
+            self.emit(1, "for i in range(%d):" % (nb * (rows * inner if j == 0 else inner * cols)))
+            self.emit(2, "ag%d[%s] += %s[i]" % (acc.slot, at, g))
+            if dh:
+                self.emit(2, "ah%d[%s] += %s[i]" % (acc.slot, at, h))
 
     # -- reductions by groups between the loops: loops over the whole arrays ---------------
     # logsumexp, softmax, log_softmax, var, std and the extremum (amax, max()...), each
@@ -660,8 +705,9 @@ class _Source:
             self.emit(1, loop)
             self.emit(2, "M%(j)d[%(g)s] += %(x)s[i]" % v)
             self.emit(2, "TM%(j)d[%(g)s] += %(tx)s[i]" % v)
-            self.emit(1, "M%(j)d /= %(L)d" % v)
-            self.emit(1, "TM%(j)d /= %(L)d" % v)
+            self.emit(1, "for q in range(%(G)d):" % v)
+            self.emit(2, "M%(j)d[q] /= %(L)d" % v)
+            self.emit(2, "TM%(j)d[q] /= %(L)d" % v)
             self.emit(1, "D%(j)d = %(L)d - %(f0)s" % v)
             v["c"] = "(%(x)s[i] - M%(j)d[%(g)s])" % v
         elif k == _rd.EXTREMUM:             # hits: the elements equal to their group's extremum
@@ -692,11 +738,12 @@ class _Source:
         return v
 
     def _group_tangent(self, e, into):
-        """The output's tangent into the new array ``into``, emitted; returns the names."""
+        """The output's tangent into the array ``into``, emitted; returns the names."""
         v = self._group_values(e)
         k = e.op
         v["into"] = into
-        self.emit(1, "%s = np.zeros(%d)" % (into, e.n))
+        self.emit(1, "for i in range(%d):" % e.n)
+        self.emit(2, "%s[i] = 0.0" % into)
         loop = "for i in range(%(n)d):" % v
         if k == _rd.CUMSUM:             # a running sum along each row (its elements in flat order)
             self.emit(1, "R%(j)d = np.zeros(%(G)d)" % v)
@@ -735,6 +782,7 @@ class _Source:
             v["into"] = "t%d" % s if s in self.t_arrays else None
         else:
             self._loops += 1
+            self.emit(1, "ty%d = np.empty(%d)" % (self._loops, e.n))
             v = self._group_tangent(e, "ty%d" % self._loops)
         v.update(ty=v["into"], gy="gy%(j)d" % v, hy="hy%(j)d" % v, gx="gx%(j)d" % v, hx="hx%(j)d" % v)
         k = e.op

@@ -346,7 +346,8 @@ class FusedProgram:
         if not reverse:
             for s in g.reds:
                 if self.shapes[s] != ():
-                    lines.append(ind + "o%d[:] = 0.0" % s)
+                    # (loops, not slice assignments: Numba lowers those to hundreds of IR instructions each)
+                    lines.append(ind + "for i in range(%d): o%d[i] = 0.0" % (math.prod(self.shapes[s]), s))
         pre, post = [], []
         lines += self._nest(g, self._body(g, reverse, pre, post), full, pre, post)
         for s in full:
@@ -355,7 +356,7 @@ class FusedProgram:
             for s in g.reds:
                 if index(self.R.rows[s][_tp.OP]) == _rd.MEAN:
                     cnt = math.prod(self.shapes[self.R.rows[s][_tp.A]]) / max(math.prod(self.shapes[s]), 1)
-                    lines.append(ind + "o%d[:] = o%d / %r" % (s, s, cnt))
+                    lines.append(ind + "for i in range(%d): o%d[i] = o%d[i] / %r" % (math.prod(self.shapes[s]), s, s, cnt))
         lines.append(ind + "return 0")
         return "\n".join(lines) + "\n"
 
