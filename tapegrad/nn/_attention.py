@@ -20,29 +20,48 @@ from ..ops import compose as _compose
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
 
-# ints: is_causal, has_bias; floats: scale
+# ints: is_causal, has_bias; floats: scale.  The weights are computed in place in the
+# product's new array, and the reverse in one new array: the same operations in the same
+# order as out of place (the same bits), without a fresh array of the batch's scores per step.
+_ABOVE = {}     # (L, S) -> the causal mask's hidden positions, the last few shapes' (generation grows L)
+
+
+def _above(L, S):
+    m = _ABOVE.get((L, S))
+    if m is None:
+        if len(_ABOVE) >= 8:
+            _ABOVE.clear()      # (one call: safe beside another thread's)
+        m = _ABOVE[(L, S)] = ~np.tril(np.ones((L, S), bool))
+    return m
+
+
 def _scores(q, k, ints, floats, bias):
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * floats[0]
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= floats[0]
     if ints[0]:
-        L, S = s.shape[-2], s.shape[-1]
-        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+        np.copyto(s, -np.inf, where=_above(s.shape[-2], s.shape[-1]))
     if bias is not None:
-        s = s + bias
+        if bias.dtype == s.dtype and np.broadcast_shapes(bias.shape, s.shape) == s.shape:
+            s += bias
+        else:
+            s = s + bias
     return s
 
 
-def _softmax_rows(s):
+def _softmax_rows_in_place(s):
     m = s.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - m)
-    return e / e.sum(-1, keepdims=True)
+    s -= m
+    np.exp(s, out=s)
+    s /= s.sum(-1, keepdims=True)
+    return s
 
 
 def _fwd(arrays, ints, floats):
     q, k = arrays[0], arrays[1]
     bias = arrays[2] if ints[1] else None
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _softmax_rows(_scores(q, k, ints, floats, bias)).astype(q.dtype, copy=False)
+        return _softmax_rows_in_place(_scores(q, k, ints, floats, bias)).astype(q.dtype, copy=False)
 
 
 def _rev(xs, y, g, ints, floats, needs):
@@ -62,12 +81,16 @@ def _rev(xs, y, g, ints, floats, needs):
 def _arr_rev(xs, y, g, ints, floats, needs):
     q, k = xs[0], xs[1]
     scale = floats[0]
-    ds = y * (g - (g * y).sum(-1, keepdims=True))
+    ds = g * y                                  # ds = y * (g - sum(g * y))
+    np.subtract(g, ds.sum(-1, keepdims=True), out=ds)
+    ds *= y
     out = [None] * len(needs)
     if needs[0]:
-        out[0] = np.matmul(ds, k) * scale
+        out[0] = np.matmul(ds, k)
+        out[0] *= scale
     if needs[1]:
-        out[1] = np.matmul(np.swapaxes(ds, -1, -2), q) * scale
+        out[1] = np.matmul(np.swapaxes(ds, -1, -2), q)
+        out[1] *= scale
     if len(needs) > 2 and needs[2]:
         out[2] = ds
     return out
