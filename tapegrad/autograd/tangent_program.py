@@ -595,20 +595,13 @@ class _Source:
                 self.emit(1, "for q in range(%d):" % nb)
                 self.emit(2, "%s[q * %d:(q + 1) * %d] = (%s).reshape(-1)" % (into, size // nb, size // nb, expr))
             return
-        out = _Matrix(into, rows, cols)
         self._loops += 1
         total = "mm%d" % self._loops      # (each name assigned in one place: Numba's SSA pass is then quick)
-        d = 1
-        if nb > 1:
-            self.emit(d, "for q in range(%d):" % nb)
-            d += 1
-        self.emit(d, "for r in range(%d):" % rows)
-        self.emit(d + 1, "for c in range(%d):" % cols)
-        self.emit(d + 2, "%s = 0.0" % total)
-        self.emit(d + 2, "for k in range(%d):" % inner)
-        self.emit(d + 3, "%s += %s" % (total, " + ".join("%s * %s" % (a.element("r", "k", nb), b.element("k", "c", nb))
-                                                       for a, b in terms)))
-        self.emit(d + 2, "%s = %s" % (out.element("r", "c", nb), total))
+        body = "%s += %s" % (total, " + ".join("%s * %s" % (a.element("r", "k", nb), b.element("k", "c", nb))
+                                               for a, b in terms))
+        shape, names = ((nb,) if nb > 1 else ()) + (rows, cols, inner), (("q",) if nb > 1 else ()) + ("r", "c", "k")
+        self.lines += loops.nest(shape, [body], ["%s = 0.0" % total],
+                                 ["%s = %s" % (_Matrix(into, rows, cols).element("r", "c", nb), total)], names=names)
 
     def _forward_call(self, n, members):
         """The product rule: dC = dA B + A dB."""
